@@ -1,0 +1,13 @@
+"""perfsight's user-facing errors: each names the key or file, the value and what is allowed."""
+
+
+class PerfsightError(Exception):
+    """Base of every error perfsight reports to a user (the CLI prints it without a traceback)."""
+
+
+class OptionError(PerfsightError, ValueError):
+    """An option (from the API, PERFSIGHT_OPTIONS, PROFILING_OPTIONS, MS_PROFILER_OPTIONS or the CLI) is invalid."""
+
+
+class InputError(PerfsightError):
+    """A file or directory given to perfsight cannot be read as a run."""

@@ -1,0 +1,177 @@
+"""The canonical tables: every reader produces them, every analysis and export reads only them.
+
+A run is six Arrow tables (docs/tables.md documents every column). Time is integer nanoseconds
+since the Unix epoch wherever the source lets us know the epoch (Kineto's ``baseTimeNanoseconds``,
+perfsight's own host samples), otherwise since the source's own origin; never floats.
+
+This module owns the schemas, the small vocabularies used in the ``kind`` columns, the
+``RunTables`` container and opening a DuckDB connection over a run's tables.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+import pyarrow as pa
+
+# --- vocabularies -------------------------------------------------------------------------------
+
+#: slices.kind values
+SLICE_KINDS = (
+    "cpu_op",        # framework operator (aten::*, user module ops)
+    "python",        # Python function (with_stack / TORCH_CALL_STACK)
+    "annotation",    # user range: record_function, perfsight.mark, msproftx
+    "step",          # training step range (ProfilerStep#N)
+    "dataloader",    # time spent fetching a batch from the data loader
+    "runtime",       # runtime API call on the host (cudaLaunchKernel, aclrt*, ...)
+    "driver",        # driver API call on the host (cuLaunchKernel, ...)
+    "kernel",        # device compute kernel / task
+    "comm",          # communication: NCCL/HCCL kernels, torch.distributed collectives
+    "memcpy",        # device memory copy
+    "memset",        # device memory set
+    "sync",          # device synchronisation (cudaStreamSynchronize, cuda_sync events)
+    "gpu_annotation",  # user range drawn on a device stream
+    "other",
+)
+
+#: kinds that run on a device stream (the "device tasks" of msprof)
+DEVICE_KINDS = ("kernel", "comm", "memcpy", "memset", "gpu_annotation")
+
+#: tracks.kind values
+TRACK_KINDS = ("thread", "stream", "counter", "overlap")
+
+#: flows.kind values
+FLOW_KINDS = ("launch", "fwdbwd", "other")
+
+# --- schemas ------------------------------------------------------------------------------------
+
+SLICES = pa.schema([
+    pa.field("id", pa.int64(), nullable=False),
+    pa.field("kind", pa.string(), nullable=False),
+    pa.field("name", pa.string(), nullable=False),
+    pa.field("op_type", pa.string()),
+    pa.field("task_type", pa.string()),
+    pa.field("track_id", pa.int32(), nullable=False),
+    pa.field("start_ns", pa.int64(), nullable=False),
+    pa.field("dur_ns", pa.int64(), nullable=False),
+    pa.field("depth", pa.int16()),
+    pa.field("parent_id", pa.int64()),
+    pa.field("step", pa.int32()),
+    pa.field("correlation_id", pa.int64()),
+    pa.field("external_id", pa.int64()),
+    pa.field("input_shapes", pa.string()),
+    pa.field("input_dtypes", pa.string()),
+    pa.field("flops", pa.int64()),
+    pa.field("bytes", pa.int64()),
+    pa.field("args", pa.string()),
+])
+
+TRACKS = pa.schema([
+    pa.field("track_id", pa.int32(), nullable=False),
+    pa.field("rank", pa.int32()),
+    pa.field("pid", pa.string()),
+    pa.field("tid", pa.string()),
+    pa.field("device", pa.string()),
+    pa.field("kind", pa.string(), nullable=False),
+    pa.field("name", pa.string(), nullable=False),
+    pa.field("sort_index", pa.int32()),
+])
+
+COUNTERS = pa.schema([
+    pa.field("track_id", pa.int32(), nullable=False),
+    pa.field("ts_ns", pa.int64(), nullable=False),
+    pa.field("value", pa.float64()),
+])
+
+FLOWS = pa.schema([
+    pa.field("src_id", pa.int64(), nullable=False),
+    pa.field("dst_id", pa.int64(), nullable=False),
+    pa.field("kind", pa.string(), nullable=False),
+])
+
+MEMORY = pa.schema([
+    pa.field("ts_ns", pa.int64(), nullable=False),
+    pa.field("addr", pa.int64()),
+    pa.field("bytes", pa.int64(), nullable=False),
+    pa.field("total_allocated", pa.int64()),
+    pa.field("total_reserved", pa.int64()),
+    pa.field("device", pa.string()),
+    pa.field("track_id", pa.int32()),
+    pa.field("op_slice_id", pa.int64()),
+])
+
+META = pa.schema([
+    pa.field("key", pa.string(), nullable=False),
+    pa.field("value", pa.string()),
+])
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "slices": SLICES,
+    "tracks": TRACKS,
+    "counters": COUNTERS,
+    "flows": FLOWS,
+    "memory": MEMORY,
+    "meta": META,
+}
+
+
+def empty(name: str) -> pa.Table:
+    """An empty table with the canonical schema ``name``."""
+    return SCHEMAS[name].empty_table()
+
+
+def conform(name: str, table: pa.Table) -> pa.Table:
+    """Return ``table`` with exactly the canonical columns of ``name``, in order and type.
+
+    Missing nullable columns are added as nulls; extra columns are an error (a reader bug).
+    """
+    schema = SCHEMAS[name]
+    extra = set(table.column_names) - set(schema.names)
+    if extra:
+        raise ValueError(f"table {name!r} has non-canonical columns {sorted(extra)}")
+    columns = []
+    for f in schema:
+        if f.name in table.column_names:
+            columns.append(table.column(f.name).cast(f.type))
+        elif f.nullable:
+            columns.append(pa.nulls(table.num_rows, f.type))
+        else:
+            raise ValueError(f"table {name!r} lacks required column {f.name!r}")
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+@dataclass
+class RunTables:
+    """The six canonical tables of one run (all ranks of it)."""
+
+    slices: pa.Table = field(default_factory=lambda: empty("slices"))
+    tracks: pa.Table = field(default_factory=lambda: empty("tracks"))
+    counters: pa.Table = field(default_factory=lambda: empty("counters"))
+    flows: pa.Table = field(default_factory=lambda: empty("flows"))
+    memory: pa.Table = field(default_factory=lambda: empty("memory"))
+    meta: pa.Table = field(default_factory=lambda: empty("meta"))
+
+    def items(self):
+        return [(f.name, getattr(self, f.name)) for f in fields(self)]
+
+    def meta_dict(self) -> dict[str, str]:
+        return dict(zip(self.meta.column("key").to_pylist(), self.meta.column("value").to_pylist()))
+
+    def connect(self):
+        """A new DuckDB connection with each table registered under its name (zero-copy)."""
+        import duckdb
+
+        con = duckdb.connect()
+        for name, table in self.items():
+            con.register(name, table)
+        return con
+
+
+def meta_table(facts: dict[str, object]) -> pa.Table:
+    """Build a meta table from a dict; non-string values are stored as JSON text."""
+    import json
+
+    keys, values = [], []
+    for key, value in facts.items():
+        keys.append(str(key))
+        values.append(value if isinstance(value, str) or value is None else json.dumps(value))
+    return pa.table({"key": keys, "value": values}, schema=META)
