@@ -1,0 +1,36 @@
+"""perfsight: profile, analyse, show and tune deep-learning training and inference.
+
+The Python API is the first surface:
+
+    perfsight.Profiler(output_path=..., start_profile=True, **options)   collect (needs torch)
+    perfsight.mark(name)                                                 a user range (msproftx)
+    perfsight.load(path)                                                 a run's canonical tables
+    perfsight.export(path, ...)                                          msprof-shaped files
+
+Importing perfsight does not import torch; analysis-only use works without it.
+"""
+__version__ = "0.1.0"
+
+_LAZY = {
+    "Profiler": ("perfsight.collect.profiler", "Profiler"),
+    "mark": ("perfsight.collect.marks", "mark"),
+    "HuggingFaceCallback": ("perfsight.collect.callbacks", "HuggingFaceCallback"),
+    "LightningCallback": ("perfsight.collect.callbacks", "LightningCallback"),
+    "load": ("perfsight.api", "load"),
+    "export": ("perfsight.api", "export"),
+    "PerfsightError": ("perfsight.errors", "PerfsightError"),
+    "OptionError": ("perfsight.errors", "OptionError"),
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'perfsight' has no attribute {name!r}")

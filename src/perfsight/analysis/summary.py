@@ -1,0 +1,40 @@
+"""A run at a glance: step-time statistics, the profiled steps and the top operators (pure function)."""
+from __future__ import annotations
+
+import pyarrow.compute as pc
+
+from ..tables import RunTables
+from .ops import op_statistic
+from .steps import step_trace
+
+STEP_SERIES = "host.step_time_ns"
+DATA_WAIT_SERIES = "host.data_wait_ns"
+
+
+def _series_stats(tables: RunTables) -> dict:
+    con = tables.connect()
+    row = con.execute(f"""
+        SELECT count(*) FILTER (WHERE t.name = '{STEP_SERIES}'),
+               avg(c.value) FILTER (WHERE t.name = '{STEP_SERIES}'),
+               median(c.value) FILTER (WHERE t.name = '{STEP_SERIES}'),
+               avg(c.value) FILTER (WHERE t.name = '{DATA_WAIT_SERIES}')
+        FROM counters c JOIN tracks t USING (track_id)
+        WHERE t.name IN ('{STEP_SERIES}', '{DATA_WAIT_SERIES}')""").fetchone()
+    return {"count": row[0], "mean_ns": row[1], "median_ns": row[2], "data_wait_mean_ns": row[3]}
+
+
+def run_summary(tables: RunTables, *, top: int = 10) -> dict:
+    """``steps``: statistics over every step the collector saw (perfsight runs; else the profiled
+    steps); ``profiled_steps``: the step trace; ``top_ops``: the ``top`` operator types by total time;
+    ``ops_category``: which operators those are (device tasks when the run has any, else CPU ops)."""
+    profiled = step_trace(tables)
+    steps = _series_stats(tables)
+    if not steps["count"] and profiled.num_rows:
+        iteration = profiled.column("iteration_ns")
+        steps = {"count": profiled.num_rows, "mean_ns": pc.mean(iteration).as_py(),
+                 "median_ns": pc.approximate_median(iteration).as_py(),
+                 "data_wait_mean_ns": pc.mean(profiled.column("data_wait_ns")).as_py()}
+    stats = op_statistic(tables)
+    stats = stats.sort_by([("total_ns", "descending")]).slice(0, top)
+    category = stats.column("category")[0].as_py() if stats.num_rows else None
+    return {"steps": steps, "profiled_steps": profiled, "top_ops": stats, "ops_category": category}

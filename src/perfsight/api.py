@@ -1,0 +1,94 @@
+"""The Python API over ingest and export: what the CLI and Profiler.analyse call.
+
+    load(path)           -> RunTables of the one run at path
+    export(path, ...)    -> {run path: [files written]} for every run at path
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Callable
+
+from . import ingest, layout
+from .errors import InputError
+from .tables import RunTables
+
+
+def load(path: str | os.PathLike, *, use_cache: bool = True) -> RunTables:
+    """The canonical tables of the run at ``path`` (a PROF_ directory or a trace file)."""
+    runs = ingest.find_runs(Path(path))
+    if len(runs) > 1:
+        raise InputError(f"{path}: holds {len(runs)} runs; load one of: " + ", ".join(str(r.path) for r in runs))
+    return ingest.load(runs[0], use_cache=use_cache)
+
+
+def export(path: str | os.PathLike, *, timeline: bool = True, summary: bool = True, fmt: str = "csv",
+           iteration_id: int | None = None, model_id: int | None = None, iteration_count: int | None = None,
+           clear: bool = False, output: str | os.PathLike | None = None,
+           progress: Callable[[str], None] | None = None) -> dict[Path, list[Path]]:
+    """Export every run at ``path`` the msprof way; returns the files written per run.
+
+    ``output`` puts the files in ``output/<run name>/`` instead of the run's own perfsight_output/
+    (needed when the run's directory is read-only). ``clear`` removes the Parquet cache afterwards.
+    """
+    from .export import Selection, export_summary, export_timeline, select, write_readme
+
+    if fmt not in ("csv", "json"):
+        raise InputError(f"--format: {fmt!r} is not allowed; allowed: csv, json")
+    selection = Selection(iteration_id=iteration_id, model_id=model_id, iteration_count=iteration_count)
+    runs = ingest.find_runs(Path(path))
+    results: dict[Path, list[Path]] = {}
+    for run in runs:
+        if progress:
+            progress(f"reading {run.path}")
+        tables = select(ingest.load(run), selection)
+        out_dir = Path(output) / run.path.name if output else run.default_output_dir
+        _ensure_writable(out_dir)
+        stamp = _free_stamp(out_dir)
+        fp_point, bp_point = _fp_bp_points(tables)
+        written: list[Path] = []
+        if timeline:
+            written += export_timeline(tables, out_dir, stamp=stamp)
+        if summary:
+            written += export_summary(tables, out_dir, stamp=stamp, fmt=fmt, fp_point=fp_point, bp_point=bp_point)
+        if written:
+            written.append(write_readme(out_dir, written))
+        if clear:
+            ingest.cache.clear(run.cache_dir)
+        results[run.path] = written
+    return results
+
+
+def export_run(run_dir: Path, *, timeline: bool, summary: bool, fmt: str = "csv") -> list[Path]:
+    """Export one perfsight run into its own perfsight_output/ (Profiler.analyse)."""
+    return export(run_dir, timeline=timeline, summary=summary, fmt=fmt)[run_dir]
+
+
+def _ensure_writable(out_dir: Path) -> None:
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe = out_dir / f".perfsight_write_test_{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise InputError(f"{out_dir}: cannot write the export there ({exc.strerror}); "
+                         "choose another place with --output DIR") from None
+
+
+def _free_stamp(out_dir: Path) -> str:
+    """YYYYMMDDhhmmss as msprof stamps its files, made unique so an earlier export is never overwritten."""
+    stamp = time.strftime("%Y%m%d%H%M%S")
+    candidate, n = stamp, 1
+    while any(out_dir.glob(f"*_{candidate}.*")):
+        candidate, n = f"{stamp}_{n}", n + 1
+    return candidate
+
+
+def _fp_bp_points(tables: RunTables) -> tuple[str | None, str | None]:
+    """fp_point / bp_point: PERFSIGHT_FP_START / PERFSIGHT_BP_END, else the run's options, else automatic."""
+    resolved = json.loads(tables.meta_dict().get("manifest") or "{}").get("options_resolved", {})
+    fp = os.environ.get("PERFSIGHT_FP_START") or resolved.get("fp_point") or None
+    bp = os.environ.get("PERFSIGHT_BP_END") or resolved.get("bp_point") or None
+    return fp, bp

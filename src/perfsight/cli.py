@@ -1,0 +1,177 @@
+"""The ``perfsight`` command: argument parsing only; every command calls the Python API."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from . import __version__
+from .errors import OptionError, PerfsightError
+
+MODEL_ID_STEP_MODE = 4294967295
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; a positive integer is required") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} is not positive; a positive integer is required")
+    return value
+
+
+def _on_off(text: str) -> bool:
+    if text not in ("on", "off"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; allowed: on, off")
+    return text == "on"
+
+
+def _key_value(text: str) -> tuple[str, object]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
+def _add_export(sub) -> None:
+    export = sub.add_parser("export", help="export a run's timeline or summaries (msprof export)",
+                            description="Export the timeline or the summary files of one or more runs, "
+                                        "as msprof.py export does. Unparsed runs are parsed on the fly.")
+    kinds = export.add_subparsers(dest="export_kind", required=True, metavar="{timeline,summary}")
+    for kind, text in (("timeline", "msprof_{ts}.json: a Chrome/Perfetto timeline"),
+                       ("summary", "step_trace, op_summary, op_statistic, api_statistic, task_time files")):
+        p = kinds.add_parser(kind, help=text, description=f"Export {text}.")
+        p.add_argument("-dir", "--collection-dir", dest="dir", required=True,
+                       help="a PROF_ directory, a parent of PROF_ directories, or a torch.profiler trace file")
+        p.add_argument("--iteration-id", type=_positive_int,
+                       help="export this iteration only (goes with --model-id)")
+        p.add_argument("--model-id", type=_positive_int,
+                       help=f"{MODEL_ID_STEP_MODE}: step mode (iteration = training step); other ids: "
+                            "compiled graph (torch.compile region) mode")
+        p.add_argument("--iteration-count", type=_positive_int, help="number of iterations to export")
+        if kind == "summary":
+            p.add_argument("--format", choices=("csv", "json"), default="csv", help="summary file format")
+        p.add_argument("--clear", nargs="?", const=True, default=False, type=_on_off, metavar="on|off",
+                       help="remove the parsed-table cache after exporting (default off)")
+        p.add_argument("--output", help="write to OUTPUT/<run>/ instead of the run's perfsight_output/")
+
+
+def _add_run(sub) -> None:
+    run = sub.add_parser("run", help="profile an unmodified training or inference script",
+                         description="Profile a program without changing it: perfsight run [options] -- "
+                                     "python train.py args... Options may also come from PERFSIGHT_OPTIONS "
+                                     "(JSON); flags given here win.")
+    run.add_argument("-o", "--output", help="where PROF_ directories go (default: $PERFSIGHT_WORK_PATH or "
+                                            "./perfsight_data)")
+    run.add_argument("--steps", help="step range to profile, e.g. 10-11 (default: every step)")
+    run.add_argument("--warmup-steps", type=int, help="profiler warm-up steps before the range")
+    run.add_argument("--flush-every", type=int, help="write a trace window every N steps (survives a kill)")
+    run.add_argument("--options", dest="options_json", help="options as a JSON object")
+    run.add_argument("-O", "--option", dest="option_pairs", action="append", type=_key_value, default=[],
+                     metavar="KEY=VALUE", help="any option (see `perfsight options`); repeatable")
+    run.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="perfsight", description="Profile, analyse and show deep-learning "
+                                     "training and inference.")
+    parser.add_argument("--version", action="version", version=f"perfsight {__version__}")
+    sub = parser.add_subparsers(dest="command_name", required=True, metavar="COMMAND")
+    demo = sub.add_parser("demo", help="profile the bundled small CNN and show the results",
+                          description="Train a small bundled CNN on synthetic data with profiling on, export "
+                                      "the run and print a short summary.")
+    demo.add_argument("-o", "--output", default="perfsight_demo", help="output directory (default ./perfsight_demo)")
+    demo.add_argument("--steps", type=int, default=30, help="training steps (default 30)")
+    _add_run(sub)
+    _add_export(sub)
+    sub.add_parser("options", help="list every profiling option, its aliases, range and default",
+                   description="List every option perfsight accepts (PERFSIGHT_OPTIONS, PROFILING_OPTIONS, "
+                               "MS_PROFILER_OPTIONS and profileConfig names).")
+    return parser
+
+
+def _run_options(args) -> dict:
+    given: dict = {}
+    env_json = os.environ.get("PERFSIGHT_OPTIONS")
+    for name, text in (("PERFSIGHT_OPTIONS", env_json), ("--options", args.options_json)):
+        if text:
+            try:
+                value = json.loads(text)
+            except ValueError as exc:
+                raise OptionError(f"{name}: not valid JSON ({exc})") from None
+            if not isinstance(value, dict):
+                raise OptionError(f"{name}: must be a JSON object, got {type(value).__name__}")
+            given.update(value)
+    for flag in ("output", "steps", "warmup_steps", "flush_every"):
+        if getattr(args, flag) is not None:
+            given[flag] = getattr(args, flag)
+    given.update(dict(args.option_pairs))
+    return given
+
+
+def cmd_run(args) -> int:
+    from .collect.launch import run_profiled
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise OptionError("run: no command given; usage: perfsight run [options] -- python train.py ...")
+    code, runs = run_profiled(command, _run_options(args))
+    for run_dir in runs:
+        print(f"perfsight: run collected in {run_dir}", file=sys.stderr)
+    if not runs:
+        print("perfsight: no run was collected (did the command start Python with torch?)", file=sys.stderr)
+    return code
+
+
+def cmd_export(args) -> int:
+    from .api import export
+
+    results = export(args.dir, timeline=args.export_kind == "timeline", summary=args.export_kind == "summary",
+                     fmt=getattr(args, "format", "csv"), iteration_id=args.iteration_id, model_id=args.model_id,
+                     iteration_count=args.iteration_count, clear=args.clear, output=args.output,
+                     progress=lambda text: print(f"perfsight: {text}", file=sys.stderr))
+    for run, files in results.items():
+        print(f"{run}:")
+        for path in files:
+            print(f"  {path}")
+        if not files:
+            print("  (no data to export)")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from .demo.driver import run_demo
+    from .views.terminal import print_run_summary
+
+    run_dir, written = run_demo(args.output, args.steps)
+    print_run_summary(run_dir, written)
+    return 0
+
+
+def cmd_options(args) -> int:
+    from .options import describe
+    from .views.terminal import print_options
+
+    print_options(describe())
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "export": cmd_export, "demo": cmd_demo, "options": cmd_options}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command_name](args)
+    except PerfsightError as exc:
+        print(f"perfsight: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""No-code-change activation: PERFSIGHT_OPTIONS (or PROFILING_OPTIONS / MS_PROFILER_OPTIONS) in the
+environment starts a Profiler when the interpreter starts.
+
+Steps come from torch.optim's global optimizer-step hooks, so an unmodified training script gets
+ProfilerStep ranges; a script that never steps an optimizer (inference) gets one whole-run profile.
+The run is closed at exit (and on SIGTERM, as torchrun sends). Launchers and helper processes
+(torchrun itself, multiprocessing spawn children such as DataLoader workers) are not profiled.
+Invalid options print one clear message and leave the script running unprofiled.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from .. import options as options_mod
+from ..errors import PerfsightError
+
+_HELPER_MODULES = ("torch.distributed.run", "torch.distributed.launch", "perfsight", "perfsight.cli")
+_HELPER_PROGRAMS = ("torchrun", "perfsight")
+_HELPER_CODE = ("spawn_main", "forkserver", "resource_tracker")   # multiprocessing children
+
+_state: dict = {}
+
+
+def is_helper_process(argv: list[str]) -> bool:
+    """Launchers (torchrun, perfsight's own CLI) and multiprocessing children do not train: skip them."""
+    if any(os.path.basename(arg) in _HELPER_PROGRAMS for arg in argv[:2]):
+        return True
+    for flag, value in zip(argv, argv[1:]):
+        if flag == "-m" and value in _HELPER_MODULES:
+            return True
+        if flag == "-c" and any(marker in value for marker in _HELPER_CODE):
+            return True
+    return False
+
+
+def wants_profiling(opts: "options_mod.Options") -> bool:
+    """MS_PROFILER_OPTIONS needs "start": true (seed 002); the other variables need only be set."""
+    if opts.source == "MS_PROFILER_OPTIONS":
+        return bool(opts.start)
+    return opts.start is not False
+
+
+def activate_from_env(environ=os.environ) -> "object | None":
+    """Start a Profiler from the environment, once per process. Returns it, or None."""
+    if "profiler" in _state or is_helper_process(list(getattr(sys, "orig_argv", sys.argv))):
+        return _state.get("profiler")
+    try:
+        opts = options_mod.from_env(environ)
+    except PerfsightError as exc:
+        print(f"perfsight: {exc}; profiling is off for this run", file=sys.stderr)
+        return None
+    if opts is None or not wants_profiling(opts):
+        return None
+    try:
+        import torch  # noqa: F401  - collection needs torch; without it there is nothing to profile
+    except ImportError:
+        print("perfsight: torch is not installed; profiling is off for this run", file=sys.stderr)
+        return None
+    from .profiler import Profiler
+
+    try:
+        profiler = Profiler(options=opts, start_profile=True)
+    except PerfsightError as exc:
+        print(f"perfsight: {exc}; profiling is off for this run", file=sys.stderr)
+        return None
+    _state["profiler"] = profiler
+    _install_step_hook(profiler)
+    _close_on_sigterm(profiler)
+    return profiler
+
+
+def _install_step_hook(profiler) -> None:
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    _state["hook"] = register_optimizer_step_post_hook(lambda optimizer, args, kwargs: profiler.step())
+
+
+def _close_on_sigterm(profiler) -> None:
+    """Close the run on SIGTERM when nobody else handles it, then die of SIGTERM as before."""
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def handler(signum, frame):
+        profiler.close()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:      # not the main thread
+        pass

@@ -1,0 +1,264 @@
+"""perfsight.Profiler: torch.profiler (Kineto) collection into a PROF_ run directory.
+
+In PyTorch idiom and MindSpore's (seed 002): ``Profiler(output_path=..., start_profile=True,
+**options)`` with ``start()``, ``stop()``, ``step()``, ``analyse()`` and ``with``. Options are
+validated when the Profiler is made (clear OptionError); from then on every collector action runs
+under the failsafe, so a perfsight failure stops profiling and never the training.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+from .. import layout
+from .. import options as options_mod
+from .failsafe import Failsafe
+from .rundir import RunDirectory, device_facts, distributed_identity, resolve_output_root, versions
+from .sampler import HostSampler, series_for
+from .steps import DataLoaderTimer, StepRecorder
+from .storage import StorageGuard
+
+_active_lock = threading.Lock()
+_active: "Profiler | None" = None
+
+
+def active_profiler() -> "Profiler | None":
+    """The Profiler currently collecting in this process, if any."""
+    return _active
+
+
+class Profiler:
+    """Collect a profile of PyTorch training or inference into ``output_path``/PROF_.../."""
+
+    def __init__(self, output_path: str | os.PathLike | None = None, start_profile: bool = True, *,
+                 options: "options_mod.Options | dict | None" = None, **kwargs):
+        self.options = _resolve_options(output_path, options, kwargs)
+        self.failsafe = Failsafe(on_failure=self._abandon)
+        self.run: RunDirectory | None = None
+        self._torch_profile = None
+        self._recorder: StepRecorder | None = None
+        self._dataloader_timer: DataLoaderTimer | None = None
+        self._sampler: HostSampler | None = None
+        self._storage: StorageGuard | None = None
+        self._steps_collected: list[int] = []
+        self._steps_before_run = 0       # step() calls before the first start(): steps count from here
+        self._epoch: int | None = None
+        if start_profile:
+            self.start()
+
+    # --- public API --------------------------------------------------------------------------
+
+    @property
+    def run_dir(self) -> Path | None:
+        """The PROF_ directory of this run (made at the first ``start()``)."""
+        return self.run.path if self.run else None
+
+    @property
+    def collecting(self) -> bool:
+        return self._torch_profile is not None
+
+    def start(self) -> None:
+        """Begin (or resume) collecting. Safe to call when already collecting."""
+        if self.collecting or self.failsafe.failed:
+            return
+        if self.run is None:
+            self._create_run()   # errors about the output directory are the user's to see
+        self.failsafe.run("starting the profiler", self._start_session)
+
+    def stop(self) -> None:
+        """Stop collecting and write what was collected; ``start()`` may resume later in the same run."""
+        if self.collecting:
+            self.failsafe.run("stopping the profiler", self._stop_session)
+
+    def close(self) -> None:
+        """Stop, close the run's files and mark its manifest complete. Called at exit if forgotten."""
+        self.stop()
+        if self.run is not None and self._recorder is not None:
+            self.failsafe.run("finishing the run", self._close_run)
+
+    def step(self) -> None:
+        """Mark the end of a training step (call it once per step, like torch.profiler's step())."""
+        if self._recorder is None:
+            self._steps_before_run += 1
+            return
+        if not self.failsafe.failed:
+            self.failsafe.run("recording a step", self._step)
+
+    def epoch_begin(self, epoch: int) -> None:
+        """Tell the profiler an epoch begins; with the ``epochs`` option, starts at the first one."""
+        self._epoch = epoch
+        if self._recorder:
+            self._recorder.epoch = epoch
+        epochs = self.options.epochs
+        if epochs and epoch == epochs[0]:
+            self.start()
+
+    def epoch_end(self, epoch: int) -> None:
+        """Tell the profiler an epoch ended; with the ``epochs`` option, stops after the last one."""
+        epochs = self.options.epochs
+        if epochs and epoch == epochs[1]:
+            self.stop()
+
+    def analyse(self, *, export_format: str = "csv") -> Path:
+        """Stop collecting, then export the timeline and summaries; returns the perfsight_output dir."""
+        from ..api import export_run
+
+        self.close()
+        if self.run is None:
+            raise RuntimeError("nothing was collected: the profiler was never started")
+        export_run(self.run.path, timeline=True, summary=True, fmt=export_format)
+        return self.run.path / layout.OUTPUT_DIR
+
+    def __enter__(self) -> "Profiler":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- internals ---------------------------------------------------------------------------
+
+    def _create_run(self) -> None:
+        import torch
+
+        opts = self.options
+        root = resolve_output_root(opts.output)
+        self.run = RunDirectory(root)
+        self.failsafe.log_path = self.run.host_data / layout.COLLECT_LOG
+        device = _choose_device(torch, opts.device)
+        facts = device_facts(torch, device)
+        identity = distributed_identity()
+        env = options_mod.CollectEnvironment(has_cuda=device.startswith("cuda"),
+                                             world_size=identity["world_size"])
+        not_collected = [{"option": key, "reason": reason} for key, reason in opts.not_collected(env)]
+        for warning in opts.warnings:
+            self.failsafe.note(warning)
+        for item in not_collected:
+            self.failsafe.note(f"{item['option']}: not collected ({item['reason']})")
+        (self.run.device_data(facts["id"]) / layout.DEVICE_INFO).write_text(
+            json.dumps(facts, indent=2), encoding="utf-8")
+        self.run.begin({
+            "options_source": opts.source, "options_given": dict(opts.given),
+            "options_resolved": opts.resolved(), "not_collected": not_collected,
+            "versions": versions(torch), "device": facts, **identity,
+        })
+        self._storage = StorageGuard.for_option(root, opts.storage_limit, self.run.path / layout.MANIFEST,
+                                                self.failsafe.note)
+        self._recorder = StepRecorder(self.run.host_data / layout.STEPS, first_step=self._steps_before_run)
+        self._recorder.epoch = self._epoch
+        if opts.data_process:
+            self._dataloader_timer = DataLoaderTimer(self._recorder)
+            self._dataloader_timer.install()
+        series = series_for(opts.host_sys, opts.host_sys_usage)
+        self._sampler = HostSampler(self.run.host_data / layout.HOST_USAGE, series, opts.host_sys_usage_freq,
+                                    on_error=lambda exc: self.failsafe.note(f"host sampler stopped: {exc!r}"))
+        self._sampler.start()
+        atexit.register(self.close)
+        global _active
+        with _active_lock:
+            _active = self
+
+    def _start_session(self) -> None:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+
+        from .schedule import make_schedule
+
+        opts = self.options
+        if opts.task_time == "off":
+            return      # framework/device timing switched off: host samples and steps only
+        activities = [ProfilerActivity.CPU]
+        if self.run.manifest["device"]["device"].startswith("cuda"):
+            activities.append(ProfilerActivity.CUDA)
+        schedule = make_schedule(opts.steps, opts.warmup_steps, opts.flush_every)
+        prof = profile(activities=activities, schedule=schedule, on_trace_ready=self._on_trace_ready,
+                       record_shapes=opts.record_shapes, with_flops=opts.with_flops,
+                       profile_memory=opts.profile_memory, with_stack=opts.with_stack)
+        _align_step(prof, schedule, self._recorder.step)
+        prof.start()
+        self._torch_profile = prof
+        self._schedule = schedule
+
+    def _step(self) -> None:
+        from torch.profiler import ProfilerAction
+
+        recording = self._torch_profile is not None and self._torch_profile.current_action in (
+            ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
+        closed = self._recorder.finish_step()
+        if recording:
+            self._steps_collected.append(closed)
+        if self._torch_profile is not None:
+            self._torch_profile.step()
+
+    def _on_trace_ready(self, prof) -> None:
+        path = self.run.next_trace_path()
+        temp = path.with_name(path.name + ".partial")
+        prof.export_chrome_trace(str(temp))
+        os.replace(temp, path)
+        self.run.update(traces=self.run.manifest["traces"] + [path.name],
+                        steps_collected=list(self._steps_collected))
+        self._storage.enforce()
+
+    def _stop_session(self) -> None:
+        prof, self._torch_profile = self._torch_profile, None
+        prof.stop()
+
+    def _close_run(self) -> None:
+        global _active
+        self._sampler.stop()
+        if self._dataloader_timer:
+            self._dataloader_timer.uninstall()
+        self._recorder.close()
+        self._recorder = None
+        status = "failed" if self.failsafe.failed else "complete"
+        self.run.update(status=status, end_ns=time.time_ns(), steps_collected=list(self._steps_collected),
+                        errors=list(self.failsafe.errors))
+        with _active_lock:
+            if _active is self:
+                _active = None
+        atexit.unregister(self.close)
+
+    def _abandon(self) -> None:
+        """After an internal failure: stop torch's profiler quietly and record the failure."""
+        prof, self._torch_profile = self._torch_profile, None
+        if prof is not None:
+            try:
+                prof.stop()
+            except Exception:  # noqa: BLE001 - already failing; the failure itself is logged
+                pass
+        if self.run is not None and self._recorder is not None:
+            self._close_run()
+
+
+def _resolve_options(output_path, options, kwargs) -> "options_mod.Options":
+    if isinstance(options, options_mod.Options):
+        if output_path is not None or kwargs:
+            raise options_mod.OptionError("pass either options=Options(...) or keyword options, not both")
+        return options
+    raw = dict(options or {})
+    raw.update(kwargs)
+    if output_path is not None:
+        raw["output_path"] = os.fspath(output_path)
+    return options_mod.resolve(raw, source="api")
+
+
+def _choose_device(torch, device_option: str) -> str:
+    if device_option == "cpu":
+        return "cpu"
+    if torch.cuda.is_available():
+        return f"cuda:{torch.cuda.current_device()}"
+    return "cpu"
+
+
+def _align_step(prof, schedule, step: int) -> None:
+    """Number torch's ProfilerStep#N with perfsight's step count (which may not start at 0)."""
+    if step == 0:
+        return
+    prof.step_num = step
+    prof.current_action = schedule(step)
+    if hasattr(prof, "_prev_schedule_action"):
+        prof._prev_schedule_action = prof.current_action

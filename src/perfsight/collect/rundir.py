@@ -1,0 +1,112 @@
+"""Create one collecting process's run directory and keep its manifest up to date.
+
+The manifest is rewritten atomically (temp file + rename), so a kill at any moment leaves either
+the previous or the new complete manifest, never a torn one. It records the options as given and
+as resolved, what could not be collected here, versions, the device, rank and world size, start
+and end, and the steps collected.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import sys
+import time
+from pathlib import Path
+
+from .. import __version__, layout
+from ..errors import OptionError
+
+WORK_PATH_ENV = "PERFSIGHT_WORK_PATH"
+DEFAULT_OUTPUT = "perfsight_data"
+
+
+def resolve_output_root(output: str | None, environ=os.environ) -> Path:
+    """``output`` beats PERFSIGHT_WORK_PATH beats ./perfsight_data; relative paths are against the cwd."""
+    chosen = output or environ.get(WORK_PATH_ENV) or DEFAULT_OUTPUT
+    root = Path(chosen).expanduser()
+    if not root.is_absolute():
+        root = Path.cwd() / root
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        key = "output" if output else (WORK_PATH_ENV if environ.get(WORK_PATH_ENV) else "output")
+        raise OptionError(f"{key}: cannot create output directory {str(root)!r}: {exc.strerror}") from None
+    return root
+
+
+def distributed_identity(environ=os.environ) -> dict[str, int]:
+    """rank / world size / local rank of this process, from torchrun's variables (defaults 0/1/0)."""
+    def read(name: str, default: int) -> int:
+        try:
+            return int(environ.get(name, default))
+        except ValueError:
+            return default
+    return {"rank": read("RANK", 0), "world_size": read("WORLD_SIZE", 1), "local_rank": read("LOCAL_RANK", 0)}
+
+
+def device_facts(torch_module, device: str) -> dict:
+    """What we know about the compute device: name, memory, capability (cuda) or cores (cpu)."""
+    import psutil
+
+    if device.startswith("cuda") and torch_module is not None and torch_module.cuda.is_available():
+        index = int(device.split(":")[1]) if ":" in device else torch_module.cuda.current_device()
+        props = torch_module.cuda.get_device_properties(index)
+        return {
+            "device": f"cuda:{index}", "id": index, "name": props.name,
+            "total_memory_bytes": int(props.total_memory),
+            "compute_capability": f"{props.major}.{props.minor}",
+            "multi_processor_count": int(props.multi_processor_count),
+        }
+    return {
+        "device": "cpu", "id": 0, "name": platform.processor() or platform.machine(),
+        "logical_cores": psutil.cpu_count(logical=True), "physical_cores": psutil.cpu_count(logical=False),
+        "total_memory_bytes": int(psutil.virtual_memory().total),
+    }
+
+
+def versions(torch_module) -> dict[str, str | None]:
+    facts = {"perfsight": __version__, "python": platform.python_version(), "platform": platform.platform()}
+    if torch_module is not None:
+        facts["torch"] = torch_module.__version__
+        facts["cuda"] = getattr(torch_module.version, "cuda", None)
+    return facts
+
+
+class RunDirectory:
+    """One PROF_ directory: its paths and its manifest."""
+
+    def __init__(self, root: Path):
+        self.path = root / layout.new_run_dir_name()
+        self.host_data = self.path / layout.HOST_DATA
+        self.host_data.mkdir(parents=True, exist_ok=False)
+        self.manifest: dict = {}
+
+    def device_data(self, device_id: int) -> Path:
+        path = layout.device_data_dir(self.path, device_id)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def next_trace_path(self) -> Path:
+        existing = sorted(self.host_data.glob(layout.TRACE_GLOB))
+        return self.host_data / f"trace_{len(existing):04d}.pt.trace.json"
+
+    def begin(self, facts: dict) -> None:
+        self.manifest = {
+            "format": "perfsight-run", "format_version": 1, "status": "collecting",
+            "start_ns": time.time_ns(), "end_ns": None, "pid": os.getpid(), "host": socket.gethostname(),
+            "argv": list(sys.argv), "cwd": os.getcwd(), "steps_collected": [], "traces": [], "errors": [],
+            **facts,
+        }
+        self.write_manifest()
+
+    def update(self, **changes) -> None:
+        self.manifest.update(changes)
+        self.write_manifest()
+
+    def write_manifest(self) -> None:
+        target = self.path / layout.MANIFEST
+        temp = target.with_suffix(".json.tmp")
+        temp.write_text(json.dumps(self.manifest, indent=2, default=str), encoding="utf-8")
+        os.replace(temp, target)

@@ -1,0 +1,75 @@
+"""Step bookkeeping: one flushed steps.csv line per finished step, with its data-loader wait.
+
+The data-loader wait is measured by wrapping torch's ``_BaseDataLoaderIter.__next__`` while a
+recorder is installed (every DataLoader, single- or multi-process). Only one recorder is active at a
+time; ``uninstall`` restores the original method.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+HEADER = "step,start_ns,end_ns,data_wait_ns,epoch\n"
+
+
+class StepRecorder:
+    def __init__(self, path: Path, first_step: int = 0):
+        self._file = open(path, "a", encoding="utf-8", buffering=1)
+        if self._file.tell() == 0:
+            self._file.write(HEADER)
+        self.step = first_step
+        self.epoch: int | None = None
+        self._start_ns = time.time_ns()
+        self._data_wait_ns = 0
+        self.finished: list[int] = []
+
+    def add_data_wait(self, ns: int) -> None:
+        self._data_wait_ns += ns
+
+    def finish_step(self) -> int:
+        """Close the current step, write its line, and begin the next one; returns the step closed."""
+        now = time.time_ns()
+        epoch = "" if self.epoch is None else self.epoch
+        self._file.write(f"{self.step},{self._start_ns},{now},{self._data_wait_ns},{epoch}\n")
+        self.finished.append(self.step)
+        closed = self.step
+        self.step += 1
+        self._start_ns = now
+        self._data_wait_ns = 0
+        return closed
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class DataLoaderTimer:
+    """Adds the wall time of every DataLoader ``__next__`` to the recorder's current step."""
+
+    def __init__(self, recorder: StepRecorder):
+        self.recorder = recorder
+        self._original = None
+
+    def install(self) -> None:
+        from torch.utils.data import dataloader
+
+        cls = dataloader._BaseDataLoaderIter
+        original = cls.__next__
+        recorder = self.recorder
+
+        def timed_next(it):
+            t0 = time.perf_counter_ns()
+            try:
+                return original(it)
+            finally:
+                recorder.add_data_wait(time.perf_counter_ns() - t0)
+
+        cls.__next__ = timed_next
+        self._original = original
+
+    def uninstall(self) -> None:
+        if self._original is None:
+            return
+        from torch.utils.data import dataloader
+
+        dataloader._BaseDataLoaderIter.__next__ = self._original
+        self._original = None

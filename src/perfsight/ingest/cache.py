@@ -1,0 +1,66 @@
+"""The Parquet cache of a run's canonical tables, kept beside the raw data.
+
+A cache is valid while the fingerprint of its sources (paths, sizes, mtimes) and perfsight's table
+format version are unchanged; otherwise the run is parsed again. Writing is atomic per directory
+(written to a temp dir, then renamed), so a cache is either whole or absent.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from ..tables import RunTables, conform
+
+CACHE_FORMAT = 1
+FINGERPRINT = "fingerprint.json"
+
+
+def fingerprint(sources: list[Path]) -> dict:
+    entries = []
+    for path in sorted(sources):
+        st = path.stat()
+        entries.append([str(path), st.st_size, st.st_mtime_ns])
+    return {"cache_format": CACHE_FORMAT, "sources": entries}
+
+
+def read(cache_dir: Path, sources: list[Path]) -> RunTables | None:
+    """The cached tables, or None when there is no valid cache."""
+    try:
+        stored = json.loads((cache_dir / FINGERPRINT).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if stored != json.loads(json.dumps(fingerprint(sources))):
+        return None
+    try:
+        return RunTables(**{name: conform(name, pq.read_table(cache_dir / f"{name}.parquet"))
+                            for name, _ in RunTables().items()})
+    except (OSError, ValueError):
+        return None
+
+
+def write(cache_dir: Path, sources: list[Path], tables: RunTables) -> bool:
+    """Store the tables; returns False (and leaves no partial cache) when the directory is not writable."""
+    temp = cache_dir.with_name(cache_dir.name + f".tmp{os.getpid()}")
+    try:
+        temp.mkdir(parents=True, exist_ok=True)
+        for name, table in tables.items():
+            pq.write_table(table, temp / f"{name}.parquet", compression="zstd")
+        (temp / FINGERPRINT).write_text(json.dumps(fingerprint(sources)), encoding="utf-8")
+        if cache_dir.exists():
+            shutil.rmtree(cache_dir)
+        os.replace(temp, cache_dir)
+        return True
+    except OSError:
+        shutil.rmtree(temp, ignore_errors=True)
+        return False
+
+
+def clear(cache_dir: Path) -> bool:
+    if cache_dir.is_dir():
+        shutil.rmtree(cache_dir)
+        return True
+    return False

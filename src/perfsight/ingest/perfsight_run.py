@@ -1,0 +1,132 @@
+"""Reader of perfsight's own run directory (PROF_.../ with manifest.json) into the canonical tables.
+
+The Kineto trace windows in host/data become slices/tracks/flows/memory (via the Kineto reader);
+host_usage.csv becomes host counter series; steps.csv becomes the per-step series
+``host.step_time_ns`` and ``host.data_wait_ns`` (every step the collector saw, profiled or not);
+msproftx.csv becomes annotation slices on one ``msproftx`` track per thread; the manifest goes to meta.
+A run killed mid-collection is read as far as its files go, and meta says it was interrupted.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from .. import layout
+from ..errors import InputError
+from ..tables import RunTables, conform, meta_table
+from .kineto import read_kineto
+
+
+def sources(run_dir: Path) -> list[Path]:
+    """Every raw file the tables are built from (the cache's fingerprint)."""
+    host = run_dir / layout.HOST_DATA
+    found = [run_dir / layout.MANIFEST, *sorted(host.glob(layout.TRACE_GLOB))]
+    found += [host / name for name in (layout.HOST_USAGE, layout.STEPS, layout.MSPROFTX) if (host / name).is_file()]
+    return [p for p in found if not p.name.endswith(".partial")]
+
+
+def read_run(run_dir: Path) -> RunTables:
+    manifest = _read_manifest(run_dir)
+    host = run_dir / layout.HOST_DATA
+    traces = [p for p in sorted(host.glob(layout.TRACE_GLOB)) if not p.name.endswith(".partial")]
+    tables = read_kineto(traces, rank=manifest.get("rank")) if traces else RunTables()
+    next_track = _next(tables.tracks.column("track_id"))
+    counters, tracks = [tables.counters], [tables.tracks]
+    for csv_name, reader in ((layout.HOST_USAGE, _wide_series), (layout.STEPS, _step_series)):
+        path = host / csv_name
+        if path.is_file():
+            for series_name, table in reader(path):
+                tracks.append(_counter_track(next_track, series_name, manifest))
+                counters.append(conform("counters", table.append_column("track_id", pa.array(
+                    [next_track] * table.num_rows, pa.int32()))))
+                next_track += 1
+    slices = [tables.slices]
+    if (host / layout.MSPROFTX).is_file():
+        marks, mark_tracks = _msproftx(host / layout.MSPROFTX, next_track, _next(tables.slices.column("id")),
+                                       manifest)
+        slices.append(marks)
+        tracks.append(mark_tracks)
+    facts = {**tables.meta_dict(), "source_format": "perfsight", "manifest": manifest,
+             "rank": manifest.get("rank", 0), "world_size": manifest.get("world_size", 1),
+             "collection_status": _status(manifest)}
+    return RunTables(
+        slices=pa.concat_tables(slices), tracks=pa.concat_tables(tracks),
+        counters=pa.concat_tables(counters), flows=tables.flows, memory=tables.memory,
+        meta=meta_table(facts),
+    )
+
+
+def _read_manifest(run_dir: Path) -> dict:
+    path = run_dir / layout.MANIFEST
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: not a readable perfsight manifest ({exc})") from None
+
+
+def _status(manifest: dict) -> str:
+    if manifest.get("status") == "collecting":
+        return "interrupted: the collecting process ended without closing the run; data flushed before that is kept"
+    return str(manifest.get("status"))
+
+
+def _next(column: pa.ChunkedArray) -> int:
+    top = pc.max(column).as_py() if len(column) else None
+    return 0 if top is None else int(top) + 1
+
+
+def _read_csv(path: Path) -> pa.Table:
+    """A flushed CSV; a last line torn by a kill is dropped."""
+    text = path.read_bytes()
+    if not text.endswith(b"\n"):
+        text = text[: text.rfind(b"\n") + 1]
+    return pacsv.read_csv(pa.py_buffer(text))
+
+
+def _wide_series(path: Path):
+    table = _read_csv(path)
+    ts = table.column("ts_ns").cast(pa.int64())
+    for name in table.column_names[1:]:
+        yield name, pa.table({"ts_ns": ts, "value": table.column(name).cast(pa.float64())})
+
+
+def _step_series(path: Path):
+    table = _read_csv(path)
+    end = table.column("end_ns").cast(pa.int64())
+    step_time = pc.subtract(end, table.column("start_ns").cast(pa.int64()))
+    yield "host.step_time_ns", pa.table({"ts_ns": end, "value": step_time.cast(pa.float64())})
+    yield "host.data_wait_ns", pa.table({"ts_ns": end, "value": table.column("data_wait_ns").cast(pa.float64())})
+
+
+def _counter_track(track_id: int, name: str, manifest: dict) -> pa.Table:
+    return conform("tracks", pa.table({
+        "track_id": pa.array([track_id], pa.int32()), "rank": pa.array([manifest.get("rank", 0)], pa.int32()),
+        "pid": [str(manifest.get("pid", ""))], "device": ["cpu"], "kind": ["counter"], "name": [name],
+    }))
+
+
+def _msproftx(path: Path, first_track: int, first_id: int, manifest: dict) -> tuple[pa.Table, pa.Table]:
+    table = _read_csv(path)
+    tids = table.column("tid").cast(pa.string())
+    distinct = pc.unique(tids).to_pylist()
+    track_of = {tid: first_track + i for i, tid in enumerate(distinct)}
+    track_ids = pa.array([track_of[t] for t in tids.to_pylist()], pa.int32())
+    start = table.column("start_ns").cast(pa.int64())
+    slices = conform("slices", pa.table({
+        "id": pa.array(range(first_id, first_id + table.num_rows), pa.int64()),
+        "kind": pa.array(["annotation"] * table.num_rows), "name": table.column("name").cast(pa.string()),
+        "track_id": track_ids, "start_ns": start,
+        "dur_ns": pc.subtract(table.column("end_ns").cast(pa.int64()), start),
+    }))
+    tracks = conform("tracks", pa.table({
+        "track_id": pa.array(list(track_of.values()), pa.int32()),
+        "rank": pa.array([manifest.get("rank", 0)] * len(distinct), pa.int32()),
+        "pid": [str(manifest.get("pid", ""))] * len(distinct), "tid": distinct,
+        "device": ["cpu"] * len(distinct), "kind": ["thread"] * len(distinct),
+        "name": [f"msproftx thread {tid}" for tid in distinct],
+    }))
+    return slices, tracks

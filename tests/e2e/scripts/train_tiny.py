@@ -1,0 +1,33 @@
+"""An unmodified PyTorch training script for end-to-end tests: MLP, synthetic data, N steps.
+
+Usage: train_tiny.py STEPS [SLEEP_S_PER_STEP] [--ddp]
+Prints "step N" after each optimizer step (tests watch it to time a kill).
+"""
+import sys
+import time
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+steps = int(sys.argv[1])
+sleep_s = float(sys.argv[2]) if len(sys.argv) > 2 and not sys.argv[2].startswith("--") else 0.0
+ddp = "--ddp" in sys.argv
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4))
+if ddp:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    model = nn.parallel.DistributedDataParallel(model)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+data = TensorDataset(torch.randn(steps * 8, 32), torch.randint(0, 4, (steps * 8,)))
+for step, (x, y) in enumerate(DataLoader(data, batch_size=8)):
+    optimizer.zero_grad()
+    nn.functional.cross_entropy(model(x), y).backward()
+    optimizer.step()
+    print(f"step {step}", flush=True)
+    if sleep_s:
+        time.sleep(sleep_s)
+if ddp:
+    dist.destroy_process_group()

@@ -1,0 +1,119 @@
+"""`perfsight run -- python script.py` and PERFSIGHT_OPTIONS on unmodified scripts."""
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from perfsight import layout
+
+from .conftest import manifest, perfsight, run_dirs, script
+
+pytestmark = pytest.mark.e2e
+
+
+def trace_events(run_dir):
+    traces = sorted((run_dir / layout.HOST_DATA).glob(layout.TRACE_GLOB))
+    assert traces, f"no trace in {run_dir}"
+    return [e for t in traces for e in json.loads(t.read_text())["traceEvents"]]
+
+
+def test_run_profiles_steps_of_an_unmodified_script(tmp_path):
+    out = tmp_path / "prof"
+    result = perfsight("run", "--output", out, "--steps", "2-3", "-O", "host_sys=cpu,mem", "-O",
+                       "host_sys_usage_freq=50", "--", sys.executable, script("train_tiny.py"), "6", "0.05")
+    assert result.returncode == 0, result.stderr
+    assert "step 5" in result.stdout                       # the training ran to the end
+    [run] = run_dirs(out)
+    assert re.fullmatch(r"PROF_\d{17}_\d+_[0-9a-f]+", run.name)
+    m = manifest(run)
+    assert m["status"] == "complete" and m["steps_collected"] == [2, 3]
+    assert m["options_resolved"]["steps"] in ([2, 3], (2, 3))
+    assert m["rank"] == 0 and m["world_size"] == 1 and m["device"]["device"] == "cpu"
+    assert m["end_ns"] > m["start_ns"] and m["versions"]["torch"]
+    assert (run / "device_0" / "data" / "device_info.json").is_file()
+    names = {e.get("name") for e in trace_events(run)}
+    assert {"ProfilerStep#2", "ProfilerStep#3"} <= names and "ProfilerStep#1" not in names
+    assert "aten::addmm" in names or "aten::linear" in names
+    with open(run / layout.HOST_DATA / layout.STEPS) as f:
+        steps = list(csv.DictReader(f))
+    assert [int(s["step"]) for s in steps] == list(range(6))
+    assert all(int(s["end_ns"]) > int(s["start_ns"]) and int(s["data_wait_ns"]) > 0 for s in steps)
+    with open(run / layout.HOST_DATA / layout.HOST_USAGE) as f:
+        rows = list(csv.DictReader(f))
+    assert rows and set(rows[0]) == {"ts_ns", "host.cpu_percent.process", "host.memory_rss_bytes.process"}
+    assert float(rows[-1]["host.memory_rss_bytes.process"]) > 10e6
+
+
+def test_l0_records_no_shapes_and_l1_does(tmp_path):
+    shapes = {}
+    for level in ("l0", "l1"):
+        out = tmp_path / level
+        result = perfsight("run", "-o", out, "-O", f"task_time={level}", "--", sys.executable,
+                           script("train_tiny.py"), "2")
+        assert result.returncode == 0, result.stderr
+        [run] = run_dirs(out)
+        ops = [e for e in trace_events(run) if e.get("cat") == "cpu_op"]
+        shapes[level] = sum(1 for e in ops if "Input Dims" in e.get("args", {}))
+        assert ops
+    assert shapes["l0"] == 0 and shapes["l1"] > 0
+
+
+def test_perfsight_options_env_alone_profiles_an_unmodified_script(tmp_path):
+    """PERFSIGHT_OPTIONS with no perfsight command: the installed .pth (or boot dir) starts profiling."""
+    from perfsight.collect.launch import BOOT_DIR
+
+    env = {**os.environ, "PERFSIGHT_OPTIONS": json.dumps({"output": str(tmp_path / "env")})}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BOOT_DIR), env.get("PYTHONPATH")]))
+    result = subprocess.run([sys.executable, script("train_tiny.py"), "3"], env=env, capture_output=True, text=True,
+                            timeout=240)
+    assert result.returncode == 0, result.stderr
+    [run] = run_dirs(tmp_path / "env")
+    assert manifest(run)["steps_collected"] == [0, 1, 2]
+    assert manifest(run)["options_source"] == "PERFSIGHT_OPTIONS"
+
+
+def test_ms_profiler_options_need_start_true(tmp_path):
+    from perfsight.collect.launch import BOOT_DIR
+
+    for start, expected in ((False, 0), (True, 1)):
+        out = tmp_path / f"ms_{start}"
+        env = {k: v for k, v in os.environ.items() if k != "PERFSIGHT_OPTIONS"}
+        env["MS_PROFILER_OPTIONS"] = json.dumps({"start": start, "output_path": str(out)})
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BOOT_DIR), env.get("PYTHONPATH")]))
+        result = subprocess.run([sys.executable, script("train_tiny.py"), "2"], env=env, capture_output=True,
+                                text=True, timeout=240)
+        assert result.returncode == 0, result.stderr
+        collected = len(run_dirs(out)) if out.exists() else 0
+        assert collected == expected
+
+
+def test_inference_script_gets_a_whole_run_profile(tmp_path):
+    result = perfsight("run", "-o", tmp_path, "--", sys.executable, script("infer_tiny.py"))
+    assert result.returncode == 0, result.stderr
+    [run] = run_dirs(tmp_path)
+    assert manifest(run)["status"] == "complete" and manifest(run)["steps_collected"] == []
+    events = trace_events(run)
+    assert sum(1 for e in events if e.get("name") == "aten::linear") == 10   # 5 calls x 2 layers
+
+
+@pytest.mark.parametrize("flag, value, expected", [
+    ("storage_limit", "100", "storage_limit"),
+    ("strorage_limit", "300", "did you mean 'storage_limit'"),
+    ("host_sys_usage_freq", "51", "host_sys_usage_freq"),
+])
+def test_bad_options_are_refused_before_the_script_starts(tmp_path, flag, value, expected):
+    marker = tmp_path / "started"
+    result = perfsight("run", "-o", tmp_path, "-O", f"{flag}={value}", "--", sys.executable, "-c",
+                       f"open({str(marker)!r}, 'w')")
+    assert result.returncode == 2
+    assert expected in result.stderr and "Traceback" not in result.stderr
+    assert not marker.exists()
+
+
+def test_script_exit_code_is_passed_through(tmp_path):
+    result = perfsight("run", "-o", tmp_path, "--", sys.executable, "-c", "import sys; sys.exit(3)")
+    assert result.returncode == 3

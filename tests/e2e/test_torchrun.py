@@ -1,0 +1,28 @@
+"""A torchrun job of 2 CPU ranks (gloo): one run directory per rank, never clobbering each other."""
+import shutil
+import sys
+
+import pytest
+
+from .conftest import manifest, perfsight, run_dirs, script
+
+pytestmark = pytest.mark.e2e
+
+
+def test_two_rank_torchrun_job(tmp_path):
+    torchrun = shutil.which("torchrun") or None
+    launcher = [torchrun] if torchrun else [sys.executable, "-m", "torch.distributed.run"]
+    result = perfsight("run", "-o", tmp_path, "--steps", "1-2", "--", *launcher, "--nproc-per-node=2",
+                       "--master-port=29517", script("train_tiny.py"), "4", "--ddp", timeout=300)
+    assert result.returncode == 0, result.stderr
+    runs = run_dirs(tmp_path)
+    assert len(runs) == 2, f"expected one run per rank, got {runs}"
+    ranks = sorted(manifest(r)["rank"] for r in runs)
+    assert ranks == [0, 1]
+    for run in runs:
+        m = manifest(run)
+        assert m["world_size"] == 2 and m["status"] == "complete" and m["steps_collected"] == [1, 2]
+    result = perfsight("export", "summary", "-dir", tmp_path)
+    assert result.returncode == 0, result.stderr
+    for run in runs:
+        assert list((run / "perfsight_output").glob("op_statistic_*.csv"))
