@@ -350,7 +350,7 @@ _FP_BP = 'an operator name, or "" to find it automatically'
 
 SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("output", path(), None, "directory for the run directories; a relative path resolves against "
-               "the working directory (unset: PERFSIGHT_WORK_PATH, else the working directory)",
+               "the working directory (unset: PERFSIGHT_WORK_PATH, else ./perfsight_data)",
                (_po("output"), _ms("output_path"), Alias("profiler_result_path", _PC)), by_source={_MS: "./data"}),
     OptionSpec("storage_limit", int_range(200, 4294967295, "MB", suffix=True), None,
                "most MB the output directory may hold; the oldest files age out first (unset: 90% of free disk)",

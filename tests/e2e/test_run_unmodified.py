@@ -62,12 +62,20 @@ def test_l0_records_no_shapes_and_l1_does(tmp_path):
     assert shapes["l0"] == 0 and shapes["l1"] > 0
 
 
-def test_perfsight_options_env_alone_profiles_an_unmodified_script(tmp_path):
-    """PERFSIGHT_OPTIONS with no perfsight command: the installed .pth (or boot dir) starts profiling."""
-    from perfsight.collect.launch import BOOT_DIR
+def _installed_autostart_pth():
+    import site
 
+    for directory in [*site.getsitepackages(), site.getusersitepackages()]:
+        if os.path.isfile(os.path.join(directory, "perfsight-autostart.pth")):
+            return True
+    return False
+
+
+def test_perfsight_options_env_alone_profiles_an_unmodified_script(tmp_path):
+    """PERFSIGHT_OPTIONS and nothing else: the installed perfsight-autostart.pth starts profiling."""
+    if not _installed_autostart_pth():
+        pytest.skip("perfsight is not pip-installed here (no perfsight-autostart.pth); scripts/test.sh installs it")
     env = {**os.environ, "PERFSIGHT_OPTIONS": json.dumps({"output": str(tmp_path / "env")})}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BOOT_DIR), env.get("PYTHONPATH")]))
     result = subprocess.run([sys.executable, script("train_tiny.py"), "3"], env=env, capture_output=True, text=True,
                             timeout=240)
     assert result.returncode == 0, result.stderr

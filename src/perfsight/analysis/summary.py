@@ -25,7 +25,7 @@ def _series_stats(tables: RunTables) -> dict:
 
 def run_summary(tables: RunTables, *, top: int = 10) -> dict:
     """``steps``: statistics over every step the collector saw (perfsight runs; else the profiled
-    steps); ``profiled_steps``: the step trace; ``top_ops``: the ``top`` operator types by total time;
+    steps); ``profiled_steps``: the step trace; ``top_ops``: the ``top`` operator types by self time;
     ``ops_category``: which operators those are (device tasks when the run has any, else CPU ops)."""
     profiled = step_trace(tables)
     steps = _series_stats(tables)
@@ -35,6 +35,6 @@ def run_summary(tables: RunTables, *, top: int = 10) -> dict:
                  "median_ns": pc.approximate_median(iteration).as_py(),
                  "data_wait_mean_ns": pc.mean(profiled.column("data_wait_ns")).as_py()}
     stats = op_statistic(tables)
-    stats = stats.sort_by([("total_ns", "descending")]).slice(0, top)
+    stats = stats.sort_by([("self_ns", "descending")]).slice(0, top)
     category = stats.column("category")[0].as_py() if stats.num_rows else None
     return {"steps": steps, "profiled_steps": profiled, "top_ops": stats, "ops_category": category}

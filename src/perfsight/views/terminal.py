@@ -10,8 +10,19 @@ from rich.console import Console
 from rich.table import Table
 
 
+NAME_WIDTH = 34
+
+
 def _ms(ns) -> str:
     return "-" if ns is None else f"{ns / 1e6:,.3f}"
+
+
+def _short(name: str, width: int = NAME_WIDTH) -> str:
+    """Cut the middle of a long name: both its start and its end tell operators apart."""
+    if len(name) <= width:
+        return name
+    head = (width - 1) // 3
+    return name[:head] + "…" + name[-(width - 1 - head):]
 
 
 def print_run_summary(run_dir: Path, written: list[Path], console: Console | None = None, top: int = 10) -> None:
@@ -36,14 +47,14 @@ def print_run_summary(run_dir: Path, written: list[Path], console: Console | Non
         console.print(table)
     ops = summary["top_ops"]
     if ops.num_rows:
-        table = Table(title=f"Top {ops.num_rows} operators by total time ({summary['ops_category']})",
+        table = Table(title=f"Top {ops.num_rows} operators by self time ({summary['ops_category']})",
                       title_justify="left")
-        table.add_column("operator", overflow="ellipsis", no_wrap=True, max_width=34)
-        for column in ("calls", "total ms", "avg ms", "share %"):
+        table.add_column("operator", no_wrap=True)
+        for column in ("calls", "self ms", "total ms", "avg ms"):
             table.add_column(column, justify="right")
         for row in ops.to_pylist():
-            table.add_row(row["op_type"], str(row["count"]), _ms(row["total_ns"]), _ms(row["avg_ns"]),
-                          f"{row['ratio']:.1f}")
+            table.add_row(_short(row["op_type"]), str(row["count"]), _ms(row["self_ns"]), _ms(row["total_ns"]),
+                          _ms(row["avg_ns"]))
         console.print(table)
     if written:
         console.print(f"exported files in {written[0].parent}:")
@@ -52,13 +63,16 @@ def print_run_summary(run_dir: Path, written: list[Path], console: Console | Non
 
 
 def print_options(options: list[dict], console: Console | None = None) -> None:
+    """One block per option: name and aliases, what is allowed, the default, what it does."""
+    from rich.markup import escape
+    from rich.padding import Padding
+
     console = console or Console()
-    table = Table(title="perfsight options (PERFSIGHT_OPTIONS / perfsight run -O KEY=VALUE)", title_justify="left")
-    table.add_column("option", no_wrap=True)
-    table.add_column("aliases", overflow="fold")
-    table.add_column("allowed", overflow="fold")
-    table.add_column("default", overflow="fold")
+    console.print("[bold]perfsight options[/bold] (PERFSIGHT_OPTIONS JSON, Profiler(**options), "
+                  "perfsight run -O KEY=VALUE)\n")
     for option in options:
-        table.add_row(option["name"], ", ".join(option.get("aliases", [])), str(option.get("allowed", "")),
-                      str(option.get("default", "")))
-    console.print(table)
+        aliases = ", ".join(f"{a['name']} [{a['vocabulary']}]" for a in option["aliases"] if a["name"] != option["name"])
+        default = "-" if option["default"] in (None, "", ()) else str(option["default"])
+        console.print(f"[bold cyan]{option['name']}[/bold cyan]" + (f"  aliases: {escape(aliases)}" if aliases else ""))
+        console.print(Padding(f"{escape(option['help'])}\nallowed: {escape(option['allowed'])}; "
+                              f"default: {escape(default)}", (0, 0, 0, 4)))

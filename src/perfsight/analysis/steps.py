@@ -1,0 +1,138 @@
+"""Step trace (迭代轨迹): each training step split into iteration gap, forward+backward and tail.
+
+MindSpore Insight divides a step into "迭代间隙 (两次step执行的间隔时间)、前向与反向执行、all reduce、参数更新"
+and finds the phase boundaries automatically: "前向计算开始的算子指定为get_next算子之后连接的第一个算子,
+反向计算结束的算子指定为最后一次all reduce之前连接的算子"; msprof's PROFILING_OPTIONS let the user name
+them instead (fp_point: "指定的正向第一个算子名字", bp_point: "指定的反向最后一个算子名字"). For a PyTorch
+trace perfsight applies those rules to host slices, per rank and step:
+
+* A step is the host ``step`` slices (ProfilerStep#N) of a rank with step number N (``step`` column):
+  start_ns = earliest start, end_ns = latest end; the main thread is the track of the longest one.
+* Only host slices (on thread tracks) whose ``step`` column is N are considered.
+* data_wait_ns: the summed duration of the step's ``dataloader`` slices (not counting those nested in
+  another dataloader slice).
+* fp_start_ns (forward start, get_next's successor): the start of the first ``cpu_op`` on the main thread
+  that starts after the last dataloader slice of the step ends (after the step start if there is none),
+  ignoring operators inside an optimizer range (``Optimizer.zero_grad``, ``Optimizer.step``). With
+  ``fp_point``: the start of the first host slice of the step named exactly ``fp_point``.
+* The update boundary: the start of the first optimizer update after fp (a slice whose name starts with
+  ``Optimizer.step`` or contains ``optimizer`` in any case, except zero_grad ranges); without one, the
+  start of the last all-reduce (name containing ``allreduce`` or ``all_reduce``); without one, the step end.
+* bp_end_ns (backward end): the latest end of the backward operators that start after fp and before the
+  update boundary. Backward operators are ``cpu_op`` slices named with ``backward`` (any case, e.g.
+  ``AddmmBackward0``) or ``autograd::...``, and every ``cpu_op`` on a thread other than the main one that
+  does autograd work (runs a slice so named). With ``bp_point``: the end of the last host slice of the
+  step named exactly ``bp_point``.
+* iteration_ns = end - start; fp_bp_ns = bp_end - fp_start; tail_ns (迭代拖尾: all-reduce and parameter
+  update) = end - bp_end; gap_ns (迭代间隙: data wait) = fp_start - the end of the previous step of the
+  rank in these tables (the step's own start for the first step, or when steps overlap).
+
+Columns that cannot be found are null (no forward op, no backward op such as in inference, a named
+fp_point/bp_point absent from the step). No step slices: an empty table with the same columns.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+from ..tables import RunTables
+
+STEP_TRACE = pa.schema([
+    ("rank", pa.int32()),
+    ("step", pa.int32()),
+    ("start_ns", pa.int64()),
+    ("end_ns", pa.int64()),
+    ("fp_start_ns", pa.int64()),
+    ("bp_end_ns", pa.int64()),
+    ("iteration_ns", pa.int64()),
+    ("fp_bp_ns", pa.int64()),
+    ("gap_ns", pa.int64()),
+    ("tail_ns", pa.int64()),
+    ("data_wait_ns", pa.int64()),
+])
+
+_BACKWARD_NAME = "(s.name ILIKE '%backward%' OR s.name LIKE 'autograd::%')"
+
+_FP_AUTO = """
+    SELECT s.rank, s.step, min(s.start_ns) AS fp_start
+    FROM host s LEFT JOIN loading l USING (rank, step)
+    WHERE s.kind = 'cpu_op' AND s.track_id = s.main_track
+      AND s.start_ns >= coalesce(l.last_end, s.step_start)
+      AND NOT EXISTS (SELECT 1 FROM optimizer o
+                      WHERE o.rank = s.rank AND o.step = s.step AND o.track_id = s.track_id
+                        AND s.start_ns >= o.start_ns AND s.end_ns <= o.end_ns)
+    GROUP BY ALL
+"""
+
+_FP_NAMED = "SELECT rank, step, min(start_ns) AS fp_start FROM host WHERE name = $fp_point GROUP BY ALL"
+
+_BP_AUTO = f"""
+    SELECT s.rank, s.step, max(s.end_ns) AS bp_end
+    FROM host s JOIN boundary b USING (rank, step)
+    LEFT JOIN autograd_threads a ON a.rank = s.rank AND a.track_id = s.track_id
+    WHERE s.kind = 'cpu_op' AND s.start_ns >= b.fp_start AND s.start_ns < b.update_start
+      AND ({_BACKWARD_NAME} OR a.track_id IS NOT NULL)
+    GROUP BY ALL
+"""
+
+_BP_NAMED = "SELECT rank, step, max(end_ns) AS bp_end FROM host WHERE name = $bp_point GROUP BY ALL"
+
+_STEP_TRACE_SQL = """
+WITH s AS (
+    SELECT sl.kind, sl.name, sl.track_id, sl.start_ns, sl.start_ns + sl.dur_ns AS end_ns, sl.parent_id,
+           sl.step, coalesce(t.rank, 0) AS rank, t.kind AS track_kind
+    FROM slices sl JOIN tracks t USING (track_id)
+    WHERE sl.step IS NOT NULL
+), steps AS (
+    SELECT rank, step, min(start_ns) AS start_ns, max(end_ns) AS end_ns,
+           arg_max(track_id, end_ns - start_ns) AS main_track
+    FROM s WHERE kind = 'step' AND track_kind = 'thread' GROUP BY rank, step
+), host AS (
+    SELECT s.*, st.main_track, st.start_ns AS step_start
+    FROM s JOIN steps st USING (rank, step) WHERE s.track_kind = 'thread'
+), loading AS (
+    SELECT d.rank, d.step, max(d.end_ns) AS last_end,
+           sum(d.end_ns - d.start_ns) FILTER (WHERE p.kind IS DISTINCT FROM 'dataloader') AS wait_ns
+    FROM host d LEFT JOIN slices p ON p.id = d.parent_id
+    WHERE d.kind = 'dataloader' GROUP BY ALL
+), optimizer AS (
+    SELECT rank, step, track_id, start_ns, end_ns, lower(name) NOT LIKE '%zero_grad%' AS is_update
+    FROM host WHERE lower(name) LIKE '%optimizer%'
+), autograd_threads AS (
+    SELECT DISTINCT s.rank, s.track_id FROM host s WHERE s.track_id <> s.main_track AND {backward_name}
+), fp AS ({fp}
+), boundary AS (
+    SELECT st.rank, st.step, fp.fp_start, coalesce(
+        (SELECT min(o.start_ns) FROM optimizer o
+         WHERE o.rank = st.rank AND o.step = st.step AND o.is_update AND o.start_ns >= fp.fp_start),
+        (SELECT max(h.start_ns) FROM host h
+         WHERE h.rank = st.rank AND h.step = st.step
+           AND (lower(h.name) LIKE '%allreduce%' OR lower(h.name) LIKE '%all_reduce%')
+           AND h.start_ns >= fp.fp_start),
+        st.end_ns) AS update_start
+    FROM steps st JOIN fp USING (rank, step)
+), bp AS ({bp}
+), timed AS (
+    SELECT st.*, fp.fp_start, bp.bp_end, coalesce(l.wait_ns, 0) AS data_wait_ns,
+           lag(st.end_ns) OVER (PARTITION BY st.rank ORDER BY st.start_ns, st.step) AS previous_end
+    FROM steps st
+    LEFT JOIN fp USING (rank, step) LEFT JOIN bp USING (rank, step) LEFT JOIN loading l USING (rank, step)
+)
+SELECT rank, step, start_ns, end_ns, fp_start AS fp_start_ns, bp_end AS bp_end_ns,
+       end_ns - start_ns AS iteration_ns, bp_end - fp_start AS fp_bp_ns,
+       fp_start - CASE WHEN previous_end IS NULL OR previous_end > start_ns THEN start_ns ELSE previous_end END
+           AS gap_ns,
+       end_ns - bp_end AS tail_ns, data_wait_ns
+FROM timed ORDER BY rank, step
+"""
+
+
+def step_trace(tables: RunTables, *, fp_point: str | None = None, bp_point: str | None = None) -> pa.Table:
+    """One row per (rank, step) with the phase boundaries and durations described in the module
+    docstring (schema ``STEP_TRACE``; times and durations int64 ns)."""
+    query = _STEP_TRACE_SQL.format(
+        backward_name=_BACKWARD_NAME,
+        fp=_FP_NAMED if fp_point else _FP_AUTO,
+        bp=_BP_NAMED if bp_point else _BP_AUTO,
+    )
+    params = {name: value for name, value in (("fp_point", fp_point), ("bp_point", bp_point)) if value}
+    return tables.connect().sql(query, params=params or None).to_arrow_table().cast(STEP_TRACE)

@@ -1,0 +1,55 @@
+"""README.txt of an export directory: one section per file written there, every column with its unit.
+
+The sections come from catalog.py. Exporting again into the same directory (timeline, then summary)
+keeps the sections of earlier files that are still on disk, so the README always lists exactly the
+export files present.
+"""
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+from .catalog import OutputFile, describe
+
+README_NAME = "README.txt"
+_SECTION = re.compile(r"^File: (\S+)$", re.MULTILINE)
+
+_FORMATS = {
+    ".csv": "CSV, comma-separated, one header row, an empty cell where there is no value",
+    ".json": "JSON array with one object per row, keyed by the column headers; null where there is no value",
+}
+
+_INTRO = """\
+perfsight export output
+=======================
+
+Written by `perfsight export timeline|summary` (the msprof export shape). Times are taken from the
+profiled run: nanosecond integers in perfsight, written here as microseconds (us) with three decimals,
+so every value is exact to the nanosecond; absolute times are since the Unix epoch when the trace
+records it, otherwise on the trace's own clock. Rank is the distributed rank (0 for a single process).
+Summary files are CSV, or with --format json a JSON array of row objects (numbers as JSON numbers,
+shapes as JSON arrays). Files without data are not written.
+"""
+
+
+def write_readme(out_dir: Path, written: list[Path]) -> Path:
+    """Write ``out_dir/README.txt`` describing the files in ``written`` plus the export files an earlier
+    README listed that still exist; returns its path."""
+    path = out_dir / README_NAME
+    names = {p.name for p in written if p.name != README_NAME}
+    if path.exists():
+        names |= {n for n in _SECTION.findall(path.read_text(encoding="utf-8")) if (out_dir / n).exists()}
+    sections = [_section(name, describe(name)) for name in sorted(names)]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join([_INTRO, *sections]), encoding="utf-8")
+    return path
+
+
+def _section(name: str, kind: OutputFile) -> str:
+    lines = [f"File: {name}", f"  {kind.title}", *textwrap.wrap(kind.about, 100, initial_indent="  ", subsequent_indent="  ")]
+    if kind.columns:
+        lines.append(f"  Format: {_FORMATS[Path(name).suffix]}")
+        lines.append("  Columns:")
+        lines += [f"    {c.header}: {c.meaning}" for c in kind.columns]
+    return "\n".join(lines) + "\n"

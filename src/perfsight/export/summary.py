@@ -1,0 +1,36 @@
+"""Summary export: step_trace, op_summary, op_statistic, api_statistic and task_time as CSV or JSON.
+
+Each file is one analysis result written by the one writer (writer.write_rows) with the columns of its
+catalog entry; a result without rows is not written ("如果实际的性能数据没有相关的数据文件,就不会导出对应的
+timeline和summary数据").
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..analysis import ops, steps
+from ..errors import OptionError
+from ..tables import RunTables
+from . import catalog
+from .writer import FORMATS, write_rows
+
+
+def export_summary(tables: RunTables, out_dir: Path, *, stamp: str, fmt: str = "csv",
+                   fp_point: str | None = None, bp_point: str | None = None) -> list[Path]:
+    """Write the summary files that have data into ``out_dir`` in ``fmt`` (csv or json); returns their
+    paths. ``fp_point``/``bp_point`` name the step trace's forward-start / backward-end operators."""
+    if fmt not in FORMATS:
+        raise OptionError(f"--format: {fmt!r} is not allowed; allowed: {', '.join(FORMATS)}")
+    results = (
+        (catalog.STEP_TRACE_SUMMARY, steps.step_trace(tables, fp_point=fp_point, bp_point=bp_point)),
+        (catalog.OP_SUMMARY, ops.op_instances(tables)),
+        (catalog.OP_STATISTIC, ops.op_statistic(tables)),
+        (catalog.API_STATISTIC, ops.api_statistic(tables)),
+        (catalog.TASK_TIME, ops.task_time(tables)),
+    )
+    written = []
+    for kind, table in results:
+        if table.num_rows:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            written.append(write_rows(table, kind.columns, out_dir / kind.name(stamp, fmt), fmt))
+    return written

@@ -1,0 +1,270 @@
+"""Decoding one Kineto (Chrome-trace JSON) file as a stream of typed event batches, numbers kept as text.
+
+Owns: reading plain or gzip bytes piece by piece (salvaging a broken gzip stream), the msgspec Structs
+that describe a trace event and the trace header, and framing: cutting the ``traceEvents`` array into
+batches of complete events, each decoded with one msgspec call, so the whole document and one Python
+object per event never exist at once. JSON floats are decoded to their exact text (``ts`` and
+``dur`` are microseconds with nanosecond decimals, beyond float64 precision at epoch magnitudes) and
+``args`` to ``msgspec.Raw``, a view of its JSON text kept verbatim.
+
+A truncated or corrupt file yields the events before the damage; what was skipped goes to ``warnings``.
+A file that is not a trace at all raises InputError.
+"""
+from __future__ import annotations
+
+import re
+import zlib
+from pathlib import Path
+from typing import Any, BinaryIO, Iterator
+
+import msgspec
+
+from perfsight.errors import InputError
+
+ABSENT = msgspec.Raw(b"")
+EMPTY_OBJECT = msgspec.Raw(b"{}")
+
+EXPECTED = 'a Chrome-trace JSON object with "traceEvents" or a JSON list of trace events'
+PIECE_BYTES = 1 << 22  # size of the pieces read (and gunzipped) at a time
+BATCH_BYTES = 1 << 23  # JSON text decoded per msgspec call
+MAX_CUT_ATTEMPTS = 16  # candidate cut points tried before a batch is declared corrupt
+
+
+class Event(msgspec.Struct, gc=False):
+    """One trace event. Floats arrive as their exact text (``float_hook=str``); ``args`` as raw JSON text.
+
+    Fields are untyped so that no value of an unexpected type can fail a whole batch; the column
+    builders check types.
+    """
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    id: Any = None
+    args: msgspec.Raw = EMPTY_OBJECT
+
+
+class _Header(msgspec.Struct, gc=False):
+    """The trace object's keys other than the events (which the header text holds as ``[]``)."""
+
+    traceEvents: Any = None  # noqa: N815 (the format's keys)
+    baseTimeNanoseconds: Any = None  # noqa: N815
+    distributedInfo: Any = None  # noqa: N815
+    deviceProperties: msgspec.Raw = ABSENT  # noqa: N815
+
+
+_EVENTS_DECODER = msgspec.json.Decoder(list[Event], float_hook=str)
+_HEADER_DECODER = msgspec.json.Decoder(_Header)
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_EVENT_THEN_COMMA = re.compile(rb"\}\s*,")
+_ERROR_OFFSET = re.compile(r"\(byte (\d+)\)")
+
+
+class TraceStream:
+    """The events of one trace file, batch by batch; header facts are complete once iteration ends."""
+
+    def __init__(self, path: Path, batch_bytes: int = BATCH_BYTES):
+        self.path = path
+        self.batch_bytes = batch_bytes
+        self.base_time_ns: int | None = None
+        self.distributed_info: dict | None = None
+        self.device_properties: str | None = None  # JSON text, verbatim
+        self.warnings: list[str] = []
+        self._offset = 0  # file offset (in the JSON text) of the first byte not yet decoded
+
+    def batches(self) -> Iterator[list[Event]]:
+        pieces = json_pieces(self.path, self.warnings)
+        head, buffer = self._read_head(pieces)
+        pending = [buffer]
+        size = len(buffer)
+        for piece in pieces:
+            pending.append(piece)
+            size += len(piece)
+            if size >= self.batch_bytes:
+                buffer = b"".join(pending)
+                events, rest = self._complete_events(buffer)
+                if rest is None:  # corrupt: what could be decoded is in events; stop reading
+                    yield events
+                    return
+                pending, size = [rest], len(rest)
+                yield events
+        yield self._last_events(head, b"".join(pending))
+
+    # --- the head: everything before the first event ---------------------------------------------------
+
+    def _read_head(self, pieces: Iterator[bytes]) -> tuple[bytes | None, bytes]:
+        """(text before the events array, or None for a top-level list; text after its ``[``)."""
+        text = b""
+        for piece in pieces:
+            text += piece
+            stripped = text.lstrip()
+            if stripped.startswith(b"["):
+                head, self._offset = None, len(text) - len(stripped) + 1
+                return head, text[self._offset:]
+            if stripped and not stripped.startswith(b"{"):
+                raise InputError(f"{self.path}: not JSON; expected {EXPECTED}")
+            found = _EVENTS_KEY.search(text)
+            if found:
+                self._offset = found.end()
+                return text[:found.end() - 1], text[found.end():]
+        self._raise_not_a_trace(text)
+
+    def _raise_not_a_trace(self, text: bytes):
+        if not text.strip():
+            raise InputError(f"{self.path}: empty file; expected {EXPECTED}")
+        try:
+            msgspec.json.decode(text)
+        except msgspec.DecodeError as error:
+            raise InputError(f"{self.path}: malformed JSON ({error}); expected {EXPECTED}") from None
+        raise InputError(f'{self.path}: a JSON object without "traceEvents"; expected {EXPECTED}')
+
+    # --- the body: batches of complete events ------------------------------------------------------------
+
+    def _complete_events(self, buffer: bytes) -> tuple[list[Event], bytes | None]:
+        """Decode the complete events at the start of ``buffer``: (events, the rest or None if corrupt).
+
+        Cuts after the last ``}`` followed by a comma; a cut inside a nested value or a string makes the
+        decode fail and the previous candidate is tried. If none of the last MAX_CUT_ATTEMPTS candidates
+        decodes, the buffer is damaged.
+        """
+        attempts = 0
+        for cut in _matches_from_end(buffer, b"}", _EVENT_THEN_COMMA):
+            if attempts == MAX_CUT_ATTEMPTS:
+                break
+            attempts += 1
+            try:
+                events = self._decode_events(b"[" + buffer[:cut.start() + 1] + b"]")
+            except msgspec.DecodeError:
+                continue
+            self._offset += cut.end()
+            return events, buffer[cut.end():]
+        if not attempts:  # no event ends in the buffer yet
+            return [], buffer
+        return self._valid_prefix(buffer, "malformed JSON"), None
+
+    def _last_events(self, head: bytes | None, buffer: bytes) -> list[Event]:
+        """Decode the last events and the header keys after the array (msgspec locates its closing ``]``)."""
+        text = b"[" + buffer
+        try:
+            events, tail = self._decode_events(text), b""
+        except msgspec.DecodeError as error:
+            end = _error_offset(error)
+            if "trailing characters" not in str(error) or end is None:
+                self._read_header(head, b"}")
+                return self._valid_prefix(buffer, "truncated or malformed JSON")
+            events, tail = self._decode_events(text[:end]), text[end:]
+        if not self._read_header(head, tail) and head is not None:
+            self.warnings.append(f"{self.path.name}: could not read the trace keys after the events")
+            self._read_header(head, b"}")
+        return events
+
+    def _valid_prefix(self, buffer: bytes, problem: str) -> list[Event]:
+        """The events before the first damage in ``buffer`` (a run of events after ``[``)."""
+        try:
+            self._decode_events(b"[" + buffer + b"]")
+            stop = len(buffer)
+        except msgspec.DecodeError as error:
+            offset = _error_offset(error)
+            stop = len(buffer) if offset is None else min(len(buffer), offset)
+        for attempt, end in enumerate(_matches_from_end(buffer[:stop], b"}")):
+            if attempt == MAX_CUT_ATTEMPTS:
+                break
+            try:
+                events = self._decode_events(b"[" + buffer[:end.end()] + b"]")
+            except msgspec.DecodeError:
+                continue
+            self._skipped(problem, self._offset + end.end())
+            return events
+        self._skipped(problem, self._offset)
+        return []
+
+    def _decode_events(self, text: bytes) -> list[Event]:
+        try:
+            return _EVENTS_DECODER.decode(text)
+        except msgspec.ValidationError as error:
+            raise InputError(f"{self.path}: {error}; expected {EXPECTED}") from None
+
+    def _skipped(self, problem: str, offset: int) -> None:
+        self.warnings.append(f"{self.path.name}: {problem} after byte {offset} of the JSON text; "
+                             f"kept the events before it and skipped the rest of the file")
+
+    # --- the header ----------------------------------------------------------------------------------------
+
+    def _read_header(self, head: bytes | None, tail: bytes) -> bool:
+        """Take the header facts from ``head + [] + tail``; False if that is not valid JSON."""
+        if head is None:
+            return not tail.strip()
+        try:
+            header = _HEADER_DECODER.decode(head + b"[]" + tail)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return False
+        base = header.baseTimeNanoseconds
+        if base is not None and type(base) is not int:
+            self.warnings.append(f"{self.path.name}: ignored baseTimeNanoseconds {base!r} (not an integer)")
+            base = None
+        self.base_time_ns = base
+        self.distributed_info = header.distributedInfo if isinstance(header.distributedInfo, dict) else None
+        self.device_properties = bytes(header.deviceProperties).decode("utf-8", "replace") or None
+        return True
+
+
+def _matches_from_end(buffer: bytes, lead: bytes, pattern: re.Pattern | None = None) -> Iterator[re.Match]:
+    """Matches of ``pattern`` (which starts with ``lead``; default: just ``lead``) from the end backwards."""
+    pattern = pattern or re.compile(re.escape(lead))
+    position = len(buffer)
+    while (position := buffer.rfind(lead, 0, position)) >= 0:
+        match = pattern.match(buffer, position)
+        if match:
+            yield match
+
+
+def _error_offset(error: msgspec.DecodeError) -> int | None:
+    """Index of the offending byte (msgspec reports the offset just past it)."""
+    found = _ERROR_OFFSET.search(str(error))
+    return int(found.group(1)) - 1 if found else None
+
+
+# --- bytes ------------------------------------------------------------------------------------------------
+
+def json_pieces(path: Path, warnings: list[str]) -> Iterator[bytes]:
+    """The file's JSON text in pieces, gunzipped when it starts with the gzip magic number."""
+    try:
+        file = open(path, "rb")
+    except OSError as error:
+        raise InputError(f"{path}: cannot read the file ({error.strerror or error})") from error
+    with file:
+        first = file.read(PIECE_BYTES)
+        if first.startswith(b"\x1f\x8b"):
+            yield from _gunzipped(file, first, path, warnings)
+            return
+        while first:
+            yield first
+            first = file.read(PIECE_BYTES)
+
+
+def _gunzipped(file: BinaryIO, compressed: bytes, path: Path, warnings: list[str]) -> Iterator[bytes]:
+    decompressor = zlib.decompressobj(wbits=47)
+    produced = 0
+    while compressed:
+        try:
+            piece = decompressor.decompress(compressed, PIECE_BYTES)
+        except zlib.error as error:
+            if not produced:
+                raise InputError(f"{path}: not a readable gzip file ({error}); expected {EXPECTED}") from None
+            warnings.append(f"{path.name}: gzip stream broken ({error}) after {produced} bytes of JSON text")
+            return
+        produced += len(piece)
+        if piece:
+            yield piece
+        if decompressor.eof:
+            compressed = decompressor.unused_data or file.read(PIECE_BYTES)
+            if compressed:  # a further gzip member follows
+                decompressor = zlib.decompressobj(wbits=47)
+        else:
+            compressed = decompressor.unconsumed_tail or file.read(PIECE_BYTES)
+    if not decompressor.eof:
+        warnings.append(f"{path.name}: gzip stream truncated after {produced} bytes of JSON text")

@@ -1,0 +1,279 @@
+"""Splitting one decoded Kineto trace into Arrow tables of source columns, one per kind of event.
+
+Owns: grouping events by phase (``X`` complete, ``s``/``f`` flow, ``i`` instant, ``C`` counter, ``M``
+metadata), decoding the ``args`` fields perfsight promotes to columns (one batched, typed msgspec decode
+per group), exact nanosecond times, and counting what is skipped. Nothing here knows about tracks, kinds
+or ids; kineto.py builds the canonical tables from these.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Any
+
+import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from perfsight.ingest.kineto_columns import int_column, micros_to_ns, raw_text_column, scalar_text, text_column
+from perfsight.ingest.kineto_decode import ABSENT, Event, TraceStream
+
+LAUNCH_FLOW_CATEGORIES = ("ac2g", "async")  # runtime -> device links; slices' correlation ids carry them
+MEMORY_EVENT = "[memory]"
+
+
+class _SliceArgs(msgspec.Struct, gc=False, rename={
+        "external_id": "External id", "external_id_2021": "external id", "input_dims": "Input Dims",
+        "input_type": "Input type"}):
+    external_id: Any = None
+    external_id_2021: Any = None
+    correlation: Any = None
+    input_dims: msgspec.Raw = ABSENT
+    input_type: msgspec.Raw = ABSENT
+    flops: Any = None
+    bytes: Any = None
+
+
+class _MemoryArgs(msgspec.Struct, gc=False, rename={
+        "addr": "Addr", "bytes": "Bytes", "total_allocated": "Total Allocated", "total_reserved": "Total Reserved",
+        "device_type": "Device Type", "device_id": "Device Id"}):
+    addr: Any = None
+    bytes: Any = None
+    total_allocated: Any = None
+    total_reserved: Any = None
+    device_type: Any = None
+    device_id: Any = None
+
+
+@dataclass
+class TraceMetadata:
+    """Names and sort indexes from ``ph: "M"`` events, keyed by pid text or (pid, tid) text."""
+
+    process_names: dict[str, str] = field(default_factory=dict)
+    process_labels: dict[str, str] = field(default_factory=dict)
+    thread_names: dict[tuple[str, str], str] = field(default_factory=dict)
+    thread_sort_indexes: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def update(self, other: TraceMetadata) -> None:
+        """Add ``other``'s entries where this one has none (the first file wins)."""
+        for name in ("process_names", "process_labels", "thread_names", "thread_sort_indexes"):
+            mine = getattr(self, name)
+            for key, value in getattr(other, name).items():
+                mine.setdefault(key, value)
+
+
+@dataclass
+class EventTables:
+    """One file's events as source columns (times in integer ns, ``baseTimeNanoseconds`` applied)."""
+
+    slices: pa.Table
+    flows: pa.Table
+    memory: pa.Table
+    counters: pa.Table
+    metadata: TraceMetadata
+    skipped: Counter
+
+
+_GROUPS = ("slices", "flows", "memory", "counters")
+
+
+def event_tables(stream: TraceStream) -> EventTables:
+    """Read ``stream`` batch by batch into per-group tables."""
+    parts: dict[str, list[pa.Table]] = {group: [] for group in _GROUPS}
+    metadata, skipped = TraceMetadata(), Counter()
+    for batch in stream.batches():
+        for group, table in _batch_tables(batch, metadata, skipped).items():
+            parts[group].append(table)
+    base = stream.base_time_ns or 0
+    tables = {group: _with_base(pa.concat_tables(tables), base) for group, tables in parts.items()}
+    return EventTables(**tables, metadata=metadata, skipped=skipped)
+
+
+def _with_base(table: pa.Table, base: int) -> pa.Table:
+    if not base:
+        return table
+    column = table.schema.get_field_index("ts_ns")
+    return table.set_column(column, "ts_ns", pc.add_checked(table["ts_ns"], base))
+
+
+def _batch_tables(events: list[Event], metadata: TraceMetadata, skipped: Counter) -> dict[str, pa.Table]:
+    groups = _group_by_phase(events)
+    events.clear()
+    complete = groups.pop("X", [])
+    instants = groups.pop("i", []) + groups.pop("I", [])
+    flows = groups.pop("s", []) + groups.pop("f", [])
+    counters = groups.pop("C", [])
+    metadata.update(_metadata(groups.pop("M", [])))
+    groups.pop("t", None)  # flow steps: perfsight links only the two ends
+    for phase, unsupported in groups.items():
+        skipped[f"events of unsupported phase {phase!r}"] += len(unsupported)
+    return {
+        "slices": _slice_table(complete, skipped),
+        "flows": _flow_table(flows, skipped),
+        "memory": _memory_table([e for e in instants if e.name == MEMORY_EVENT], skipped),
+        "counters": _counter_table(counters, skipped),
+    }
+
+
+def _group_by_phase(events: list[Event]) -> dict[Any, list[Event]]:
+    groups: dict[Any, list[Event]] = {}
+    for event in events:
+        group = groups.get(event.ph)
+        if group is None:
+            group = groups[event.ph] = []
+        group.append(event)
+    return groups
+
+
+def _scalar_columns(events: list[Event], skipped: Counter, what: str) -> dict:
+    """pid and tid (text, "" when absent) and ts_ns (null when unusable) of ``events``."""
+    ts_ns, invalid = micros_to_ns([e.ts for e in events])
+    _count(skipped, f"{what} with a ts that is not a number", invalid)
+    _count(skipped, f"{what} without ts", ts_ns.null_count - invalid)
+    return {
+        "pid": pc.fill_null(scalar_text([e.pid for e in events]), ""),
+        "tid": pc.fill_null(scalar_text([e.tid for e in events]), ""),
+        "ts_ns": ts_ns,
+    }
+
+
+def _count(skipped: Counter, what: str, count: int) -> None:
+    if count:
+        skipped[what] += count
+
+
+def _keep_valid(table: pa.Table, required: list[str]) -> pa.Table:
+    valid = pc.is_valid(table[required[0]])
+    for name in required[1:]:
+        valid = pc.and_(valid, pc.is_valid(table[name]))
+    return table if pc.all(valid).as_py() else table.filter(valid)
+
+
+def _slice_table(events: list[Event], skipped: Counter) -> pa.Table:
+    columns = _scalar_columns(events, skipped, "complete events")
+    names, _ = text_column([e.name for e in events])
+    _count(skipped, "complete events without a name", names.null_count)
+    categories, _ = text_column([e.cat for e in events])
+    columns.update(name=names, cat=categories, dur_ns=_durations([e.dur for e in events], skipped))
+    args_text = raw_text_column([e.args for e in events])
+    columns["args"] = pc.if_else(pc.equal(args_text, "{}"), pa.scalar(None, pa.string()), args_text)
+    columns.update(_slice_args_columns([e.args for e in events], skipped))
+    return _keep_valid(pa.table(columns), ["ts_ns", "name"])
+
+
+def _durations(values: list, skipped: Counter) -> pa.Array:
+    dur_ns, _ = micros_to_ns(values)
+    _count(skipped, "complete events without a usable dur (set to 0)", dur_ns.null_count)
+    _count(skipped, "complete events with a negative dur (set to 0)", pc.sum(pc.less(dur_ns, 0)).as_py() or 0)
+    return pc.max_element_wise(pc.fill_null(dur_ns, 0), 0)
+
+
+def _decode_args(raws: list[msgspec.Raw], struct: type, skipped: Counter) -> list:
+    """Decode every ``args`` text into ``struct`` with one batched call; bad ones become defaults."""
+    decoder = msgspec.json.Decoder(list[struct | None])
+    try:
+        decoded = decoder.decode(b"[" + b",".join(raws) + b"]")
+    except msgspec.ValidationError:
+        decoded = [_decode_one_args(raw, struct, skipped) for raw in raws]
+    default = struct()
+    return [default if args is None else args for args in decoded] if None in decoded else decoded
+
+
+def _decode_one_args(raw: msgspec.Raw, struct: type, skipped: Counter):
+    try:
+        return msgspec.json.decode(raw, type=struct)
+    except msgspec.ValidationError:
+        skipped["events whose args are not an object of the expected types (args ignored)"] += 1
+        return None
+
+
+def _int_args(decoded: list, name: str, skipped: Counter) -> pa.Array:
+    column, invalid = int_column(list(map(attrgetter(name), decoded)))
+    _count(skipped, f"args values of {name!r} that are not integers (set to null)", invalid)
+    return column
+
+
+def _slice_args_columns(raws: list[msgspec.Raw], skipped: Counter) -> dict[str, pa.Array]:
+    decoded = _decode_args(raws, _SliceArgs, skipped)
+    return {
+        "external_id": pc.coalesce(_int_args(decoded, "external_id", skipped),
+                                   _int_args(decoded, "external_id_2021", skipped)),
+        "correlation_id": _int_args(decoded, "correlation", skipped),
+        "input_shapes": raw_text_column([args.input_dims for args in decoded]),
+        "input_dtypes": raw_text_column([args.input_type for args in decoded]),
+        "flops": _int_args(decoded, "flops", skipped),
+        "bytes": _int_args(decoded, "bytes", skipped),
+    }
+
+
+def _flow_table(events: list[Event], skipped: Counter) -> pa.Table:
+    linked = [e for e in events if e.cat not in LAUNCH_FLOW_CATEGORIES]
+    columns = _scalar_columns(linked, skipped, "flow events")
+    categories, _ = text_column([e.cat for e in linked])
+    phases, _ = text_column([e.ph for e in linked])
+    columns.update(ph=phases, cat=categories, id=scalar_text([e.id for e in linked]))
+    return _keep_valid(pa.table(columns), ["ts_ns", "id"])
+
+
+def _memory_table(events: list[Event], skipped: Counter) -> pa.Table:
+    columns = _scalar_columns(events, skipped, "memory events")
+    decoded = _decode_args([e.args for e in events], _MemoryArgs, skipped)
+    for name in ("addr", "bytes", "total_allocated", "total_reserved", "device_type", "device_id"):
+        columns[name] = _int_args(decoded, name, skipped)
+    return _keep_valid(pa.table(columns), ["ts_ns", "bytes"])
+
+
+def _counter_table(events: list[Event], skipped: Counter) -> pa.Table:
+    """One row per (event, numeric args value): the args key names the series."""
+    rows, series, values = [], [], []
+    for row, event in enumerate(events):
+        for key, value in _args_dict(event).items():
+            if type(value) in (int, float):
+                rows.append(row)
+                series.append(key)
+                values.append(float(value))
+            else:
+                skipped["counter values that are not numbers"] += 1
+    columns = _scalar_columns(events, skipped, "counter events")
+    table = pa.table(columns).take(pa.array(rows, pa.int64()))
+    table = table.append_column("series", pa.array(series, pa.string())).append_column(
+        "value", pa.array(values, pa.float64()))
+    return _keep_valid(table, ["ts_ns"])
+
+
+def _args_dict(event: Event) -> dict:
+    try:
+        args = msgspec.json.decode(event.args)
+    except msgspec.DecodeError:
+        return {}
+    return args if isinstance(args, dict) else {}
+
+
+_METADATA_FIELDS = {  # event name -> (args key, TraceMetadata attribute, keyed by (pid, tid) or by pid)
+    "process_name": ("name", "process_names", False),
+    "process_labels": ("labels", "process_labels", False),
+    "thread_name": ("name", "thread_names", True),
+    "thread_sort_index": ("sort_index", "thread_sort_indexes", True),
+}
+
+
+def _metadata(events: list[Event]) -> TraceMetadata:
+    metadata = TraceMetadata()
+    for event in events:
+        spec = _METADATA_FIELDS.get(event.name) if isinstance(event.name, str) else None
+        if spec is None:
+            continue
+        key, attribute, per_thread = spec
+        value = _args_dict(event).get(key)
+        if value is None or (key == "sort_index" and type(value) is not int):
+            continue
+        pid = _as_text(event.pid)
+        where = (pid, _as_text(event.tid)) if per_thread else pid
+        getattr(metadata, attribute).setdefault(where, value if key == "sort_index" else str(value))
+    return metadata
+
+
+def _as_text(value) -> str:
+    """pid/tid text as ``scalar_text`` makes it, "" when absent."""
+    return "" if value is None else str(value)

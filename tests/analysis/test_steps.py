@@ -1,0 +1,43 @@
+"""step_trace on the planted training run: every boundary and duration is known exactly."""
+import pyarrow as pa
+
+from perfsight.analysis.steps import STEP_TRACE, step_trace
+from perfsight.tables import RunTables
+
+from .planted import BASE, training_run
+
+
+def test_automatic_fp_bp_per_step():
+    rows = step_trace(training_run()).to_pylist()
+    assert rows == [
+        # step 1: fp = aten::linear after the dataloader; bp = end of the autograd thread's backward
+        # before Optimizer.step; gap from the step start (no previous step)
+        {"rank": 0, "step": 1, "start_ns": BASE, "end_ns": BASE + 10000, "fp_start_ns": BASE + 1500,
+         "bp_end_ns": BASE + 6000, "iteration_ns": 10000, "fp_bp_ns": 4500, "gap_ns": 1500, "tail_ns": 4000,
+         "data_wait_ns": 1000},
+        # step 2: aten::zero_ inside Optimizer.zero_grad is not the forward start; no optimizer step, so the
+        # backward ends before the last all-reduce; gap from the end of step 1
+        {"rank": 0, "step": 2, "start_ns": BASE + 10000, "end_ns": BASE + 20000, "fp_start_ns": BASE + 11000,
+         "bp_end_ns": BASE + 16000, "iteration_ns": 10000, "fp_bp_ns": 5000, "gap_ns": 1000, "tail_ns": 4000,
+         "data_wait_ns": 500},
+    ]
+
+
+def test_named_fp_and_bp_points():
+    table = step_trace(training_run(), fp_point="aten::relu", bp_point="aten::mm")
+    step1, step2 = table.to_pylist()
+    assert (step1["fp_start_ns"], step1["bp_end_ns"], step1["fp_bp_ns"]) == (BASE + 3200, BASE + 5800, 2600)
+    assert (step1["gap_ns"], step1["tail_ns"]) == (3200, 4200)
+    # neither name occurs in step 2: nothing is guessed
+    assert step2["fp_start_ns"] is None and step2["bp_end_ns"] is None and step2["data_wait_ns"] == 500
+
+
+def test_no_steps_gives_empty_table_with_columns():
+    table = step_trace(RunTables())
+    assert table.num_rows == 0 and table.schema == STEP_TRACE
+
+
+def test_schema_is_int64_ns():
+    table = step_trace(training_run())
+    assert table.schema == STEP_TRACE
+    assert all(table.schema.field(c).type == pa.int64() for c in STEP_TRACE.names if c.endswith("_ns"))

@@ -1,0 +1,64 @@
+"""Smoke test of bench/collect_overhead.py: a tiny run produces a complete table. No timing thresholds:
+the benchmark's numbers are for bench/RESULTS.md, never for assertions."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "bench" / "collect_overhead.py"
+CONFIGS = ["off", "l0", "l1", "l1_full", "torch"]
+
+
+def _run(*args, tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, str(SCRIPT), "--rounds", "1", "--steps", "4", "--quiet", *args],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def _number(cell):
+    return float(cell.strip().rstrip("%"))
+
+
+def test_table_has_every_configuration_with_positive_times(tmp_path):
+    raw = tmp_path / "raw.json"
+    out = _run("--json", str(raw), tmp_path=tmp_path)
+    lines = out.splitlines()
+    assert lines[0].split()[:2] == ["config", "median"]
+    rows = {line.split()[0]: line.split() for line in lines[2:2 + len(CONFIGS)]}
+    assert list(rows) == CONFIGS
+    for config, cells in rows.items():
+        median = _number(cells[1])
+        low, high = map(float, cells[2].split("-"))
+        assert 0 < low <= median <= high, (config, cells)
+    assert "reproduce: PYTHONPATH=src python bench/collect_overhead.py" in out
+
+    data = json.loads(raw.read_text())
+    (round_,) = data["rounds"]
+    assert sorted(round_) == sorted(CONFIGS)
+    for config, result in round_.items():
+        assert len(result["step_s"]) == 3          # steps 1-3 profiled of 4, step 0 warm-up
+        assert all(t > 0 for t in result["step_s"])
+        assert result["threads"] == 1
+        if config != "off":
+            assert result["export_s"] > 0 and result["trace_files"] >= 1, (config, result)
+    assert not list(tmp_path.glob("perfsight_data*")), "profiler output must go to a temp dir, not the cwd"
+
+
+def test_markdown_section(tmp_path):
+    out = _run("--markdown", "--configs", "off,l0", tmp_path=tmp_path)
+    assert out.startswith("## Collection overhead (issue 2)\n")
+    rows = [line for line in out.splitlines() if line.startswith("| ") and not line.startswith("| config")]
+    assert [row.split("|")[1].strip() for row in rows] == ["off", "l0"]
+    for row in rows:
+        assert _number(row.split("|")[2]) > 0
+    assert "PYTHONPATH=src python bench/collect_overhead.py --rounds 1 --steps 4" in out

@@ -1,0 +1,64 @@
+"""The perfsight command: --help everywhere, argument errors, and no torch needed outside collection."""
+import subprocess
+import sys
+
+import pytest
+
+from perfsight.cli import build_parser, main
+
+COMMANDS = [[], ["demo"], ["run"], ["export"], ["export", "timeline"], ["export", "summary"], ["options"]]
+
+
+@pytest.mark.parametrize("words", COMMANDS, ids=lambda w: " ".join(w) or "perfsight")
+def test_every_command_has_help(words, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args([*words, "--help"])
+    assert exit_info.value.code == 0
+    assert "usage: perfsight" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["export", "summary", "-dir", ".", "--iteration-id", "0"], "--iteration-id: 0 is not positive"),
+    (["export", "summary", "-dir", ".", "--format", "xml"], "invalid choice: 'xml'"),
+    (["export", "timeline", "-dir", ".", "--clear", "maybe"], "'maybe' is not allowed; allowed: on, off"),
+])
+def test_argument_errors_name_the_flag_and_what_is_allowed(args, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_export_of_a_missing_directory_is_a_clear_error(tmp_path, capsys):
+    assert main(["export", "summary", "-dir", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert "no such file or directory" in err and str(tmp_path / "nope") in err
+
+
+def test_export_of_a_directory_without_runs_is_a_clear_error(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("hello")
+    assert main(["export", "summary", "-dir", str(tmp_path)]) == 2
+    assert "holds no run perfsight can read" in capsys.readouterr().err
+
+
+def test_run_without_a_command(capsys):
+    assert main(["run", "--"]) == 2
+    assert "no command given" in capsys.readouterr().err
+
+
+def test_options_lists_both_seed_vocabularies(capsys):
+    assert main(["options"]) == 0
+    out = capsys.readouterr().out
+    for name in ("storage_limit", "task_time", "op_time", "profile_memory", "host_sys_usage_freq"):
+        assert name in out
+
+
+def test_export_works_without_torch(tmp_path, shared_data):
+    """Analysis-only use must not need torch: block its import and export a real trace."""
+    trace = str(shared_data / "kineto/generated_torch213_cpu/cpu_mlp_plain.pt.trace.json.gz")
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "from perfsight.cli import main\n"
+            f"sys.exit(main(['export', 'summary', '-dir', {trace!r}, '--output', {str(tmp_path)!r}]))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert list(tmp_path.rglob("op_statistic_*.csv"))
