@@ -156,3 +156,19 @@ def test_lightning_callback_protocol_with_epoch_range(tmp_path):
         cb.on_train_epoch_end(trainer, None)
     cb.on_train_end(trainer, None)
     assert manifest(cb.profiler.run_dir)["steps_collected"] == [2, 3]
+
+
+def test_a_step_cut_by_stop_is_not_counted_as_a_step(tmp_path):
+    from perfsight.analysis.steps import step_trace
+
+    prof = perfsight.Profiler(output_path=tmp_path, start_profile=False)
+
+    def at(step):
+        if step == 1:
+            prof.start()
+        if step == 3:
+            prof.stop()
+    train(prof, 4, on_step=at)
+    prof.close()
+    assert 3 in steps_in_traces(prof.run_dir)          # torch leaves a stub ProfilerStep#3 ...
+    assert step_trace(perfsight.load(prof.run_dir)).column("step").to_pylist() == [1, 2]   # ... not a step

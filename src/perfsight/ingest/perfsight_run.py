@@ -1,6 +1,7 @@
 """Reader of perfsight's own run directory (PROF_.../ with manifest.json) into the canonical tables.
 
-The Kineto trace windows in host/data become slices/tracks/flows/memory (via the Kineto reader);
+The Kineto trace windows in host/data become slices/tracks/flows/memory (via the Kineto reader), with
+the stub of a step that profiling stopped in demoted to an annotation;
 host_usage.csv becomes host counter series; steps.csv becomes the per-step series
 ``host.step_time_ns`` and ``host.data_wait_ns`` (every step the collector saw, profiled or not);
 msproftx.csv becomes annotation slices on one ``msproftx`` track per thread; the manifest goes to meta.
@@ -34,6 +35,7 @@ def read_run(run_dir: Path) -> RunTables:
     host = run_dir / layout.HOST_DATA
     traces = [p for p in sorted(host.glob(layout.TRACE_GLOB)) if not p.name.endswith(".partial")]
     tables = read_kineto(traces, rank=manifest.get("rank")) if traces else RunTables()
+    tables.slices = _drop_unfinished_steps(tables.slices, manifest.get("steps_collected", []))
     next_track = _next(tables.tracks.column("track_id"))
     counters, tracks = [tables.counters], [tables.tracks]
     for csv_name, reader in ((layout.HOST_USAGE, _wide_series), (layout.STEPS, _step_series)):
@@ -58,6 +60,20 @@ def read_run(run_dir: Path) -> RunTables:
         counters=pa.concat_tables(counters), flows=tables.flows, memory=tables.memory,
         meta=meta_table(facts),
     )
+
+
+def _drop_unfinished_steps(slices: pa.Table, collected: list[int]) -> pa.Table:
+    """A step that profiling stopped in (``stop()`` right after ``step()`` leaves a stub ProfilerStep#N)
+    is not a step: its range becomes a plain annotation and its slices belong to no step."""
+    unfinished = pc.invert(pc.is_in(slices.column("step"), value_set=pa.array(collected, pa.int32())))
+    unfinished = pc.fill_null(pc.and_(unfinished, pc.is_valid(slices.column("step"))), False)
+    if not pc.any(unfinished).as_py():
+        return slices
+    is_stub_step = pc.and_(unfinished, pc.equal(slices.column("kind"), "step"))
+    kind = pc.if_else(is_stub_step, "annotation", slices.column("kind"))
+    step = pc.if_else(unfinished, pa.scalar(None, pa.int32()), slices.column("step"))
+    slices = slices.set_column(slices.schema.get_field_index("kind"), "kind", kind)
+    return slices.set_column(slices.schema.get_field_index("step"), "step", step)
 
 
 def _read_manifest(run_dir: Path) -> dict:
