@@ -22,6 +22,19 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _model_id(text: str) -> int:
+    """Model ids are torch.compile frame ids, which start at 0 (the seed's ids are positive)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; allowed: {MODEL_ID_STEP_MODE} (step mode) "
+                                         "or a compiled graph id >= 0") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative; allowed: {MODEL_ID_STEP_MODE} (step mode) "
+                                         "or a compiled graph id >= 0")
+    return value
+
+
 def _on_off(text: str) -> bool:
     if text not in ("on", "off"):
         raise argparse.ArgumentTypeError(f"{text!r} is not allowed; allowed: on, off")
@@ -50,9 +63,9 @@ def _add_export(sub) -> None:
                        help="a PROF_ directory, a parent of PROF_ directories, or a torch.profiler trace file")
         p.add_argument("--iteration-id", type=_positive_int,
                        help="export this iteration only (goes with --model-id)")
-        p.add_argument("--model-id", type=_positive_int,
+        p.add_argument("--model-id", type=_model_id,
                        help=f"{MODEL_ID_STEP_MODE}: step mode (iteration = training step); other ids: "
-                            "compiled graph (torch.compile region) mode")
+                            "the id F of a torch.compile region 'Torch-Compiled Region: F/C' (graph mode)")
         p.add_argument("--iteration-count", type=_positive_int, help="number of iterations to export")
         if kind == "summary":
             p.add_argument("--format", choices=("csv", "json"), default="csv", help="summary file format")
