@@ -204,8 +204,13 @@ class Profiler:
         self._storage.enforce()
 
     def _stop_session(self) -> None:
+        from torch.profiler import ProfilerAction
+
         prof, self._torch_profile = self._torch_profile, None
+        cut = prof.current_action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
         prof.stop()
+        if cut:     # torch closes the just-begun ProfilerStep#N as a stub; readers must not count it
+            self.run.update(cut_steps=self.run.manifest.get("cut_steps", []) + [self._recorder.step])
 
     def _close_run(self) -> None:
         global _active

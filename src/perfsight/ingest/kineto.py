@@ -30,11 +30,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfsight.errors import InputError
-from perfsight.ingest.kineto_columns import flat
+from perfsight.ingest.kineto_columns import dictionary, flat
 from perfsight.ingest.kineto_decode import TraceStream, json_pieces
-from perfsight.ingest.kineto_events import EventTables, TraceMetadata, event_tables
+from perfsight.ingest.kineto_events import GROUPS, EventTables, TraceMetadata, event_tables
 from perfsight.ingest.kineto_kinds import classify_columns
-from perfsight.ingest.kineto_nesting import enclosing, nest, nesting_order
+from perfsight.ingest.kineto_nesting import Nesting, take_or_missing
 from perfsight.ingest.kineto_tracks import Tracks, build_tracks
 from perfsight.tables import RunTables, conform, meta_table
 
@@ -103,7 +103,7 @@ class _Source:
     def read(cls, index: int, path: Path) -> _Source:
         stream = TraceStream(path)
         events = event_tables(stream)
-        for group in ("slices", "flows", "memory", "counters"):
+        for group in GROUPS:
             table = getattr(events, group)
             setattr(events, group, table.append_column("file", pa.array(np.full(table.num_rows, index, np.int32))))
         return cls(path, stream, events)
@@ -115,7 +115,7 @@ def _combine(sources: list[_Source]) -> EventTables:
         metadata.update(source.events.metadata)
         skipped.update(source.events.skipped)
     groups = {group: pa.concat_tables([getattr(source.events, group) for source in sources])
-              for group in ("slices", "flows", "memory", "counters")}
+              for group in GROUPS}
     return EventTables(**groups, metadata=metadata, skipped=skipped)
 
 
@@ -131,35 +131,31 @@ def _first_fact(sources: list[_Source], key: str):
 
 @dataclass
 class _Slices:
-    """The slices in nesting order, as numpy arrays for linking, plus their finished columns."""
+    """The slices in source order (ids are ``id_offset`` + row), as numpy arrays for linking."""
 
-    source: pa.Table  # source columns in nesting order
+    source: pa.Table  # classified source columns plus track_id
     ids: np.ndarray
-    track: np.ndarray
     start: np.ndarray
     end: np.ndarray
-    parent: np.ndarray  # row, -1 for none
-    depth: np.ndarray
+    nesting: Nesting
     on_device: np.ndarray
     launcher: np.ndarray  # row of the host call that launched a device slice, -1 for none
 
     @classmethod
     def build(cls, source: pa.Table, tracks: Tracks, id_offset: int, skipped: Counter) -> _Slices:
-        """Order and nest classified source slices (see kineto_kinds.classify_columns)."""
+        """Nest classified source slices (see kineto_kinds.classify_columns) and find their launchers."""
         source = source.append_column("track_id", tracks.timeline_ids(source["pid"], source["tid"]))
         track, start, dur = (source[name].to_numpy() for name in ("track_id", "ts_ns", "dur_ns"))
-        order = nesting_order(track, start, dur)
-        source = source.take(order).combine_chunks()
-        track, start, end = track[order], start[order], start[order] + dur[order]
-        parent, depth, overlaps = nest(track, start, end)
-        if overlaps:
-            skipped["slices that overlap the end of their enclosing slice (nested under it anyway)"] += overlaps
+        nesting = Nesting(track, start, dur)
+        if nesting.overlaps:
+            skipped["times a slice started inside another of its track and ended after it (made siblings)"] += \
+                nesting.overlaps
         on_device = source["on_device"].to_numpy(zero_copy_only=False)
-        ids = id_offset + np.arange(len(track), dtype=np.int64)
         launcher = np.full(len(track), -1, dtype=np.int64)
         device = np.flatnonzero(on_device)
         launcher[device] = _first_match(source, "correlation_id", device, np.flatnonzero(~on_device))
-        return cls(source, ids, track, start, end, parent, depth, on_device, launcher)
+        ids = id_offset + np.arange(len(track), dtype=np.int64)
+        return cls(source, ids, start, start + dur, nesting, on_device, launcher)
 
     def table(self) -> pa.Table:
         source = self.source
@@ -174,8 +170,8 @@ class _Slices:
             "track_id": source["track_id"],
             "start_ns": self.start,
             "dur_ns": self.end - self.start,
-            "depth": self.depth.astype(np.int16),
-            "parent_id": _ids_or_null(self.ids, self.parent),
+            "depth": self.nesting.depth.astype(np.int16),
+            "parent_id": _ids_or_null(self.ids, self.nesting.parent),
             "step": self._steps(),
             "correlation_id": source["correlation_id"],
             "external_id": source["external_id"],
@@ -192,10 +188,10 @@ class _Slices:
         steps = self._host_steps()
         device = np.flatnonzero(self.on_device)
         launched = self.launcher[device]
-        steps[device] = np.where(launched >= 0, steps[np.maximum(launched, 0)], -1)
+        steps[device] = take_or_missing(steps, launched)
         unplaced = device[steps[device] < 0]
         same_op = _first_match(self.source, "external_id", unplaced, np.flatnonzero(~self.on_device & (steps >= 0)))
-        steps[unplaced] = np.where(same_op >= 0, steps[np.maximum(same_op, 0)], -1)
+        steps[unplaced] = take_or_missing(steps, same_op)
         return pa.array(steps, pa.int32(), mask=steps < 0)
 
     def _host_steps(self) -> np.ndarray:
@@ -204,8 +200,8 @@ class _Slices:
         step_rows = np.flatnonzero(pc.is_valid(name_step).to_numpy(zero_copy_only=False) & ~self.on_device)
         if not len(step_rows):
             return steps
-        numbers = name_step.to_numpy(zero_copy_only=False)
-        process = flat(self.source["pid"]).dictionary_encode().indices.to_numpy()
+        numbers = pc.fill_null(name_step, -1).to_numpy()
+        process = dictionary(self.source["pid"]).indices.to_numpy()
         for pid in np.unique(process[step_rows]).tolist():
             in_process = step_rows[process[step_rows] == pid]
             in_process = in_process[np.argsort(self.start[in_process], kind="stable")]
@@ -242,8 +238,7 @@ class _Slices:
     def enclosing_rows(self, events: pa.Table, tracks: Tracks, accept: np.ndarray | None = None) -> np.ndarray:
         """Row of the innermost (accepted) slice enclosing each event's ts on its thread, -1 for none."""
         track = tracks.timeline_ids(events["pid"], events["tid"])
-        return enclosing(self.track, self.start, self.end, self.parent,
-                         pc.fill_null(track, -1).to_numpy(), events["ts_ns"].to_numpy(), accept)
+        return self.nesting.enclosing(pc.fill_null(track, -1).to_numpy(), events["ts_ns"].to_numpy(), accept)
 
 
 def _first_match(table: pa.Table, key: str, rows: np.ndarray, candidates: np.ndarray) -> np.ndarray:
@@ -254,14 +249,16 @@ def _first_match(table: pa.Table, key: str, rows: np.ndarray, candidates: np.nda
     for file in np.unique(files[rows]).tolist():
         in_file = np.flatnonzero(files[rows] == file)
         file_candidates = candidates[files[candidates] == file]
+        if not len(file_candidates):
+            continue
         position = pc.index_in(keys.take(rows[in_file]), value_set=keys.take(file_candidates), skip_nulls=True)
         position = pc.fill_null(position, -1).to_numpy()
-        matches[in_file] = np.where(position >= 0, file_candidates[np.maximum(position, 0)], -1)
+        matches[in_file] = take_or_missing(file_candidates, position)
     return matches
 
 
 def _ids_or_null(ids: np.ndarray, rows: np.ndarray) -> pa.Array:
-    return pa.array(ids[np.maximum(rows, 0)], pa.int64(), mask=rows < 0)
+    return pa.array(take_or_missing(ids, rows, 0), pa.int64(), mask=rows < 0)
 
 
 def _flows(src: np.ndarray, dst: np.ndarray, kind: str) -> pa.Table:
@@ -289,7 +286,7 @@ def _memory(memory: pa.Table, tracks: Tracks, slices: _Slices) -> pa.Table:
 def _device_names(device_type: pa.Array, device_id: pa.Array) -> pa.Array:
     """``cpu``, ``cuda:0``, ... from c10 DeviceType and index columns; null when the type is unknown."""
     pairs = pc.binary_join_element_wise(device_type.cast(pa.string()), device_id.cast(pa.string()), ":")
-    encoded = flat(pairs).dictionary_encode()
+    encoded = dictionary(pairs)
     names = [_device_name(pair) for pair in encoded.dictionary.to_pylist()]
     return pa.array(names, pa.string()).take(encoded.indices)
 

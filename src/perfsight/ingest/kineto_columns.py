@@ -1,8 +1,9 @@
 """Building Arrow columns from lists of decoded values, without per-row Python where it can be avoided.
 
-Owns: raw JSON text to a string column (zero-copy join + offsets), exact conversion of decimal
-microsecond text to integer nanoseconds, and tolerant int/float/str columns that turn values of the
-wrong type into nulls (counted, so the reader can report them) instead of failing the whole column.
+Owns: raw JSON text to a string column (one join plus offsets), exact conversion of microseconds (ints
+or decimal texts) to integer nanoseconds, and tolerant int/str columns that turn values of the wrong type
+into nulls (ints and times count them, so the reader can report them) instead of failing the column;
+plus small helpers for chunked columns and row lookups.
 """
 from __future__ import annotations
 
@@ -16,11 +17,17 @@ import pyarrow.compute as pc
 _THOUSAND = pa.scalar(Decimal(1000), pa.decimal128(4, 0))
 _MICROS_WITH_NS = pa.decimal128(20, 3)  # up to 10^17 us (3,000 years) with ns digits
 _MAX_INT32_OFFSET = (1 << 31) - 1
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     """One contiguous array (table columns are chunked)."""
     return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+
+
+def dictionary(column: pa.Array | pa.ChunkedArray) -> pa.DictionaryArray:
+    """``column`` dictionary-encoded into one array (encoding chunk by chunk is cheaper than combining)."""
+    return flat(column.dictionary_encode())
 
 
 def raw_text_column(raws: Sequence) -> pa.Array:
@@ -42,20 +49,38 @@ def raw_text_column(raws: Sequence) -> pa.Array:
 
 def scalar_text(values: list) -> pa.Array:
     """JSON scalars as decoded (str, int, float text from ``float_hook=str``, None) -> their text."""
-    for kind in (pa.string(), pa.int64()):
-        try:
-            return pa.array(values, kind).cast(pa.string())
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-            continue
-    return pa.array([value if value is None or type(value) is str else str(value) for value in values], pa.string())
+    integers = _integers(values)
+    return _texts(values) if integers is None else integers.cast(pa.string())
+
+
+def _texts(values: list) -> pa.Array:
+    try:
+        return pa.array(values, pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([value if value is None or type(value) is str else str(value) for value in values],
+                        pa.string())
 
 
 def micros_to_ns(values: list) -> tuple[pa.Array, int]:
     """Microsecond values (ints, or exact decimal texts) -> int64 ns and the count of non-numbers (nulls)."""
+    integers = _integers(values)
+    if integers is not None:
+        try:
+            return pc.multiply_checked(integers, 1000), 0
+        except pa.ArrowInvalid:  # beyond int64 nanoseconds: let the exact path report them
+            pass
+    return exact_ns(_texts(values))
+
+
+def _integers(values: list) -> pa.Array | None:
+    """``values`` as int64 if they are all ints or None (pyarrow would silently truncate floats)."""
     try:
-        return pc.multiply_checked(pa.array(values, pa.int64()), 1000), 0
+        column = pa.array(values)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        return exact_ns(scalar_text(values))
+        return None
+    if pa.types.is_int64(column.type):
+        return column
+    return column.cast(pa.int64()) if pa.types.is_null(column.type) else None
 
 
 def exact_ns(plain: pa.Array) -> tuple[pa.Array, int]:
@@ -74,40 +99,41 @@ def exact_ns(plain: pa.Array) -> tuple[pa.Array, int]:
 def _exact_ns_slow(plain: pa.Array) -> tuple[pa.Array, int]:
     values, invalid = [], 0
     for text in plain.to_pylist():
-        if text is None:
-            values.append(None)
-            continue
-        try:
-            values.append(int((Decimal(text) * 1000).to_integral_value(ROUND_HALF_EVEN)))
-        except (InvalidOperation, ValueError, OverflowError):
-            values.append(None)
-            invalid += 1
+        value = None if text is None else _decimal_ns(text)
+        invalid += text is not None and value is None
+        values.append(value)
     return pa.array(values, pa.int64()), invalid
+
+
+def _decimal_ns(text: str) -> int | None:
+    try:
+        value = int((Decimal(text) * 1000).to_integral_value(ROUND_HALF_EVEN))
+    except (InvalidOperation, ValueError, OverflowError):
+        return None
+    return value if _INT64_MIN <= value <= _INT64_MAX else None
 
 
 def int_column(values: list) -> tuple[pa.Array, int]:
     """Python ints/None -> int64; integral floats are accepted, anything else becomes null (counted)."""
-    try:
-        return pa.array(values, pa.int64()), 0
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        cleaned = [_as_int(value) for value in values]
-        invalid = sum(1 for value, clean in zip(values, cleaned) if value is not None and clean is None)
-        return pa.array(cleaned, pa.int64()), invalid
+    integers = _integers(values)
+    if integers is not None:
+        return integers, 0
+    cleaned = [_as_int(value) for value in values]
+    invalid = sum(1 for value, clean in zip(values, cleaned) if value is not None and clean is None)
+    return pa.array(cleaned, pa.int64()), invalid
 
 
 def _as_int(value) -> int | None:
-    if type(value) is int and -(1 << 63) <= value < (1 << 63):
+    if type(value) is int and _INT64_MIN <= value <= _INT64_MAX:
         return value
     if type(value) is float and value.is_integer() and abs(value) < 2.0 ** 63:
         return int(value)
     return None
 
 
-def text_column(values: list) -> tuple[pa.Array, int]:
-    """Python strs/None -> string; anything else becomes null (counted)."""
+def text_column(values: list) -> pa.Array:
+    """Python strs/None -> string; values of any other type become null."""
     try:
-        return pa.array(values, pa.string()), 0
+        return pa.array(values, pa.string())
     except (pa.ArrowInvalid, pa.ArrowTypeError):
-        cleaned = [value if isinstance(value, str) else None for value in values]
-        invalid = sum(1 for value, clean in zip(values, cleaned) if value is not None and clean is None)
-        return pa.array(cleaned, pa.string()), invalid
+        return pa.array([value if isinstance(value, str) else None for value in values], pa.string())

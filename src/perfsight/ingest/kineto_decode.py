@@ -25,9 +25,9 @@ ABSENT = msgspec.Raw(b"")
 EMPTY_OBJECT = msgspec.Raw(b"{}")
 
 EXPECTED = 'a Chrome-trace JSON object with "traceEvents" or a JSON list of trace events'
-PIECE_BYTES = 1 << 22  # size of the pieces read (and gunzipped) at a time
-BATCH_BYTES = 1 << 23  # JSON text decoded per msgspec call
-MAX_CUT_ATTEMPTS = 16  # candidate cut points tried before a batch is declared corrupt
+PIECE_BYTES = 1 << 18  # size of the pieces read (and gunzipped) at a time
+BATCH_BYTES = 1 << 20  # JSON text decoded per msgspec call (smaller is leaner; 1 MiB is as fast)
+MAX_CUT_ATTEMPTS = 16  # candidate cut points tried before waiting for more text
 
 
 class Event(msgspec.Struct, gc=False):
@@ -61,15 +61,17 @@ _EVENTS_DECODER = msgspec.json.Decoder(list[Event], float_hook=str)
 _HEADER_DECODER = msgspec.json.Decoder(_Header)
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _EVENT_THEN_COMMA = re.compile(rb"\}\s*,")
+_KINETO_HEADER_KEY = re.compile(rb'\s*\{\s*"(schemaVersion|deviceProperties|distributedInfo|traceEvents)"')
 _ERROR_OFFSET = re.compile(r"\(byte (\d+)\)")
 
 
 class TraceStream:
     """The events of one trace file, batch by batch; header facts are complete once iteration ends."""
 
-    def __init__(self, path: Path, batch_bytes: int = BATCH_BYTES):
+    def __init__(self, path: Path, batch_bytes: int = BATCH_BYTES, piece_bytes: int = PIECE_BYTES):
         self.path = path
         self.batch_bytes = batch_bytes
+        self.piece_bytes = piece_bytes
         self.base_time_ns: int | None = None
         self.distributed_info: dict | None = None
         self.device_properties: str | None = None  # JSON text, verbatim
@@ -77,27 +79,37 @@ class TraceStream:
         self._offset = 0  # file offset (in the JSON text) of the first byte not yet decoded
 
     def batches(self) -> Iterator[list[Event]]:
-        pieces = json_pieces(self.path, self.warnings)
-        head, buffer = self._read_head(pieces)
-        pending = [buffer]
-        size = len(buffer)
+        pieces = json_pieces(self.path, self.warnings, self.piece_bytes)
+        start = self._read_head(pieces)
+        if start is None:
+            return
+        head, buffer = start
+        pending, size, due = [buffer], len(buffer), self.batch_bytes
         for piece in pieces:
             pending.append(piece)
             size += len(piece)
-            if size >= self.batch_bytes:
-                buffer = b"".join(pending)
-                events, rest = self._complete_events(buffer)
-                if rest is None:  # corrupt: what could be decoded is in events; stop reading
-                    yield events
-                    return
-                pending, size = [rest], len(rest)
+            if size < due:
+                continue
+            buffer = b"".join(pending)
+            events, rest = self._complete_events(buffer)
+            if rest is None:  # damaged: the events before the damage are all there is
                 yield events
+                self._read_header(head, b"}")
+                return
+            if events:
+                yield events
+            # No complete event yet (one huge event?): wait until the text doubles, so work stays linear.
+            pending, size = [rest], len(rest)
+            due = self.batch_bytes if events else 2 * size
         yield self._last_events(head, b"".join(pending))
 
     # --- the head: everything before the first event ---------------------------------------------------
 
-    def _read_head(self, pieces: Iterator[bytes]) -> tuple[bytes | None, bytes]:
-        """(text before the events array, or None for a top-level list; text after its ``[``)."""
+    def _read_head(self, pieces: Iterator[bytes]) -> tuple[bytes | None, bytes] | None:
+        """(text before the events array, or None for a top-level list; text after its ``[``).
+
+        None if the file ends before the events array starts.
+        """
         text = b""
         for piece in pieces:
             text += piece
@@ -111,44 +123,47 @@ class TraceStream:
             if found:
                 self._offset = found.end()
                 return text[:found.end() - 1], text[found.end():]
-        self._raise_not_a_trace(text)
+        return self._no_events_array(text)
 
-    def _raise_not_a_trace(self, text: bytes):
+    def _no_events_array(self, text: bytes) -> None:
+        """Raise InputError, unless ``text`` is a Kineto trace cut before its events (then warn)."""
         if not text.strip():
             raise InputError(f"{self.path}: empty file; expected {EXPECTED}")
         try:
             msgspec.json.decode(text)
-        except msgspec.DecodeError as error:
-            raise InputError(f"{self.path}: malformed JSON ({error}); expected {EXPECTED}") from None
+        except (msgspec.DecodeError, UnicodeDecodeError) as error:
+            if not _KINETO_HEADER_KEY.match(text):
+                raise InputError(f"{self.path}: malformed JSON ({error}); expected {EXPECTED}") from None
+            self.warnings.append(f"{self.path.name}: {error} before the events; no events read")
+            return None
         raise InputError(f'{self.path}: a JSON object without "traceEvents"; expected {EXPECTED}')
 
     # --- the body: batches of complete events ------------------------------------------------------------
 
     def _complete_events(self, buffer: bytes) -> tuple[list[Event], bytes | None]:
-        """Decode the complete events at the start of ``buffer``: (events, the rest or None if corrupt).
+        """Decode the complete events at the start of ``buffer``: (events, the rest or None if damaged).
 
-        Cuts after the last ``}`` followed by a comma; a cut inside a nested value or a string makes the
-        decode fail and the previous candidate is tried. If none of the last MAX_CUT_ATTEMPTS candidates
-        decodes, the buffer is damaged.
+        Cuts after the last ``}`` followed by a comma. A cut inside a nested value or a string fails at the
+        cut, and the previous candidate is tried; a failure before the cut is damage in the text.
         """
-        attempts = 0
-        for cut in _matches_from_end(buffer, b"}", _EVENT_THEN_COMMA):
-            if attempts == MAX_CUT_ATTEMPTS:
+        for attempt, cut in enumerate(_matches_from_end(buffer, b"}", _EVENT_THEN_COMMA)):
+            if attempt == MAX_CUT_ATTEMPTS:
                 break
-            attempts += 1
+            text = b"[" + buffer[:cut.start() + 1] + b"]"
             try:
-                events = self._decode_events(b"[" + buffer[:cut.start() + 1] + b"]")
-            except msgspec.DecodeError:
+                events = self._decode_events(text)
+            except msgspec.DecodeError as error:
+                offset = _error_offset(error)
+                if offset is not None and offset < len(text) - 1:
+                    return self._valid_prefix(buffer, "malformed JSON"), None
                 continue
             self._offset += cut.end()
             return events, buffer[cut.end():]
-        if not attempts:  # no event ends in the buffer yet
-            return [], buffer
-        return self._valid_prefix(buffer, "malformed JSON"), None
+        return [], buffer  # no complete event yet: wait for more text
 
     def _last_events(self, head: bytes | None, buffer: bytes) -> list[Event]:
         """Decode the last events and the header keys after the array (msgspec locates its closing ``]``)."""
-        text = b"[" + buffer
+        text = self._valid_utf8(b"[" + buffer)  # msgspec's error offsets below must refer to this text
         try:
             events, tail = self._decode_events(text), b""
         except msgspec.DecodeError as error:
@@ -187,6 +202,17 @@ class TraceStream:
             return _EVENTS_DECODER.decode(text)
         except msgspec.ValidationError as error:
             raise InputError(f"{self.path}: {error}; expected {EXPECTED}") from None
+        except UnicodeDecodeError:
+            return self._decode_events(self._valid_utf8(text))
+
+    def _valid_utf8(self, text: bytes) -> bytes:
+        """``text`` with invalid UTF-8 replaced by U+FFFD (warned about); as is when it is valid."""
+        try:
+            text.decode()
+        except UnicodeDecodeError as error:
+            self.warnings.append(f"{self.path.name}: invalid UTF-8 ({error.reason}) replaced by U+FFFD")
+            return text.decode("utf-8", "replace").encode()
+        return text
 
     def _skipped(self, problem: str, offset: int) -> None:
         self.warnings.append(f"{self.path.name}: {problem} after byte {offset} of the JSON text; "
@@ -200,7 +226,7 @@ class TraceStream:
             return not tail.strip()
         try:
             header = _HEADER_DECODER.decode(head + b"[]" + tail)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
             return False
         base = header.baseTimeNanoseconds
         if base is not None and type(base) is not int:
@@ -230,28 +256,29 @@ def _error_offset(error: msgspec.DecodeError) -> int | None:
 
 # --- bytes ------------------------------------------------------------------------------------------------
 
-def json_pieces(path: Path, warnings: list[str]) -> Iterator[bytes]:
-    """The file's JSON text in pieces, gunzipped when it starts with the gzip magic number."""
+def json_pieces(path: Path, warnings: list[str], piece_bytes: int = PIECE_BYTES) -> Iterator[bytes]:
+    """The file's JSON text in pieces of about ``piece_bytes``, gunzipped if it starts with the gzip magic."""
     try:
         file = open(path, "rb")
     except OSError as error:
         raise InputError(f"{path}: cannot read the file ({error.strerror or error})") from error
     with file:
-        first = file.read(PIECE_BYTES)
+        first = file.read(max(piece_bytes, 2))
         if first.startswith(b"\x1f\x8b"):
-            yield from _gunzipped(file, first, path, warnings)
+            yield from _gunzipped(file, first, path, warnings, piece_bytes)
             return
         while first:
             yield first
-            first = file.read(PIECE_BYTES)
+            first = file.read(piece_bytes)
 
 
-def _gunzipped(file: BinaryIO, compressed: bytes, path: Path, warnings: list[str]) -> Iterator[bytes]:
+def _gunzipped(file: BinaryIO, compressed: bytes, path: Path, warnings: list[str], piece_bytes: int
+               ) -> Iterator[bytes]:
     decompressor = zlib.decompressobj(wbits=47)
     produced = 0
     while compressed:
         try:
-            piece = decompressor.decompress(compressed, PIECE_BYTES)
+            piece = decompressor.decompress(compressed, piece_bytes)
         except zlib.error as error:
             if not produced:
                 raise InputError(f"{path}: not a readable gzip file ({error}); expected {EXPECTED}") from None
@@ -261,10 +288,10 @@ def _gunzipped(file: BinaryIO, compressed: bytes, path: Path, warnings: list[str
         if piece:
             yield piece
         if decompressor.eof:
-            compressed = decompressor.unused_data or file.read(PIECE_BYTES)
+            compressed = decompressor.unused_data or file.read(piece_bytes)
             if compressed:  # a further gzip member follows
                 decompressor = zlib.decompressobj(wbits=47)
         else:
-            compressed = decompressor.unconsumed_tail or file.read(PIECE_BYTES)
+            compressed = decompressor.unconsumed_tail or file.read(piece_bytes)
     if not decompressor.eof:
         warnings.append(f"{path.name}: gzip stream truncated after {produced} bytes of JSON text")

@@ -19,7 +19,8 @@ import pyarrow.compute as pc
 from perfsight.ingest.kineto_columns import int_column, micros_to_ns, raw_text_column, scalar_text, text_column
 from perfsight.ingest.kineto_decode import ABSENT, Event, TraceStream
 
-LAUNCH_FLOW_CATEGORIES = ("ac2g", "async")  # runtime -> device links; slices' correlation ids carry them
+#: runtime -> device flow categories (current, 2021 and 2022 Kineto); slices' correlation ids carry these links
+LAUNCH_FLOW_CATEGORIES = ("ac2g", "async", "async_cpu_to_gpu")
 MEMORY_EVENT = "[memory]"
 
 
@@ -75,13 +76,14 @@ class EventTables:
     skipped: Counter
 
 
-_GROUPS = ("slices", "flows", "memory", "counters")
+#: the EventTables fields that are tables
+GROUPS = ("slices", "flows", "memory", "counters")
 
 
 def event_tables(stream: TraceStream) -> EventTables:
     """Read ``stream`` batch by batch into per-group tables."""
-    parts: dict[str, list[pa.Table]] = {group: [] for group in _GROUPS}
     metadata, skipped = TraceMetadata(), Counter()
+    parts = {group: [empty] for group, empty in _batch_tables([], metadata, skipped).items()}  # the schemas
     for batch in stream.batches():
         for group, table in _batch_tables(batch, metadata, skipped).items():
             parts[group].append(table)
@@ -152,13 +154,15 @@ def _keep_valid(table: pa.Table, required: list[str]) -> pa.Table:
 
 def _slice_table(events: list[Event], skipped: Counter) -> pa.Table:
     columns = _scalar_columns(events, skipped, "complete events")
-    names, _ = text_column([e.name for e in events])
+    names = text_column([e.name for e in events])
     _count(skipped, "complete events without a name", names.null_count)
-    categories, _ = text_column([e.cat for e in events])
-    columns.update(name=names, cat=categories, dur_ns=_durations([e.dur for e in events], skipped))
-    args_text = raw_text_column([e.args for e in events])
-    columns["args"] = pc.if_else(pc.equal(args_text, "{}"), pa.scalar(None, pa.string()), args_text)
-    columns.update(_slice_args_columns([e.args for e in events], skipped))
+    columns.update(name=names, cat=text_column([e.cat for e in events]),
+                   dur_ns=_durations([e.dur for e in events], skipped))
+    args = [e.args for e in events]
+    args_text = raw_text_column(args)
+    empty = pc.is_in(args_text, pa.array(["{}", "null"]))
+    columns["args"] = pc.if_else(empty, pa.scalar(None, pa.string()), args_text)
+    columns.update(_slice_args_columns(args, skipped))
     return _keep_valid(pa.table(columns), ["ts_ns", "name"])
 
 
@@ -182,7 +186,7 @@ def _decode_args(raws: list[msgspec.Raw], struct: type, skipped: Counter) -> lis
 
 def _decode_one_args(raw: msgspec.Raw, struct: type, skipped: Counter):
     try:
-        return msgspec.json.decode(raw, type=struct)
+        return msgspec.json.decode(raw, type=struct | None)
     except msgspec.ValidationError:
         skipped["events whose args are not an object of the expected types (args ignored)"] += 1
         return None
@@ -210,9 +214,8 @@ def _slice_args_columns(raws: list[msgspec.Raw], skipped: Counter) -> dict[str, 
 def _flow_table(events: list[Event], skipped: Counter) -> pa.Table:
     linked = [e for e in events if e.cat not in LAUNCH_FLOW_CATEGORIES]
     columns = _scalar_columns(linked, skipped, "flow events")
-    categories, _ = text_column([e.cat for e in linked])
-    phases, _ = text_column([e.ph for e in linked])
-    columns.update(ph=phases, cat=categories, id=scalar_text([e.id for e in linked]))
+    columns.update(ph=text_column([e.ph for e in linked]), cat=text_column([e.cat for e in linked]),
+                   id=scalar_text([e.id for e in linked]))
     return _keep_valid(pa.table(columns), ["ts_ns", "id"])
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.ingest.kineto_columns import flat
+from perfsight.ingest.kineto_columns import dictionary
 
 #: category (lower-cased) -> slice kind, before the name-based refinements below
 CATEGORY_KINDS = {
@@ -82,8 +82,8 @@ def _host_kind(kind: str, name: str) -> tuple[str, int | None]:
 
 def classify_columns(categories: pa.ChunkedArray, names: pa.ChunkedArray) -> dict[str, pa.Array]:
     """``kind``, ``task_type``, ``name_step`` and ``on_device`` columns for the given events."""
-    category_codes = pc.fill_null(flat(categories), "").dictionary_encode()
-    name_codes = flat(names).dictionary_encode()
+    category_codes = dictionary(pc.fill_null(categories, ""))
+    name_codes = dictionary(names)
     pair_keys = (category_codes.indices.to_numpy().astype(np.int64) * len(name_codes.dictionary)
                  + name_codes.indices.to_numpy())
     distinct_keys, inverse = np.unique(pair_keys, return_inverse=True)

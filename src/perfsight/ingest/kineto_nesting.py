@@ -1,32 +1,87 @@
-"""Nesting of slices on a timeline row, in exact integer nanoseconds.
+"""Nesting of slices on timeline rows, in exact integer nanoseconds.
 
-Owns: the order slices are stored in (by track, start, longest first), each slice's parent and depth,
-and finding the innermost slice that encloses a point in time (a memory event's operator, a flow's
-end). Nothing here is Kineto-specific; the functions take plain numpy arrays.
+Owns: each slice's parent and depth on its track, and the innermost slice that encloses a point in time
+(a memory event's operator, a flow's end). Nothing here is Kineto-specific: it takes numpy arrays in any
+row order and answers in that order.
 
-A slice covers [start, start + dur). One that ends exactly when the next starts does not enclose it.
-Slices on a track are expected to nest; a slice that starts inside another and ends after it (a partial
-overlap, which real traces sometimes contain) is treated as its child and counted, so callers can report
-it. No input makes these functions fail.
+A slice covers [start, start + dur). One that ends exactly when the next starts does not enclose it. A
+point in time is enclosed by the slices that cover it and by zero-duration slices at that very instant
+(sub-microsecond ops in integer-microsecond traces).
+A slice's parent always contains it entirely. Slices on a track are expected to nest; when one starts
+inside an open slice but ends after it (a partial overlap: real traces have them, e.g. a Python-tracer
+call around a record_function whose range outlives it, or overlapping kernels on one stream), the open
+slice is closed early and the new one becomes its sibling. Such pairs are counted in ``overlaps`` so
+callers can report them. No input makes this fail.
 """
 from __future__ import annotations
 
 import numpy as np
 
 
-def nesting_order(track: np.ndarray, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Row order by (track, start, longest first, original position): parents precede children."""
-    return np.lexsort((np.arange(len(track)), -dur, start, track))
+class Nesting:
+    """Parents and depths of slices (rows in the caller's order; -1 for none)."""
+
+    def __init__(self, track: np.ndarray, start: np.ndarray, dur: np.ndarray):
+        # Work in (track, start, longest first) order, where every parent precedes its children.
+        self._order = np.lexsort((np.arange(len(track)), -dur, start, track))
+        self._track = track[self._order]
+        self._start = start[self._order]
+        self._end = self._start + dur[self._order]
+        self._parent, depth, self.overlaps = _stack_pass(self._track, self._start, self._end)
+        self.parent = np.empty(len(track), dtype=np.int64)
+        self.parent[self._order] = self._to_rows(self._parent)
+        self.depth = np.empty(len(track), dtype=np.int64)
+        self.depth[self._order] = depth
+
+    def enclosing(self, point_track: np.ndarray, point_ts: np.ndarray, accept: np.ndarray | None = None) -> np.ndarray:
+        """For each point, the innermost slice on its track with start <= ts < end (-1 for none).
+
+        With ``accept`` (a boolean per slice), only accepted slices count.
+        """
+        candidate = self._last_started(point_track, point_ts)
+        accepted = None if accept is None else accept[self._order]
+        pending = np.flatnonzero(candidate >= 0)
+        while len(pending):
+            rows = candidate[pending]
+            ts = point_ts[pending]
+            outside = (self._end[rows] <= ts) & (self._start[rows] != ts)
+            if accepted is not None:
+                outside |= ~accepted[rows]
+            pending = pending[outside]
+            candidate[pending] = self._parent[candidate[pending]]
+            pending = pending[candidate[pending] >= 0]
+        return self._to_rows(candidate)
+
+    def _to_rows(self, positions: np.ndarray) -> np.ndarray:
+        """Positions in working order -> the caller's rows (-1 stays -1)."""
+        return take_or_missing(self._order, positions)
+
+    def _last_started(self, point_track: np.ndarray, point_ts: np.ndarray) -> np.ndarray:
+        """For each point, the last slice position of its track with start <= ts, or -1."""
+        candidate = np.full(len(point_track), -1, dtype=np.int64)
+        if not len(self._track):
+            return candidate
+        bounds = np.flatnonzero(np.diff(self._track)) + 1
+        firsts, lasts = np.concatenate(([0], bounds)), np.concatenate((bounds, [len(self._track)]))
+        for first, last in zip(firsts.tolist(), lasts.tolist()):
+            points = np.flatnonzero(point_track == self._track[first])
+            position = np.searchsorted(self._start[first:last], point_ts[points], side="right") - 1
+            candidate[points] = np.where(position >= 0, first + position, -1)
+        return candidate
 
 
-def nest(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Parent row (-1 for none) and depth of slices in ``nesting_order``; plus the partial-overlap count.
+def take_or_missing(values: np.ndarray, rows: np.ndarray, missing: int = -1) -> np.ndarray:
+    """``values[rows]``, with ``missing`` where a row is -1 (no such row)."""
+    found = rows >= 0
+    result = np.full(len(rows), missing, dtype=values.dtype)
+    result[found] = values[rows[found]]
+    return result
 
-    One pass with a stack of open slices per track.
-    """
-    count = len(track)
-    parents = [-1] * count
-    depths = [0] * count
+
+def _stack_pass(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Parent position and depth of sorted slices with one pass and a stack of open slices per track."""
+    parents = [-1] * len(track)
+    depths = [0] * len(track)
     ends = end.tolist()
     overlaps = 0
     stack: list[int] = []
@@ -37,49 +92,11 @@ def nest(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndar
             current_track = row_track
         while stack and ends[stack[-1]] <= row_start:
             stack.pop()
+        while stack and ends[stack[-1]] < row_end:
+            stack.pop()
+            overlaps += 1
         if stack:
-            parent = stack[-1]
-            parents[row] = parent
-            depths[row] = depths[parent] + 1
-            overlaps += row_end > ends[parent]
+            parents[row] = stack[-1]
+            depths[row] = depths[stack[-1]] + 1
         stack.append(row)
     return np.array(parents, dtype=np.int64), np.array(depths, dtype=np.int64), overlaps
-
-
-def enclosing(track: np.ndarray, start: np.ndarray, end: np.ndarray, parent: np.ndarray,
-              point_track: np.ndarray, point_ts: np.ndarray, accept: np.ndarray | None = None) -> np.ndarray:
-    """For each point, the innermost slice row on its track with start <= ts < end (-1 for none).
-
-    Slices must be in ``nesting_order`` with ``parent`` from ``nest``. With ``accept`` (a boolean per
-    slice), only accepted slices count: the innermost accepted one that encloses the point.
-    """
-    candidate = _last_started(track, start, point_track, point_ts)
-    pending = candidate >= 0
-    while True:
-        rows = candidate[pending]
-        bad = end[rows] <= point_ts[pending]
-        if accept is not None:
-            bad |= ~accept[rows]
-        if not bad.any():
-            return candidate
-        still = np.flatnonzero(pending)[bad]
-        candidate[still] = parent[candidate[still]]
-        pending = np.zeros(len(candidate), dtype=bool)
-        pending[still] = candidate[still] >= 0
-
-
-def _last_started(track: np.ndarray, start: np.ndarray, point_track: np.ndarray,
-                  point_ts: np.ndarray) -> np.ndarray:
-    """For each point, the last slice row of its track (in nesting order) with start <= ts, or -1."""
-    candidate = np.full(len(point_track), -1, dtype=np.int64)
-    if not len(track):
-        return candidate
-    bounds = np.flatnonzero(np.diff(track)) + 1
-    firsts = np.concatenate(([0], bounds))
-    lasts = np.concatenate((bounds, [len(track)]))
-    for first, last in zip(firsts.tolist(), lasts.tolist()):
-        points = np.flatnonzero(point_track == track[first])
-        if len(points):
-            position = np.searchsorted(start[first:last], point_ts[points], side="right") - 1
-            candidate[points] = np.where(position >= 0, first + position, -1)
-    return candidate

@@ -13,13 +13,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.ingest.kineto_columns import flat
+from perfsight.ingest.kineto_columns import dictionary, flat
 from perfsight.ingest.kineto_events import TraceMetadata
 from perfsight.tables import TRACKS
 
 _KEY_SEPARATOR = "\x1f"
 _GPU_LABEL = re.compile(r"GPU (\d+)")
 _TRAILING_NUMBER = re.compile(r"(-?\d+)\s*$")
+_INTEGER = re.compile(r"-?\d+")
 _KIND_ORDER = {"thread": 0, "stream": 1, "counter": 2}
 
 
@@ -49,17 +50,16 @@ TIMELINE, COUNTER = "timeline", "counter"
 def build_tracks(slices: pa.Table, memory: pa.Table, counters: pa.Table, metadata: TraceMetadata,
                  rank: int | None, track_offset: int) -> Tracks:
     """One track per distinct thread, stream and counter series, in display order."""
-    timelines = pc.binary_join_element_wise(
+    timelines = dictionary(pc.binary_join_element_wise(
         pa.chunked_array(slices["pid"].chunks + memory["pid"].chunks, pa.string()),
-        pa.chunked_array(slices["tid"].chunks + memory["tid"].chunks, pa.string()), _KEY_SEPARATOR)
-    encoded = flat(timelines).dictionary_encode()
-    device_codes = encoded.indices.to_numpy()[:slices.num_rows][flat(slices["on_device"]).to_numpy(False)]
-    on_device = np.zeros(len(encoded.dictionary), dtype=bool)
-    on_device[device_codes] = True
-    rows = [_timeline_row(*key.split(_KEY_SEPARATOR), device, metadata)
-            for key, device in zip(encoded.dictionary.to_pylist(), on_device.tolist())]
+        pa.chunked_array(slices["tid"].chunks + memory["tid"].chunks, pa.string()), _KEY_SEPARATOR))
+    slice_timelines = timelines.indices.to_numpy()[:slices.num_rows]
+    on_device = np.zeros(len(timelines.dictionary), dtype=bool)
+    on_device[slice_timelines[flat(slices["on_device"]).to_numpy(zero_copy_only=False)]] = True
+    rows = [_timeline_row(*key.split(_KEY_SEPARATOR, 1), device, metadata)
+            for key, device in zip(timelines.dictionary.to_pylist(), on_device.tolist())]
     series = pc.unique(flat(pc.binary_join_element_wise(counters["pid"], counters["series"], _KEY_SEPARATOR)))
-    rows += [_counter_row(*key.split(_KEY_SEPARATOR), metadata) for key in series.to_pylist()]
+    rows += [_counter_row(*key.split(_KEY_SEPARATOR, 1), metadata) for key in series.to_pylist()]
     rows.sort(key=_display_order)
     table = pa.Table.from_pylist([
         {**row, "track_id": track_offset + position, "rank": rank} for position, row in enumerate(rows)],
@@ -72,22 +72,27 @@ def build_tracks(slices: pa.Table, memory: pa.Table, counters: pa.Table, metadat
 def _timeline_row(pid: str, tid: str, on_device: bool, metadata: TraceMetadata) -> dict:
     sort_index = metadata.thread_sort_indexes.get((pid, tid))
     if on_device:
-        stream = _TRAILING_NUMBER.search(tid)
-        stream_text = stream.group(1) if stream else tid
-        device = f"cuda:{pid}"
-        name = f"{device} stream {stream_text}"
-        if sort_index is None and stream:
-            sort_index = int(stream_text)
-        return dict(pid=pid, tid=tid, device=device, kind="stream", name=name, sort_index=sort_index)
+        stream = _trailing_number(tid)
+        device = f"cuda:{_trailing_number(pid)}"
+        if sort_index is None and _is_integer(stream):
+            sort_index = int(stream)
+        return dict(pid=pid, tid=tid, device=device, kind="stream", name=f"{device} stream {stream}",
+                    sort_index=sort_index)
     return dict(pid=pid, tid=tid, device="cpu", kind="thread", name=_thread_name(pid, tid, metadata),
                 sort_index=sort_index)
+
+
+def _trailing_number(text: str) -> str:
+    """``7`` of ``stream 7`` (the 2021 format's tid), the text itself when it does not end in a number."""
+    found = _TRAILING_NUMBER.search(text)
+    return found.group(1) if found else text
 
 
 def _thread_name(pid: str, tid: str, metadata: TraceMetadata) -> str:
     named = metadata.thread_names.get((pid, tid))
     if named:
         return named
-    if not pid.lstrip("-").isdigit():
+    if not _is_integer(pid):
         return f"{pid}: {tid}"
     process = metadata.process_names.get(pid)
     return f"thread {tid} ({process})" if process else f"thread {tid}"
@@ -109,4 +114,8 @@ def _display_order(row: dict) -> tuple:
 def _natural(text: str | None) -> tuple:
     """Numbers before other texts, numbers by value."""
     text = text or ""
-    return (0, int(text), "") if text.lstrip("-").isdigit() else (1, 0, text)
+    return (0, int(text), "") if _is_integer(text) else (1, 0, text)
+
+
+def _is_integer(text: str) -> bool:
+    return _INTEGER.fullmatch(text) is not None

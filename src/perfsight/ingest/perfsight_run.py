@@ -35,7 +35,7 @@ def read_run(run_dir: Path) -> RunTables:
     host = run_dir / layout.HOST_DATA
     traces = [p for p in sorted(host.glob(layout.TRACE_GLOB)) if not p.name.endswith(".partial")]
     tables = read_kineto(traces, rank=manifest.get("rank")) if traces else RunTables()
-    tables.slices = _drop_unfinished_steps(tables.slices, manifest.get("steps_collected", []))
+    tables.slices = _demote_cut_steps(tables.slices, manifest.get("cut_steps", []))
     next_track = _next(tables.tracks.column("track_id"))
     counters, tracks = [tables.counters], [tables.tracks]
     for csv_name, reader in ((layout.HOST_USAGE, _wide_series), (layout.STEPS, _step_series)):
@@ -62,13 +62,13 @@ def read_run(run_dir: Path) -> RunTables:
     )
 
 
-def _drop_unfinished_steps(slices: pa.Table, collected: list[int]) -> pa.Table:
-    """A step that profiling stopped in (``stop()`` right after ``step()`` leaves a stub ProfilerStep#N)
-    is not a step: its range becomes a plain annotation and its slices belong to no step."""
-    unfinished = pc.invert(pc.is_in(slices.column("step"), value_set=pa.array(collected, pa.int32())))
-    unfinished = pc.fill_null(pc.and_(unfinished, pc.is_valid(slices.column("step"))), False)
-    if not pc.any(unfinished).as_py():
+def _demote_cut_steps(slices: pa.Table, cut_steps: list[int]) -> pa.Table:
+    """A step that profiling stopped in (the manifest's ``cut_steps``: torch leaves a stub
+    ProfilerStep#N at ``stop()``) is not a step: its range becomes a plain annotation and its slices
+    belong to no step."""
+    if not cut_steps:
         return slices
+    unfinished = pc.fill_null(pc.is_in(slices.column("step"), value_set=pa.array(cut_steps, pa.int32())), False)
     is_stub_step = pc.and_(unfinished, pc.equal(slices.column("kind"), "step"))
     kind = pc.if_else(is_stub_step, "annotation", slices.column("kind"))
     step = pc.if_else(unfinished, pa.scalar(None, pa.int32()), slices.column("step"))

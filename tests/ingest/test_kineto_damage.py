@@ -1,0 +1,157 @@
+"""read_kineto on damaged traces and on files that are not traces: partial results and warnings, or InputError."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from conftest import number
+
+from perfsight.errors import InputError
+from perfsight.ingest.kineto import read_kineto
+
+KINETO = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "kineto"
+TORCH_213 = KINETO / "generated_torch213_cpu" / "cpu_mlp_rs_mem_stack.pt.trace.json.gz"  # indented, like torch
+NCCL_DATA = KINETO / "hta" / "nccl_parser_config" / "nccl_data.json.gz"  # 9.8 MB: several decode batches
+
+real_traces = pytest.mark.skipif(not TORCH_213.is_file(), reason=f"the real traces are not at {KINETO}")
+
+
+def warnings(run) -> list[str]:
+    return json.loads(run.meta_dict()["parse_warnings"])
+
+
+def slice_keys(run) -> set:
+    """(name, start_ns, dur_ns) with start_ns on the trace's own clock (a cut can lose baseTimeNanoseconds,
+    which torch may write after the events)."""
+    base = int(run.meta_dict()["base_time_ns"] or 0)
+    return {(name, start - base, dur) for name, start, dur in zip(
+        *(run.slices[column].to_pylist() for column in ("name", "start_ns", "dur_ns")))}
+
+
+def assert_partial(damaged: Path, intact: Path, *warned: str) -> None:
+    """``damaged`` reads as a part of ``intact``, with a warning that contains every one of ``warned``."""
+    whole, partial = read_kineto([intact]), read_kineto([damaged])
+    assert 0 < partial.slices.num_rows < whole.slices.num_rows
+    assert slice_keys(partial) <= slice_keys(whole)
+    assert any(all(text in warning for text in warned) for warning in warnings(partial))
+
+
+@real_traces
+@pytest.mark.parametrize("trace, fraction", [(TORCH_213, 0.5), (NCCL_DATA, 0.9), (NCCL_DATA, 0.3)])
+def test_a_trace_cut_off_mid_file_keeps_the_events_before_the_cut(tmp_path, trace, fraction):
+    text = gzip.decompress(trace.read_bytes())
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(text[:int(len(text) * fraction)])
+    assert_partial(cut, trace, "truncated", "skipped")
+
+
+@real_traces
+def test_a_cut_gzip_file_keeps_what_decompresses(tmp_path):
+    data = TORCH_213.read_bytes()
+    cut = tmp_path / "cut.pt.trace.json.gz"
+    cut.write_bytes(data[:len(data) // 2])
+    assert_partial(cut, TORCH_213, "gzip stream truncated")
+
+
+@real_traces
+def test_garbage_in_the_middle_keeps_the_events_before_it(tmp_path):
+    text = gzip.decompress(NCCL_DATA.read_bytes())
+    middle = len(text) // 2
+    damaged = tmp_path / "damaged.json"
+    damaged.write_bytes(text[:middle] + b"\x00@@ not json @@" + text[middle:])
+    assert_partial(damaged, NCCL_DATA, "malformed JSON")
+
+
+def test_a_trace_cut_inside_its_header_is_empty_with_a_warning(tmp_path):
+    path = tmp_path / "cut.json"
+    path.write_text('{"schemaVersion": 1, "traceEvents": [{"ph": "X", "name": "a", "ts": 1')
+    run = read_kineto([path])
+    assert run.slices.num_rows == 0
+    assert warnings(run)
+
+
+@pytest.mark.parametrize("content, expected", [
+    (b'{"schema": "1.0.1", "nodes": []}', 'without "traceEvents"'),
+    (b"[1, 2, 3]", "Expected `object`"),
+    (b"", "empty file"),
+    (b"\x00\x01 binary", "not JSON"),
+    (b"{not json at all", "malformed JSON"),
+    (gzip.compress(b"hello"), "not JSON"),
+    (b"\x1f\x8b\x08 not really gzip", "not a readable gzip file"),
+])
+def test_files_that_are_not_traces_raise_input_error_naming_the_file(tmp_path, content, expected):
+    path = tmp_path / "not_a_trace.json"
+    path.write_bytes(content)
+    with pytest.raises(InputError) as raised:
+        read_kineto([path])
+    assert str(path) in str(raised.value) and expected in str(raised.value)
+    assert "traceEvents" in str(raised.value)
+
+
+@real_traces
+def test_a_chakra_execution_trace_is_not_a_kineto_trace():
+    path = KINETO / "hta" / "execution_trace" / "benchmark_simple_add_et.json.gz"
+    with pytest.raises(InputError, match="benchmark_simple_add_et.json.gz"):
+        read_kineto([path])
+
+
+def test_a_missing_file_or_no_file_raises_input_error(tmp_path):
+    with pytest.raises(InputError, match="missing.json"):
+        read_kineto([tmp_path / "missing.json"])
+    with pytest.raises(InputError):
+        read_kineto([])
+
+
+def test_metadata_only_trace_has_no_slices(write_trace):
+    run = read_kineto([write_trace([{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "ts": 0,
+                                     "args": {"name": "python"}}])])
+    assert run.slices.num_rows == 0 and run.tracks.num_rows == 0 and warnings(run) == []
+
+
+def test_unusable_events_are_skipped_and_counted(write_trace):
+    def event(**fields):
+        return {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": number("10"),
+                "dur": number("1")} | fields
+
+    events = [
+        event(),
+        {key: value for key, value in event().items() if key != "ts"},
+        {key: value for key, value in event().items() if key != "name"},
+        event(name=42),
+        event(ts="soon"),
+        event(dur=number("-5")),
+        {key: value for key, value in event(name="no dur").items() if key != "dur"},
+        event(name="odd args", args=[1, 2]),
+        event(name="null args", args=None),
+        event(name="bad id", args={"correlation": "x", "External id": 1.5}),
+        {"ph": "B", "name": "begin", "pid": 1, "tid": 1, "ts": 1},
+    ]
+    run = read_kineto([write_trace(events)])
+    assert sorted(run.slices["name"].to_pylist()) == ["bad id", "no dur", "null args", "odd args", "op", "op"]
+    assert dict(zip(run.slices["name"].to_pylist(), run.slices["dur_ns"].to_pylist()))["no dur"] == 0
+    assert min(run.slices["dur_ns"].to_pylist()) == 0
+    reported = "\n".join(warnings(run))
+    for what in ("1 complete events without ts", "1 complete events with a ts that is not a number",
+                 "2 complete events without a name", "1 complete events with a negative dur (set to 0)",
+                 "1 complete events without a usable dur (set to 0)", "1 events of unsupported phase 'B'",
+                 "1 events whose args are not an object", "'correlation' that are not integers",
+                 "'external_id' that are not integers"):
+        assert what in reported
+
+
+def test_a_trace_cut_before_its_events_is_empty_with_a_warning(tmp_path):
+    path = tmp_path / "cut.json"
+    path.write_text('{"schemaVersion": 1, "deviceProperties": [{"id": 0, "na')
+    run = read_kineto([path])
+    assert run.slices.num_rows == 0
+    assert "before the events" in warnings(run)[0]
+
+
+def test_invalid_utf8_is_replaced_with_a_warning(tmp_path):
+    path = tmp_path / "latin1.json"
+    path.write_bytes(b'{"traceEvents": [{"ph": "X", "name": "caf\xe9", "ts": 1, "dur": 1, "pid": 1, "tid": 1}]}')
+    run = read_kineto([path])
+    assert run.slices["name"].to_pylist() == ["caf\ufffd"]
+    assert "invalid UTF-8" in warnings(run)[0]

@@ -1,0 +1,123 @@
+"""The Kineto reader's parts on their own: nesting, classification, column builders."""
+from __future__ import annotations
+
+import msgspec
+import numpy as np
+import pytest
+
+from perfsight.ingest.kineto_columns import int_column, micros_to_ns, raw_text_column, scalar_text
+from perfsight.ingest.kineto_kinds import classify
+from perfsight.ingest.kineto_nesting import Nesting
+
+
+def nesting(*slices):
+    """slices: (track, start, dur) tuples, in any order."""
+    track, start, dur = (np.array(column, dtype=np.int64) for column in zip(*slices))
+    return Nesting(track, start, dur)
+
+
+def test_parents_and_depths_in_any_row_order():
+    #          0: child       1: root        2: grandchild   3: other track  4: back-to-back sibling
+    result = nesting((0, 10, 5), (0, 0, 100), (0, 11, 2), (1, 11, 2), (0, 15, 5))
+    assert result.parent.tolist() == [1, -1, 0, -1, 1]
+    assert result.depth.tolist() == [1, 0, 2, 0, 1]
+    assert result.overlaps == 0
+
+
+def test_equal_intervals_nest_in_row_order():
+    assert nesting((0, 5, 10), (0, 5, 10)).parent.tolist() == [-1, 0]
+
+
+def test_partial_overlap_makes_siblings_and_is_counted():
+    # 1 starts inside 0 and ends after it; 2 starts inside both and fits in 1 only
+    result = nesting((0, 0, 10), (0, 5, 10), (0, 8, 6))
+    assert result.parent.tolist() == [-1, -1, 1]
+    assert result.depth.tolist() == [0, 0, 1]
+    assert result.overlaps == 1
+
+
+def test_enclosing_innermost_and_accepted():
+    result = nesting((0, 0, 100), (0, 10, 20), (0, 12, 5), (0, 40, 0))
+    points = np.array([11, 13, 17, 30, 40, 100, 5], dtype=np.int64)
+    tracks = np.array([0, 0, 0, 0, 0, 0, 1], dtype=np.int64)
+    assert result.enclosing(tracks, points).tolist() == [1, 2, 1, 0, 3, -1, -1]
+    accept = np.array([True, True, False, False])
+    assert result.enclosing(tracks, points, accept).tolist() == [1, 1, 1, 0, 0, -1, -1]
+
+
+def test_no_slices():
+    result = nesting((0, 0, 0))
+    assert result.enclosing(np.array([0]), np.array([0])).tolist() == [0]  # a zero-duration slice's instant
+    empty = Nesting(*(np.array([], dtype=np.int64),) * 3)
+    assert empty.parent.tolist() == [] and empty.enclosing(np.array([0]), np.array([5])).tolist() == [-1]
+
+
+@pytest.mark.parametrize("category, name, kind, task_type, step", [
+    ("cpu_op", "aten::mm", "cpu_op", None, None),
+    ("Operator", "ProfilerStep#12", "step", None, 12),  # 2021 format
+    ("user_annotation", "ProfilerStep#3", "step", None, 3),
+    ("user_annotation", "## DataLoader next ##", "dataloader", None, None),
+    ("user_annotation", "nccl:all_reduce", "comm", None, None),
+    ("cpu_op", "record_param_comms", "comm", None, None),
+    ("cpu_op", "c10d::allreduce_", "comm", None, None),
+    ("python_function", "enumerate(DataLoader)#x", "python", None, None),  # Python frames keep their kind
+    ("kernel", "ncclDevKernel_AllGather_RING_LL", "comm", "COMM", None),
+    ("Kernel", "rcclKernel", "comm", "COMM", None),
+    ("kernel", "volta_sgemm_128x64_nn", "kernel", "KERNEL", None),
+    ("Memcpy", "Memcpy HtoD (Pageable -> Device)", "memcpy", "MEMCPY", None),
+    ("gpu_memset", "Memset (Device)", "memset", "MEMSET", None),
+    ("cuda_runtime", "hipLaunchKernel", "runtime", None, None),
+    ("cuda_runtime", "cudaStreamSynchronize", "sync", None, None),
+    ("cuda_driver", "cuLaunchKernel", "driver", None, None),
+    ("cuda_sync", "Stream Sync", "sync", None, None),
+    ("gpu_user_annotation", "nccl:all_reduce", "gpu_annotation", None, None),
+    ("cuda_profiler_range", "some_kernel", "other", None, None),
+    ("collective_comm", "all_reduce", "comm", None, None),
+    ("Trace", "PyTorch Profiler (0)", "other", None, None),
+    (None, "uncategorised", "other", None, None),
+])
+def test_classify(category, name, kind, task_type, step):
+    result = classify(category, name)
+    assert (result.kind, result.task_type, result.step) == (kind, task_type, step)
+
+
+def test_raw_text_column_keeps_text_and_nulls_empty():
+    raws = msgspec.json.decode(b'[{"a": [1, 2]}, "x", 1.50]', type=list[msgspec.Raw]) + [msgspec.Raw(b"")]
+    assert raw_text_column(raws).to_pylist() == ['{"a": [1, 2]}', '"x"', "1.50", None]
+    assert raw_text_column([b'"\xff"']).to_pylist() == ['"\ufffd"']
+
+
+def test_scalar_text_of_mixed_values():
+    assert scalar_text([7, "stream 7", None, "1.5"]).to_pylist() == ["7", "stream 7", None, "1.5"]
+    assert scalar_text([1, 2]).to_pylist() == ["1", "2"]
+
+
+def test_micros_to_ns_is_exact_and_counts_non_numbers():
+    column, invalid = micros_to_ns(["4441817884623.376", "1736413971558972.912", None, "soon", "-0.5"])
+    assert column.to_pylist() == [4441817884623376, 1736413971558972912, None, None, -500]
+    assert invalid == 1
+    assert micros_to_ns([10**17, 3])[0].to_pylist() == [None, 3000]  # beyond int64 ns
+
+
+def test_int_column_never_truncates_floats():
+    column, invalid = int_column([1, 2.0, 2.5, "3", True, 2**70, None])
+    assert column.to_pylist() == [1, 2, None, None, None, None, None]
+    assert invalid == 4
+
+
+def test_batch_cuts_never_change_the_events(write_trace):
+    from perfsight.ingest.kineto_decode import TraceStream
+
+    tricky = [{"ph": "X", "name": f"op}}, {{{i}", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": i, "dur": 1,
+               "args": {"groups": [{"ranks": [0, 1]}, {"ranks": [2, 3]}], "note": "}, {"}} for i in range(50)]
+    path = write_trace(tricky, name="tricky.json.gz", traceName="after the events", baseTimeNanoseconds=5)
+
+    def decoded(batch_bytes):
+        stream = TraceStream(path, batch_bytes=batch_bytes, piece_bytes=max(1, batch_bytes // 3))
+        events = [(e.name, e.ts, bytes(e.args)) for batch in stream.batches() for e in batch]
+        return events, stream.base_time_ns, stream.warnings
+
+    whole = decoded(1 << 30)
+    assert len(whole[0]) == 50 and whole[1:] == (5, [])
+    for batch_bytes in (1, 97, 400, 1000):
+        assert decoded(batch_bytes) == whole
