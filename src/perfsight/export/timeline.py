@@ -2,7 +2,7 @@
 
 Both are Chrome trace-event JSON objects, loadable by Perfetto and chrome://tracing (catalog.py describes
 the layers and events). The event text is built by DuckDB string functions straight from the tables, one
-string per event and no Python object per event; ``to_json`` escapes names, and times are written as
+string per event and no Python object per event, streamed to the file in batches; ``to_json`` escapes names, and times are written as
 microseconds with exactly three decimals computed in DECIMAL arithmetic from the int64 ns
 (1_000_000_001 ns -> ``1000000.001``).
 """
@@ -13,11 +13,14 @@ from pathlib import Path
 import duckdb
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..analysis.steps import step_trace
 from ..tables import RunTables
 from .catalog import MSPROF_TIMELINE, STEP_TRACE_TIMELINE
 from .writer import us_sql
+
+EVENTS_PER_BATCH = 50_000
 
 
 def export_timeline(tables: RunTables, out_dir: Path, *, stamp: str, fp_point: str | None = None,
@@ -29,20 +32,32 @@ def export_timeline(tables: RunTables, out_dir: Path, *, stamp: str, fp_point: s
     written = []
     meta = tables.meta_dict()
     con = tables.connect()
-    run_events = _run_events(con)
-    if run_events:
-        written.append(_write_trace(out_dir / MSPROF_TIMELINE.name(stamp, "json"), run_events, meta))
+    if tables.slices.num_rows or tables.counters.num_rows or tables.memory.num_rows:
+        written.append(_write_trace(out_dir / MSPROF_TIMELINE.name(stamp, "json"), con, _run_events(con), meta))
     steps = step_trace(tables, fp_point=fp_point, bp_point=bp_point)
     if steps.num_rows:
-        written.append(_write_trace(out_dir / STEP_TRACE_TIMELINE.name(stamp, "json"), _step_events(steps), meta))
+        step_con = duckdb.connect()
+        step_con.register("steps", steps)
+        written.append(_write_trace(out_dir / STEP_TRACE_TIMELINE.name(stamp, "json"), step_con,
+                                    _step_events(step_con), meta))
     return written
 
 
-def _write_trace(path: Path, events: str, meta: dict[str, str]) -> Path:
+def _write_trace(path: Path, con: duckdb.DuckDBPyConnection, events_sql: str, meta: dict[str, str]) -> Path:
+    """Stream the events of ``events_sql`` (rows: ev, ord, ts) into a trace file, batch by batch: each
+    batch's event texts are joined by Arrow, so memory stays bounded and no Python object per event."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    reader = con.sql(f"SELECT ev FROM ({events_sql}) ORDER BY ord, ts, ev").to_arrow_reader(EVENTS_PER_BATCH)
     with open(path, "wb") as out:
         out.write(b'{"traceEvents":[\n')
-        out.write(events.encode())
+        separator = b""
+        for batch in reader:
+            if not batch.num_rows:
+                continue
+            events = pa.ListArray.from_arrays(pa.array([0, batch.num_rows], pa.int32()), batch.column(0))
+            out.write(separator)
+            out.write(pc.binary_join(events, ",\n")[0].as_buffer())
+            separator = b",\n"
         out.write(b'\n],"displayTimeUnit":"ns","otherData":')
         out.write(orjson.dumps(meta))
         out.write(b"}\n")
@@ -76,12 +91,6 @@ def _metadata_events_sql(processes: str, threads: str) -> str:
         SELECT '{{"ph":"M","name":"thread_sort_index","pid":' || pid || ',"tid":' || tid || ',"args":{{"sort_index":' || sort_index || '}}}}'
         FROM {threads}
     """
-
-
-def _collect(con: duckdb.DuckDBPyConnection, events_sql: str) -> str:
-    """All events of ``events_sql`` (rows: ev, ord, ts) joined into the traceEvents body text."""
-    body = con.execute(f"SELECT string_agg(ev, ',\n' ORDER BY ord, ts, ev) FROM ({events_sql})").fetchall()[0][0]
-    return body or ""
 
 
 _RUN_VIEWS = """
@@ -139,11 +148,11 @@ def _flow_event_sql(phase: str, end: str, extra: str) -> str:
 
 
 def _run_events(con: duckdb.DuckDBPyConnection) -> str:
-    """The msprof timeline's events: layers, slices, counters, memory, flows."""
+    """SQL of the msprof timeline's events (ev, ord, ts): layers, slices, counters, memory, flows."""
     con.execute(_RUN_VIEWS)
     slice_event = _x_event_sql(name="name", cat="kind", pid="pid", tid="track_id", start="start_ns",
                                dur="dur_ns", args=_SLICE_ARGS)
-    return _collect(con, f"""
+    return f"""
         SELECT ev, 0 AS ord, 0 AS ts FROM ({_metadata_events_sql('layers', 'layer_threads')}) AS m(ev)
         UNION ALL
         SELECT {slice_event}, 1, start_ns FROM placed_events
@@ -159,7 +168,7 @@ def _run_events(con: duckdb.DuckDBPyConnection) -> str:
             UNION ALL
             SELECT {_flow_event_sql('f', 'dst', ',"bp":"e"')}, dst.start_ns
             FROM f JOIN placed_events src ON src.id = f.src_id JOIN placed_events dst ON dst.id = f.dst_id)
-    """)
+    """
 
 
 _STEP_PHASES = f"""
@@ -185,15 +194,13 @@ SELECT DISTINCT pid, tid, CASE tid WHEN 1 THEN 'Iteration' ELSE 'Phases' END AS 
 """
 
 
-def _step_events(steps: pa.Table) -> str:
-    """The step-trace timeline's events from a ``step_trace`` table."""
-    con = duckdb.connect()
-    con.register("steps", steps)
+def _step_events(con: duckdb.DuckDBPyConnection) -> str:
+    """SQL of the step-trace timeline's events (ev, ord, ts) from the registered ``steps`` table."""
     con.execute(_STEP_PHASES)
     phase_event = _x_event_sql(name="name", cat="'step_trace'", pid="pid", tid="tid", start="start_ns",
                                dur="dur_ns", args="args")
-    return _collect(con, f"""
+    return f"""
         SELECT ev, 0 AS ord, 0 AS ts FROM ({_metadata_events_sql('step_processes', 'step_threads')}) AS m(ev)
         UNION ALL
         SELECT {phase_event}, 1, start_ns FROM phases
-    """)
+    """
