@@ -172,3 +172,26 @@ def test_a_step_cut_by_stop_is_not_counted_as_a_step(tmp_path):
     prof.close()
     assert 3 in steps_in_traces(prof.run_dir)          # torch leaves a stub ProfilerStep#3 ...
     assert step_trace(perfsight.load(prof.run_dir)).column("step").to_pylist() == [1, 2]   # ... not a step
+
+
+def test_hardware_switches_are_recorded_and_reported_as_not_collected(tmp_path):
+    with perfsight.Profiler(output_path=tmp_path, llc_profiling="write", sys_interconnection_freq=10,
+                            aic_metrics="Custom:0x49,8", aicpu="yes") as prof:
+        pass
+    m = manifest(prof.run_dir)
+    reported = {item["option"] for item in m["not_collected"]}
+    assert {"llc_profiling", "sys_interconnection_freq", "aic_metrics"} <= reported
+    assert m["options_given"]["aicpu"] == "yes" and m["options_resolved"]["aicpu"] == "off"   # seed 000 fallback
+    log = (prof.run_dir / layout.HOST_DATA / layout.COLLECT_LOG).read_text()
+    assert "llc_profiling: not collected" in log and "aicpu" in log
+
+
+def test_output_beats_the_work_path_variable_and_relative_paths_use_the_cwd(tmp_path, monkeypatch):
+    from perfsight.collect.rundir import resolve_output_root
+
+    monkeypatch.chdir(tmp_path)
+    env = {"PERFSIGHT_WORK_PATH": str(tmp_path / "work")}
+    assert resolve_output_root("rel/out", env) == tmp_path / "rel" / "out"
+    assert (tmp_path / "rel" / "out").is_dir()
+    assert resolve_output_root(None, env) == tmp_path / "work"
+    assert resolve_output_root(None, {}) == tmp_path / "perfsight_data"
