@@ -19,7 +19,10 @@ def _chain_next_sitecustomize() -> None:
 
 try:
     from perfsight.collect.autostart import activate_from_env
-
+except ImportError:
+    sys.stderr.write(f"perfsight: {sys.executable} cannot import perfsight, so this process is not profiled; "
+                     "run the command with the Python perfsight is installed in\n")
+else:
     activate_from_env()
 finally:
     _chain_next_sitecustomize()
