@@ -4,6 +4,7 @@ The Python API is the first surface:
 
     perfsight.Profiler(output_path=..., start_profile=True, **options)   collect (needs torch)
     perfsight.mark(name)                                                 a user range (msproftx)
+    perfsight.open(path)                                                 a run and its analyses
     perfsight.load(path)                                                 a run's canonical tables
     perfsight.export(path, ...)                                          msprof-shaped files
 
@@ -16,6 +17,8 @@ _LAZY = {
     "mark": ("perfsight.collect.marks", "mark"),
     "HuggingFaceCallback": ("perfsight.collect.callbacks", "HuggingFaceCallback"),
     "LightningCallback": ("perfsight.collect.callbacks", "LightningCallback"),
+    "open": ("perfsight.run", "open"),
+    "Run": ("perfsight.run", "Run"),
     "load": ("perfsight.api", "load"),
     "export": ("perfsight.api", "export"),
     "PerfsightError": ("perfsight.errors", "PerfsightError"),

@@ -20,6 +20,10 @@ def test_two_rank_torchrun_job(tmp_path):
     for run in runs:
         m = manifest(run)
         assert m["world_size"] == 2 and m["status"] == "complete" and m["steps_collected"] == [1, 2]
+    import perfsight as ps
+
+    job = ps.open(tmp_path)                                 # the two PROF_ directories open as one job
+    assert job.ranks == [0, 1] and sorted(set(job.step_trace()["rank"].to_pylist())) == [0, 1]
     result = perfsight("export", "summary", "-dir", tmp_path)
     assert result.returncode == 0, result.stderr
     for run in runs:

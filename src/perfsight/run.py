@@ -1,0 +1,83 @@
+"""``perfsight.open(path)``: a run (one or several ranks) and its analyses, as Arrow tables.
+
+    run = perfsight.open("prof/")              # a PROF_ dir, a parent of one job's PROF_ dirs,
+    run.step_trace().to_pandas()               # a trace file, or a folder of traces (one per rank)
+    run.op_statistic(by="name")
+    run.sql("SELECT kind, count(*) FROM slices GROUP BY kind")
+
+Every analysis method is the function of the same name in ``perfsight.analysis.<module>`` called on
+the run's tables (its docstring says the columns and units); nothing is computed here.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import ingest
+from .ingest.cluster import merge
+from .tables import RunTables
+
+
+class _Analysis:
+    """A Run method that calls ``perfsight.analysis.<module>.<function>(run.tables, ...)``."""
+
+    def __init__(self, module: str, function: str | None = None):
+        self.module, self.function = module, function
+
+    def __set_name__(self, owner, name):
+        self.function = self.function or name
+
+    def __get__(self, run, owner=None):
+        function = getattr(importlib.import_module(f"perfsight.analysis.{self.module}"), self.function)
+        if run is None:
+            return function
+        bound = lambda *args, **kwargs: function(run.tables, *args, **kwargs)  # noqa: E731
+        bound.__doc__, bound.__name__ = function.__doc__, self.function
+        return bound
+
+
+class Run:
+    """The canonical tables of one run (all its ranks) and every analysis over them."""
+
+    def __init__(self, path: Path, tables: RunTables, sources: list[ingest.RunSource]):
+        self.path, self.tables, self.sources = path, tables, sources
+
+    def __repr__(self) -> str:
+        return (f"<perfsight.Run {self.path} ranks={self.ranks} slices={self.tables.slices.num_rows:,} "
+                f"steps={self.steps}>")
+
+    @property
+    def meta(self) -> dict[str, str]:
+        return self.tables.meta_dict()
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted({r if r is not None else 0 for r in self.tables.tracks.column("rank").to_pylist()}) or [0]
+
+    @property
+    def steps(self) -> list[int]:
+        steps = self.tables.slices.filter(pc.equal(self.tables.slices.column("kind"), "step"))
+        return sorted(set(steps.column("step").drop_null().to_pylist()))
+
+    def sql(self, query: str) -> pa.Table:
+        """Any DuckDB query over the tables (slices, tracks, counters, flows, memory, meta)."""
+        return self.tables.connect().sql(query).to_arrow_table()
+
+    step_trace = _Analysis("steps")
+    op_instances = _Analysis("ops")
+    op_statistic = _Analysis("ops")
+    api_statistic = _Analysis("ops")
+    task_time = _Analysis("ops")
+
+
+def open(path: str | os.PathLike, *, use_cache: bool = True) -> Run:  # noqa: A001 - perfsight.open, by design
+    """Open the run at ``path``; several runs or traces of distinct ranks under it open as one job."""
+    path = Path(path)
+    sources = ingest.find_runs(path)
+    loaded = [(str(source.path), ingest.load(source, use_cache=use_cache)) for source in sources]
+    tables = loaded[0][1] if len(loaded) == 1 else merge(loaded)
+    return Run(path, tables, sources)

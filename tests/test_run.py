@@ -1,0 +1,46 @@
+"""perfsight.open: one run, or several ranks merged into one job with unique ids."""
+import shutil
+
+import pyarrow.compute as pc
+import pytest
+
+import perfsight
+from perfsight.errors import InputError
+from perfsight.ingest.kineto import read_kineto
+
+
+def test_a_folder_of_rank_traces_opens_as_one_job(shared_data):
+    folder = shared_data / "kineto/hta/trace_filter"
+    run = perfsight.open(folder)
+    assert run.ranks == [0, 1]
+    singles = [read_kineto([folder / f"sampled_rank-{r}.json.gz"]) for r in (0, 1)]
+    slices, tracks = run.tables.slices, run.tables.tracks
+    assert slices.num_rows == sum(t.slices.num_rows for t in singles)
+    assert pc.count_distinct(slices["id"]).as_py() == slices.num_rows
+    assert pc.count_distinct(tracks["track_id"]).as_py() == tracks.num_rows
+    ids = set(slices["id"].to_pylist())
+    assert set(run.tables.flows["src_id"].to_pylist()) <= ids and set(run.tables.flows["dst_id"].to_pylist()) <= ids
+    assert set(slices["parent_id"].drop_null().to_pylist()) <= ids
+    per_rank = run.sql("SELECT t.rank, count(*) AS n FROM slices s JOIN tracks t USING (track_id) "
+                       "GROUP BY 1 ORDER BY 1").to_pylist()
+    assert per_rank == [{"rank": 0, "n": singles[0].slices.num_rows}, {"rank": 1, "n": singles[1].slices.num_rows}]
+    steps = run.step_trace()
+    assert sorted(set(steps["rank"].to_pylist())) == [0, 1] and run.steps == [551, 552]
+
+
+def test_the_same_rank_twice_is_not_a_job(shared_data, tmp_path):
+    source = shared_data / "kineto/hta/trace_filter/sampled_rank-0.json.gz"
+    shutil.copy(source, tmp_path / "a.json.gz")
+    shutil.copy(source, tmp_path / "b.json.gz")
+    with pytest.raises(InputError, match="ranks repeat"):
+        perfsight.open(tmp_path)
+
+
+def test_methods_are_the_analysis_functions(shared_data):
+    from perfsight.analysis import ops
+
+    run = perfsight.open(shared_data / "kineto/generated_torch213_cpu/cpu_mlp_rs_mem_stack.pt.trace.json.gz")
+    assert run.op_statistic().equals(ops.op_statistic(run.tables))
+    assert run.op_statistic.__doc__ == ops.op_statistic.__doc__
+    assert run.op_statistic(by="name").num_rows > 0
+    assert run.steps == [2, 3, 4] and "Run" in repr(run)
