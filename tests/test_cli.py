@@ -6,7 +6,7 @@ import pytest
 
 from perfsight.cli import build_parser, main
 
-COMMANDS = [[], ["demo"], ["run"], ["export"], ["export", "timeline"], ["export", "summary"], ["options"]]
+COMMANDS = [[], ["demo"], ["run"], ["analyse"], ["export"], ["export", "timeline"], ["export", "summary"], ["options"]]
 
 
 @pytest.mark.parametrize("words", COMMANDS, ids=lambda w: " ".join(w) or "perfsight")
@@ -62,3 +62,26 @@ def test_export_works_without_torch(tmp_path, shared_data):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert list(tmp_path.rglob("op_statistic_*.csv"))
+
+
+def test_analyse_prints_a_report_that_fits_80_columns(shared_data):
+    folder = shared_data / "kineto/hta/trace_filter"
+    result = subprocess.run([sys.executable, "-m", "perfsight", "analyse", str(folder)], capture_output=True,
+                            text=True, env={**__import__("os").environ, "COLUMNS": "80"})
+    assert result.returncode == 0, result.stderr
+    assert "Profiled steps" in result.stdout and "Top 10 operators by self time (device)" in result.stdout
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+
+
+def test_analyse_json_holds_the_analysis_numbers(shared_data, capsys):
+    import json
+
+    from perfsight.analysis.ops import op_statistic
+    from perfsight.ingest.kineto import read_kineto
+
+    trace = shared_data / "kineto/generated_torch213_cpu/cpu_mlp_rs_mem_stack.pt.trace.json.gz"
+    assert main(["analyse", str(trace), "--json", "--top", "3"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ranks"] == [0] and [s["step"] for s in report["profiled_steps"]] == [2, 3, 4]
+    expected = op_statistic(read_kineto([trace])).sort_by([("self_ns", "descending")]).slice(0, 3).to_pylist()
+    assert [(o["op_type"], o["self_ns"]) for o in report["top_ops"]] == [(o["op_type"], o["self_ns"]) for o in expected]

@@ -101,6 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("-o", "--output", default="perfsight_demo", help="output directory (default ./perfsight_demo)")
     demo.add_argument("--steps", type=int, default=30, help="training steps (default 30)")
     _add_run(sub)
+    analyse = sub.add_parser("analyse", aliases=["analyze"], help="print the analyses of a run or trace",
+                             description="Analyse a perfsight run, a PROF_ directory or parent, a torch.profiler "
+                                         "trace or a folder of them (one per rank), and print a report.")
+    analyse.add_argument("path", help="run directory, trace file, or folder of runs/traces")
+    analyse.add_argument("--json", action="store_true", help="print the results as JSON for machines")
+    analyse.add_argument("--top", type=_positive_int, default=10, help="operators to list (default 10)")
     _add_export(sub)
     sub.add_parser("options", help="list every profiling option, its aliases, range and default",
                    description="List every option perfsight accepts (PERFSIGHT_OPTIONS, PROFILING_OPTIONS, "
@@ -166,6 +172,25 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def cmd_analyse(args) -> int:
+    from rich.console import Console
+
+    from .analysis.summary import run_summary
+    from .run import open as open_run
+    from .views import json_report
+    from .views.terminal import print_summary
+
+    err = Console(stderr=True)
+    with err.status(f"reading {args.path}", spinner="dots"):
+        run = open_run(args.path)
+        summary = run_summary(run.tables, top=args.top)
+    if args.json:
+        print(json_report.dumps({"path": str(run.path), "ranks": run.ranks, **summary}))
+    else:
+        print_summary(str(run.path), summary)
+    return 0
+
+
 def cmd_options(args) -> int:
     from .options import describe
     from .views.terminal import print_options
@@ -174,7 +199,8 @@ def cmd_options(args) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "export": cmd_export, "demo": cmd_demo, "options": cmd_options}
+COMMANDS = {"run": cmd_run, "export": cmd_export, "demo": cmd_demo, "options": cmd_options,
+            "analyse": cmd_analyse, "analyze": cmd_analyse}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,7 @@ Fits an 80-column terminal: long names are cut with an ellipsis, never wrapped.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from rich.console import Console
@@ -18,7 +19,11 @@ def _ms(ns) -> str:
 
 
 def _short(name: str, width: int = NAME_WIDTH) -> str:
-    """Cut the middle of a long name: both its start and its end tell operators apart."""
+    """A long name made to fit: a C++ kernel signature loses ``void``, its parameters and its template
+    arguments; what is still too long loses its middle (start and end both tell operators apart)."""
+    if len(name) > width and "(" in name and (name.startswith("void ") or "<" in name):
+        name = name.removeprefix("void ").split("(", 1)[0]
+        name = re.sub(r"<[^<>]*(<[^<>]*>[^<>]*)*>", "<…>", name)
     if len(name) <= width:
         return name
     head = (width - 1) // 3
@@ -26,40 +31,50 @@ def _short(name: str, width: int = NAME_WIDTH) -> str:
 
 
 def print_run_summary(run_dir: Path, written: list[Path], console: Console | None = None, top: int = 10) -> None:
+    """The demo's report: the run's summary, then the exported files."""
     from ..analysis.summary import run_summary
     from ..api import load
 
     console = console or Console()
-    summary = run_summary(load(run_dir), top=top)
-    console.print(f"[bold]perfsight run[/bold] {run_dir}")
+    print_summary(str(run_dir), run_summary(load(run_dir), top=top), console)
+    if written:
+        console.print(f"exported files in {written[0].parent}:")
+        for path in written:
+            console.print(f"  {path.name}")
+
+
+def print_summary(title: str, summary: dict, console: Console | None = None) -> None:
+    """Step times, the profiled steps and the top operators of ``run_summary``."""
+    console = console or Console()
+    console.print(f"[bold]perfsight run[/bold] {title}")
     steps = summary["steps"]
     if steps["count"]:
         console.print(f"steps seen: {steps['count']}  mean step time {_ms(steps['mean_ns'])} ms  "
                       f"(median {_ms(steps['median_ns'])} ms)  mean data-loader wait {_ms(steps['data_wait_mean_ns'])} ms")
     profiled = summary["profiled_steps"]
     if profiled.num_rows:
+        ranked = len(set(profiled.column("rank").to_pylist())) > 1
         table = Table(title="Profiled steps (ms)", title_justify="left")
-        for column in ("step", "iteration", "data wait", "fwd+bwd", "tail"):
+        for column in ("rank",) * ranked + ("step", "iteration", "data wait", "fwd+bwd", "tail"):
             table.add_column(column, justify="right")
         for row in profiled.to_pylist():
-            table.add_row(str(row["step"]), _ms(row["iteration_ns"]), _ms(row["data_wait_ns"]),
-                          _ms(row["fp_bp_ns"]), _ms(row["tail_ns"]))
+            table.add_row(*(str(row["rank"]),) * ranked, str(row["step"]), _ms(row["iteration_ns"]),
+                          _ms(row["data_wait_ns"]), _ms(row["fp_bp_ns"]), _ms(row["tail_ns"]))
         console.print(table)
     ops = summary["top_ops"]
     if ops.num_rows:
         table = Table(title=f"Top {ops.num_rows} operators by self time ({summary['ops_category']})",
                       title_justify="left")
+        ranked = len(set(ops.column("rank").to_pylist())) > 1
+        if ranked:
+            table.add_column("rank", justify="right")
         table.add_column("operator", no_wrap=True)
         for column in ("calls", "self ms", "total ms", "avg ms"):
             table.add_column(column, justify="right")
         for row in ops.to_pylist():
-            table.add_row(_short(row["op_type"]), str(row["count"]), _ms(row["self_ns"]), _ms(row["total_ns"]),
-                          _ms(row["avg_ns"]))
+            table.add_row(*(str(row["rank"]),) * ranked, _short(row["op_type"], NAME_WIDTH - 5 * ranked),
+                          str(row["count"]), _ms(row["self_ns"]), _ms(row["total_ns"]), _ms(row["avg_ns"]))
         console.print(table)
-    if written:
-        console.print(f"exported files in {written[0].parent}:")
-        for path in written:
-            console.print(f"  {path.name}")
 
 
 def print_options(options: list[dict], console: Console | None = None) -> None:
