@@ -49,8 +49,9 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
     console.print(f"[bold]perfsight run[/bold] {title}")
     steps = summary["steps"]
     if steps["count"]:
-        console.print(f"steps seen: {steps['count']}  mean step time {_ms(steps['mean_ns'])} ms  "
-                      f"(median {_ms(steps['median_ns'])} ms)  mean data-loader wait {_ms(steps['data_wait_mean_ns'])} ms")
+        console.print(f"{steps['count']} steps: median step time {_ms(steps['median_ns'])} ms, mean "
+                      f"{_ms(steps['mean_ns'])} ms (with the first step and the profiler's stop); mean "
+                      f"data-loader wait {_ms(steps['data_wait_mean_ns'])} ms")
     profiled = summary["profiled_steps"]
     if profiled.num_rows:
         ranked = len(set(profiled.column("rank").to_pylist())) > 1
