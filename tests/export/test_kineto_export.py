@@ -71,3 +71,15 @@ def test_gpu_trace_and_step_selection(tmp_path, shared_data):
         assert [row["Iteration ID"] for row in csv.DictReader(f)] == ["552"]
     with open(picked["task_time.csv"], newline="") as f:
         assert {row["Step"] for row in csv.DictReader(f)} == {"552"}
+
+
+def test_advice_is_written_as_prof_rule_0_json_and_described(shared_data, tmp_path):
+    tables = kineto.read_kineto([shared_data / "kineto/kineto_tb_plugin/samples/resnet50_num_workers_0"
+                                 / "worker0.1623143089861.pt.trace.json.gz"])
+    written = export_summary(tables, tmp_path, stamp=STAMP)
+    assert tmp_path / "prof_rule_0.json" in written
+    advice = json.loads((tmp_path / "prof_rule_0.json").read_text())
+    amp = next(a for a in advice if a["Rule"] == "amp_unused")
+    assert amp["Evidence"]["ops"] and amp["Threshold"] and amp["Suggestion"]
+    readme = write_readme(tmp_path, written).read_text()
+    assert "File: prof_rule_0.json" in readme and "Evidence:" in readme

@@ -27,7 +27,8 @@ def by_name(paths):
 def test_csv_files_written(tmp_path):
     written = export_summary(training_run(), tmp_path, stamp=STAMP)
     assert [p.name for p in written] == [f"{n}_{STAMP}.csv" for n in
-                                         ("step_trace", "op_summary", "op_statistic", "api_statistic", "task_time")]
+                                         ("step_trace", "op_summary", "op_statistic", "api_statistic", "task_time")
+                                         ] + ["prof_rule_0.json"]     # the fp32 gemm draws the amp advice
 
 
 def test_op_summary_csv(tmp_path):
@@ -78,7 +79,8 @@ def test_fp_bp_points_reach_the_step_trace(tmp_path):
 def test_json_format(tmp_path):
     written = export_summary(training_run(), tmp_path, stamp=STAMP, fmt="json")
     assert [p.name for p in written] == [f"{n}_{STAMP}.json" for n in
-                                         ("step_trace_summary", "op_summary", "op_statistic", "api_statistic", "task_time")]
+                                         ("step_trace_summary", "op_summary", "op_statistic", "api_statistic", "task_time")
+                                         ] + ["prof_rule_0.json"]
     rows = json.loads(by_name(written)["op_summary"].read_text())
     assert list(rows[0]) == [c.header for c in OP_SUMMARY.columns]
     assert rows[0]["Task Start Time(us)"] == 1000002.002 and rows[0]["Input Shapes"] == [[128], [32, 64], [64, 128]]

@@ -1,9 +1,10 @@
-"""A run at a glance: step-time statistics, the profiled steps and the top operators (pure function)."""
+"""A run at a glance: step-time statistics, the profiled steps, the top operators and the advice (pure function)."""
 from __future__ import annotations
 
 import pyarrow.compute as pc
 
 from ..tables import RunTables
+from .advisor import advise
 from .ops import op_statistic
 from .steps import step_trace
 
@@ -26,7 +27,8 @@ def _series_stats(tables: RunTables) -> dict:
 def run_summary(tables: RunTables, *, top: int = 10) -> dict:
     """``steps``: statistics over every step the collector saw (perfsight runs; else the profiled
     steps); ``profiled_steps``: the step trace; ``top_ops``: the ``top`` operator types by self time;
-    ``ops_category``: which operators those are (device tasks when the run has any, else CPU ops)."""
+    ``ops_category``: which operators those are (device tasks when the run has any, else CPU ops);
+    ``advice``: the advisor's findings."""
     profiled = step_trace(tables)
     steps = _series_stats(tables)
     if not steps["count"] and profiled.num_rows:
@@ -37,4 +39,5 @@ def run_summary(tables: RunTables, *, top: int = 10) -> dict:
     stats = op_statistic(tables)
     stats = stats.sort_by([("self_ns", "descending")]).slice(0, top)
     category = stats.column("category")[0].as_py() if stats.num_rows else None
-    return {"steps": steps, "profiled_steps": profiled, "top_ops": stats, "ops_category": category}
+    return {"steps": steps, "profiled_steps": profiled, "top_ops": stats, "ops_category": category,
+            "advice": advise(tables)}

@@ -29,11 +29,14 @@ class OutputFile:
     stems: tuple[tuple[str, str], ...]   # (ext, stem) pairs
     about: str
     columns: tuple[Column, ...] = ()
+    fixed_name: str = ""                 # a file with one name whatever the stamp (prof_rule_0.json)
 
     def name(self, stamp: str, ext: str) -> str:
-        return f"{dict(self.stems)[ext]}_{stamp}.{ext}"
+        return self.fixed_name or f"{dict(self.stems)[ext]}_{stamp}.{ext}"
 
     def matches(self, file_name: str) -> bool:
+        if self.fixed_name:
+            return file_name == self.fixed_name
         return any(re.fullmatch(rf"{re.escape(stem)}_\d{{14}}(_\d+)?\.{ext}", file_name) for ext, stem in self.stems)
 
 
@@ -189,8 +192,25 @@ TASK_TIME = OutputFile(
     ),
 )
 
+ADVICE = OutputFile(
+    title="tuning advice (prof_rule_0.json)",
+    stems=(("json", "prof_rule_0"),),
+    about="The advisor's findings, most severe first (always JSON, as msprof writes it). Each names its "
+          "evidence and the threshold that fired; the latest export's advice replaces an earlier one.",
+    fixed_name="prof_rule_0.json",
+    columns=(
+        Column("Rule", "rule", "rule id, e.g. data_loader_bound, amp_unused, uneven_ranks"),
+        Column("Severity", "severity", "high, medium or low"),
+        Column("Title", "title", "what was found, in a few words"),
+        Column("Finding", "finding", "the finding with its numbers"),
+        Column("Evidence", "evidence", "the steps, operators, ranks and times behind it (JSON)", "json"),
+        Column("Threshold", "threshold", "the rule's threshold that this run crossed"),
+        Column("Suggestion", "suggestion", "what to try"),
+    ),
+)
+
 ALL_FILES = (MSPROF_TIMELINE, STEP_TRACE_TIMELINE, STEP_TRACE_SUMMARY, OP_SUMMARY, OP_STATISTIC, API_STATISTIC,
-             TASK_TIME)
+             TASK_TIME, ADVICE)
 
 
 def describe(file_name: str) -> OutputFile:

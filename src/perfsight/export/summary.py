@@ -1,4 +1,5 @@
-"""Summary export: step_trace, op_summary, op_statistic, api_statistic and task_time as CSV or JSON.
+"""Summary export: step_trace, op_summary, op_statistic, api_statistic and task_time as CSV or JSON, and
+the advisor's prof_rule_0.json.
 
 Each file is one analysis result written by the one writer (writer.write_rows) with the columns of its
 catalog entry; a result without rows is not written ("如果实际的性能数据没有相关的数据文件,就不会导出对应的
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..analysis import ops, steps
+from ..analysis import advisor, ops, steps
 from ..errors import OptionError
 from ..tables import RunTables
 from . import catalog
@@ -33,4 +34,8 @@ def export_summary(tables: RunTables, out_dir: Path, *, stamp: str, fmt: str = "
         if table.num_rows:
             out_dir.mkdir(parents=True, exist_ok=True)
             written.append(write_rows(table, kind.columns, out_dir / kind.name(stamp, fmt), fmt))
+    advice = advisor.advise(tables)
+    if advice.num_rows:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        written.append(write_rows(advice, catalog.ADVICE.columns, out_dir / catalog.ADVICE.name(stamp, "json"), "json"))
     return written

@@ -76,6 +76,22 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
             table.add_row(*(str(row["rank"]),) * ranked, _short(row["op_type"], NAME_WIDTH - 5 * ranked),
                           str(row["count"]), _ms(row["self_ns"]), _ms(row["total_ns"]), _ms(row["avg_ns"]))
         console.print(table)
+    print_advice(summary["advice"], console)
+
+
+def print_advice(advice, console: Console) -> None:
+    from rich.markup import escape
+    from rich.padding import Padding
+
+    if not advice.num_rows:
+        console.print("Advice: nothing crossed a threshold.")
+        return
+    console.print("[bold]Advice[/bold]")
+    for row in advice.to_pylist():
+        colour = {"high": "red", "medium": "yellow"}.get(row["severity"], "cyan")
+        console.print(f"[{colour}]{row['severity']}[/{colour}] [bold]{escape(row['title'])}[/bold] ({row['rule']})")
+        console.print(Padding(f"{escape(row['finding'])}\nthreshold: {escape(row['threshold'])}\n"
+                              f"try: {escape(row['suggestion'])}", (0, 0, 0, 4)))
 
 
 def print_options(options: list[dict], console: Console | None = None) -> None:

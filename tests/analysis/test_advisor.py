@@ -1,0 +1,89 @@
+"""Advisor rules on hand-built runs whose answer is known, and on real traces."""
+import json
+
+import pyarrow as pa
+
+from perfsight.analysis.advisor import advise
+from perfsight.tables import SLICES, RunTables, conform
+
+HOST, STREAM = 0, 1
+
+
+def run(slices: list[dict], tracks: list[dict] | None = None) -> RunTables:
+    tracks = tracks or [{"track_id": HOST, "rank": 0, "kind": "thread", "name": "main", "device": "cpu"},
+                        {"track_id": STREAM, "rank": 0, "kind": "stream", "name": "cuda:0 stream 7",
+                         "device": "cuda:0"}]
+    rows = [{"id": i, "depth": 0, **s} for i, s in enumerate(slices)]
+    return RunTables(slices=pa.Table.from_pylist(rows, schema=SLICES), tracks=conform("tracks", pa.Table.from_pylist(tracks)))
+
+
+def step(n, start, dur, track=HOST):
+    return {"kind": "step", "name": f"ProfilerStep#{n}", "track_id": track, "start_ns": start, "dur_ns": dur, "step": n}
+
+
+def rules(tables):
+    return {row["rule"]: row for row in advise(tables).to_pylist()}
+
+
+def test_uneven_ranks_names_the_slowest_rank():
+    tracks = [{"track_id": 0, "rank": 0, "kind": "thread", "name": "r0", "device": "cpu"},
+              {"track_id": 1, "rank": 1, "kind": "thread", "name": "r1", "device": "cpu"}]
+    tables = run([step(1, 0, 100), step(2, 100, 100), step(1, 0, 130, track=1), step(2, 130, 130, track=1)], tracks)
+    advice = rules(tables)["uneven_ranks"]
+    assert advice["severity"] == "high"                                      # 30% >= 25%
+    assert json.loads(advice["evidence"]) == {"mean_step_ns_by_rank": {"0": 100, "1": 130}, "slowest_rank": 1}
+    even = run([step(1, 0, 100), step(1, 0, 105, track=1)], tracks)
+    assert "uneven_ranks" not in rules(even)                                  # 5% < 10%
+
+
+def test_synchronisation_share_over_the_threshold():
+    sync = {"kind": "runtime", "name": "cudaStreamSynchronize", "track_id": HOST, "step": 1}
+    tables = run([step(1, 0, 1000), {**sync, "start_ns": 100, "dur_ns": 40}, {**sync, "start_ns": 500, "dur_ns": 20}])
+    advice = rules(tables)["excessive_synchronisation"]
+    assert json.loads(advice["evidence"])["calls"]["cudaStreamSynchronize"] == {"count": 2, "total_ns": 60}
+    assert "6%" in advice["finding"]
+    small = run([step(1, 0, 1000), {**sync, "start_ns": 100, "dur_ns": 40}])
+    assert "excessive_synchronisation" not in rules(small)
+
+
+def test_recompilations_from_compiled_region_names():
+    region = {"kind": "annotation", "track_id": HOST, "dur_ns": 10}
+    tables = run([{**region, "name": "Torch-Compiled Region: 0/0", "start_ns": 0},
+                  {**region, "name": "Torch-Compiled Region: 0/1", "start_ns": 20},
+                  {**region, "name": "Torch-Compiled Region: 1/0", "start_ns": 40}])
+    advice = rules(tables)["recompilations"]
+    assert json.loads(advice["evidence"]) == {"frames": {"0": {"recompiles": 1, "executions": 2}}}
+
+
+def test_fp32_matmuls_on_a_gpu_suggest_autocast():
+    op = {"kind": "cpu_op", "track_id": HOST, "input_dtypes": '["float", "float"]'}
+    kernel = {"kind": "kernel", "track_id": STREAM, "task_type": "KERNEL"}
+    tables = run([{**op, "name": "aten::mm", "start_ns": 0, "dur_ns": 10, "external_id": 1},
+                  {**kernel, "name": "sgemm", "start_ns": 20, "dur_ns": 600, "external_id": 1},
+                  {**op, "name": "aten::add", "start_ns": 30, "dur_ns": 10, "external_id": 2},
+                  {**kernel, "name": "add_kernel", "start_ns": 700, "dur_ns": 400, "external_id": 2}])
+    advice = rules(tables)["amp_unused"]
+    assert advice["severity"] == "high" and "60%" in advice["finding"]
+    assert json.loads(advice["evidence"]) == {"ops": {"aten::mm": {"kernels": 1, "kernel_ns": 600}}}
+    half = run([{**op, "name": "aten::mm", "start_ns": 0, "dur_ns": 10, "external_id": 1,
+                 "input_dtypes": '["c10::Half", "c10::Half"]'},
+                {**kernel, "name": "hgemm", "start_ns": 20, "dur_ns": 600, "external_id": 1}])
+    assert "amp_unused" not in rules(half)
+
+
+def test_nchw_convolutions_suggest_channels_last():
+    conv = {"kind": "cpu_op", "name": "aten::conv2d", "track_id": HOST, "input_shapes": "[[8, 3, 32, 32], [16, 3, 3, 3]]"}
+    nchw = '{"Input Strides": [[3072, 1024, 32, 1], [27, 9, 3, 1]]}'
+    nhwc = '{"Input Strides": [[3072, 1, 96, 3], [27, 1, 9, 3]]}'
+    advice = rules(run([step(1, 0, 1000), {**conv, "start_ns": 10, "dur_ns": 300, "args": nchw, "depth": 1}]))
+    assert json.loads(advice["channels_last"]["evidence"]) == {"convolutions": 1, "conv_ns": 300}
+    assert "channels_last" not in rules(run([step(1, 0, 1000), {**conv, "start_ns": 10, "dur_ns": 300,
+                                                                 "args": nhwc, "depth": 1}]))
+
+
+def test_real_gpu_trace_gets_amp_advice_with_evidence(shared_data):
+    import perfsight
+
+    run_ = perfsight.open(shared_data / "kineto/kineto_tb_plugin/samples/resnet50_num_workers_0")
+    advice = rules(run_.tables)["amp_unused"]
+    assert json.loads(advice["evidence"])["ops"]
