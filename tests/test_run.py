@@ -44,3 +44,12 @@ def test_methods_are_the_analysis_functions(shared_data):
     assert run.op_statistic.__doc__ == ops.op_statistic.__doc__
     assert run.op_statistic(by="name").num_rows > 0
     assert run.steps == [2, 3, 4] and "Run" in repr(run)
+
+
+def test_every_run_method_names_an_existing_analysis():
+    from perfsight.run import Run, _Analysis
+
+    methods = [name for name, value in vars(Run).items() if isinstance(value, _Analysis)]
+    assert len(methods) > 20
+    for name in methods:
+        assert callable(getattr(Run, name)), name

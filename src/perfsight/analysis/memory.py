@@ -23,6 +23,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ..tables import RunTables
+from .step_spans import STEP_SPANS_CTE
 
 MEMORY_CURVE = pa.schema([
     ("rank", pa.int32()),
@@ -91,14 +92,10 @@ ALIVE_AT_PEAK = pa.schema([
 ])
 
 # Every memory event with its order, rank, operator and step.
-_EVENTS = """
+_EVENTS = f"""
 WITH raw AS (
     SELECT m.*, row_number() OVER () AS source_row FROM memory m
-), steps AS (
-    SELECT coalesce(t.rank, 0) AS rank, s.step, min(s.start_ns) AS start_ns, max(s.start_ns + s.dur_ns) AS end_ns
-    FROM slices s JOIN tracks t USING (track_id)
-    WHERE s.kind = 'step' AND s.step IS NOT NULL AND t.kind = 'thread' GROUP BY ALL
-), events AS (
+), {STEP_SPANS_CTE}, events AS (
     SELECT coalesce(t.rank, 0)::INTEGER AS rank, coalesce(r.device, t.device) AS device, r.ts_ns, r.addr, r.bytes,
            r.total_allocated, r.total_reserved, r.op_slice_id, r.source_row,
            coalesce(o.op_type, o.name) AS op_type, o.name AS op_name
@@ -113,15 +110,15 @@ WITH raw AS (
 
 _LIFETIMES = _EVENTS + """
 , lived AS (
-    SELECT *, lead(bytes) OVER same_addr AS next_bytes, lead(ts_ns) OVER same_addr AS next_ts
+    SELECT *, lead(bytes) OVER same_addr AS next_bytes, lead(ts_ns) OVER same_addr AS next_ts,
+           lead(seq) OVER same_addr AS next_seq
     FROM ordered WHERE addr IS NOT NULL
     WINDOW same_addr AS (PARTITION BY rank, device, addr ORDER BY seq)
 ), lifetimes AS (
     SELECT rank, device, addr, bytes, seq AS alloc_seq, ts_ns AS alloc_ts_ns,
            CASE WHEN next_bytes < 0 THEN next_ts END AS free_ts_ns,
            CASE WHEN next_bytes < 0 THEN next_ts - ts_ns END AS lifetime_ns,
-           CASE WHEN next_bytes < 0 THEN lead(seq) OVER (PARTITION BY rank, device, addr ORDER BY seq) END
-               AS free_seq,
+           CASE WHEN next_bytes < 0 THEN next_seq END AS free_seq,
            op_slice_id, op_type, step
     FROM lived
 )
@@ -129,9 +126,13 @@ _LIFETIMES = _EVENTS + """
 
 _PEAKS = """
 , peaks AS (
-    SELECT rank, device, max(total_allocated) AS peak_allocated, max(total_reserved) AS peak_reserved,
-           arg_min(seq, (-total_allocated, seq)) AS peak_seq, count(*) AS events
-    FROM ordered WHERE total_allocated IS NOT NULL GROUP BY rank, device
+    SELECT o.rank, o.device, m.peak_allocated, m.peak_reserved, min(o.seq) AS peak_seq, m.events
+    FROM ordered o JOIN (
+        SELECT rank, device, max(total_allocated) AS peak_allocated, max(total_reserved) AS peak_reserved,
+               count(*) AS events
+        FROM ordered GROUP BY ALL
+    ) m ON m.rank = o.rank AND m.device IS NOT DISTINCT FROM o.device
+    WHERE o.total_allocated = m.peak_allocated GROUP BY ALL
 )
 """
 
@@ -160,10 +161,12 @@ def memory_peak(tables: RunTables) -> pa.Table:
         SELECT p.rank, p.device, p.peak_allocated AS peak_allocated_bytes, o.ts_ns AS peak_ts_ns, o.step,
                o.op_slice_id, o.op_type, o.op_name, p.peak_reserved AS peak_reserved_bytes,
                (SELECT coalesce(sum(l.bytes), 0) FROM lifetimes l
-                WHERE l.rank = p.rank AND l.device = p.device AND l.bytes > 0 AND l.alloc_seq <= p.peak_seq
+                WHERE l.rank = p.rank AND l.device IS NOT DISTINCT FROM p.device
+                  AND l.bytes > 0 AND l.alloc_seq <= p.peak_seq
                   AND (l.free_seq IS NULL OR l.free_seq > p.peak_seq)) AS alive_tracked_bytes,
                p.events
-        FROM peaks p JOIN ordered o ON o.rank = p.rank AND o.device = p.device AND o.seq = p.peak_seq
+        FROM peaks p
+        JOIN ordered o ON o.rank = p.rank AND o.device IS NOT DISTINCT FROM p.device AND o.seq = p.peak_seq
         ORDER BY p.rank, p.device
     """
     return tables.connect().sql(query).to_arrow_table().cast(MEMORY_PEAK)
@@ -207,8 +210,8 @@ def alive_at_peak(tables: RunTables) -> pa.Table:
         SELECT l.rank, l.device, l.addr, l.bytes, l.bytes / nullif(p.peak_allocated, 0) AS share, l.alloc_ts_ns,
                o.ts_ns - l.alloc_ts_ns AS age_ns, l.free_ts_ns, l.op_slice_id, l.op_type, l.step
         FROM lifetimes l
-        JOIN peaks p ON p.rank = l.rank AND p.device = l.device
-        JOIN ordered o ON o.rank = p.rank AND o.device = p.device AND o.seq = p.peak_seq
+        JOIN peaks p ON p.rank = l.rank AND p.device IS NOT DISTINCT FROM l.device
+        JOIN ordered o ON o.rank = p.rank AND o.device IS NOT DISTINCT FROM p.device AND o.seq = p.peak_seq
         WHERE l.bytes > 0 AND l.alloc_seq <= p.peak_seq AND (l.free_seq IS NULL OR l.free_seq > p.peak_seq)
         ORDER BY l.rank, l.device, l.bytes DESC, l.alloc_seq
     """

@@ -1,0 +1,262 @@
+"""Where the time goes: the device timeline split into compute / non-compute / idle (HTA's temporal
+breakdown), each training step split into categories that add up exactly to the step, and MindSpore's
+computation-communication overlap ("Op Overlap Analyse").
+
+Every function reads the canonical tables and returns an Arrow table; times and durations are int64 ns,
+percentages float64 in [0, 100].
+
+Time categories, in priority order (an instant belongs to the first category active at that instant, so
+nothing is counted twice; every category is the union of its slices, so parallel kernels or nested host
+ops count once):
+
+1. ``compute``: device tasks of kernel type COMPUTATION (``kernels`` module: kernel slices on a stream
+   that are not NCCL);
+2. ``communication``: device tasks of type COMMUNICATION, while no compute runs;
+3. ``memory``: memcpy/memset device tasks, while neither compute nor communication runs;
+4. ``runtime``: host runtime/driver API calls and device synchronisation (kinds ``runtime``, ``driver``,
+   ``sync`` on thread tracks: cudaLaunchKernel, cudaDeviceSynchronize...) while the device is idle;
+5. ``dataloader``: host ``dataloader`` slices while the device is idle and no runtime call runs;
+6. ``host_ops``: other host work (``cpu_op``, ``annotation``, host-side ``comm`` slices) while none of
+   the above;
+7. ``python``: Python function slices (with_stack) while none of the above;
+8. ``idle``: the remainder: nothing recorded on the host or the device.
+
+Host categories count the rank's thread tracks together (the main thread, the autograd thread, ...).
+A step is the rank's ``step`` slices (ProfilerStep#N) of step number N: from the earliest start to the
+latest end; time is attributed to a step by when it happens (device work launched in step N that runs
+after the step ended belongs to the next window, not to N), so the categories of a step sum exactly to
+``step_ns``. A CPU-only trace has no device categories; the same sweep then splits the step between
+runtime, dataloader, host ops, python and idle.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..tables import RunTables
+from . import intervals
+from .kernels import DEVICE_TASKS_SQL, KERNEL_TYPES
+
+#: the categories of the priority sweep, highest priority first (idle is the remainder)
+CATEGORIES = ("compute", "communication", "memory", "runtime", "dataloader", "host_ops", "python")
+
+_CATEGORY_SQL = f"""
+SELECT rank, list_position($types, kernel_type) - 1 AS category, start_ns, end_ns
+FROM ({DEVICE_TASKS_SQL})
+UNION ALL
+SELECT coalesce(t.rank, 0) AS rank,
+       CASE WHEN s.kind IN ('runtime', 'driver', 'sync') THEN 3
+            WHEN s.kind = 'dataloader' THEN 4
+            WHEN s.kind IN ('cpu_op', 'annotation', 'comm') THEN 5
+            ELSE 6 END AS category,
+       s.start_ns, s.start_ns + s.dur_ns AS end_ns
+FROM slices s JOIN tracks t USING (track_id)
+WHERE t.kind = 'thread' AND s.kind IN ('runtime', 'driver', 'sync', 'dataloader', 'cpu_op', 'annotation',
+                                       'comm', 'python')
+"""
+
+_STEPS_SQL = """
+SELECT coalesce(t.rank, 0) AS rank, s.step, min(s.start_ns) AS start_ns, max(s.start_ns + s.dur_ns) AS end_ns
+FROM slices s JOIN tracks t USING (track_id)
+WHERE s.kind = 'step' AND t.kind = 'thread' AND s.step IS NOT NULL
+GROUP BY ALL ORDER BY rank, step
+"""
+
+
+class _Rank:
+    """One rank's slices as interval sets per category, with cumulative unions of the priority sweep."""
+
+    def __init__(self, category: np.ndarray, start: np.ndarray, end: np.ndarray):
+        self.sets = [intervals.merge(start[category == i], end[category == i]) for i in range(len(CATEGORIES))]
+        self.prefix = []            # prefix[k] = union of categories 0..k
+        union = intervals.merge([], [])
+        for s in self.sets:
+            union = intervals.union_of(union, s)
+            self.prefix.append(union)
+
+    def device_span(self) -> tuple[int, int] | None:
+        devices = self.prefix[2]
+        return (int(devices[0][0]), int(devices[1][-1])) if devices[0].size else None
+
+    def exclusive(self, starts, ends) -> list[np.ndarray]:
+        """Per window, the time of each category under the priority sweep (a list over CATEGORIES)."""
+        previous = np.zeros(len(starts), dtype=np.int64)
+        out = []
+        for union in self.prefix:
+            now = intervals.within(union, starts, ends)
+            out.append(now - previous)
+            previous = now
+        return out
+
+
+def _ranks(tables: RunTables) -> tuple[dict[int, _Rank], pa.Table]:
+    con = tables.connect()
+    t = con.sql(_CATEGORY_SQL, params={"types": list(KERNEL_TYPES)}).to_arrow_table()
+    rank, category, start, end = (t.column(c).to_numpy() for c in ("rank", "category", "start_ns", "end_ns"))
+    ranks = {int(r): _Rank(category[rank == r], start[rank == r], end[rank == r]) for r in np.unique(rank)}
+    return ranks, con.sql(_STEPS_SQL).to_arrow_table()
+
+
+def _pct(part, whole) -> list[float | None]:
+    part, whole = np.asarray(part, dtype=np.float64), np.asarray(whole, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        values = np.where(whole > 0, 100.0 * part / whole, np.nan)
+    return [None if np.isnan(v) else float(v) for v in values]
+
+
+TEMPORAL_BREAKDOWN = pa.schema([
+    ("rank", pa.int32()),
+    ("start_ns", pa.int64()),
+    ("end_ns", pa.int64()),
+    ("kernel_time_ns", pa.int64()),
+    ("busy_ns", pa.int64()),
+    ("idle_ns", pa.int64()),
+    ("compute_ns", pa.int64()),
+    ("non_compute_ns", pa.int64()),
+    ("communication_ns", pa.int64()),
+    ("memory_ns", pa.int64()),
+    ("idle_pct", pa.float64()),
+    ("compute_pct", pa.float64()),
+    ("non_compute_pct", pa.float64()),
+])
+
+
+def temporal_breakdown(tables: RunTables) -> pa.Table:
+    """Per rank with device tasks, its device timeline (schema ``TEMPORAL_BREAKDOWN``), as HTA's temporal
+    breakdown: ``kernel_time_ns`` (HTA's name) is the span from the first device task's start
+    (``start_ns``) to the last one's end (``end_ns``); ``busy_ns`` the union of all device tasks in it;
+    ``idle_ns`` = kernel_time - busy; ``compute_ns`` the union of COMPUTATION tasks; ``non_compute_ns`` =
+    busy - compute, itself split into ``communication_ns`` (communication while no compute runs) and
+    ``memory_ns`` (memcpy/memset while neither runs). ``*_pct`` are percent of ``kernel_time_ns``. A rank
+    without device tasks has no row (HTA crashes on such traces)."""
+    ranks, _ = _ranks(tables)
+    rows = []
+    for r, data in sorted(ranks.items()):
+        span = data.device_span()
+        if span is None:
+            continue
+        a, b = np.array([span[0]]), np.array([span[1]])
+        compute, communication, memory = (int(v[0]) for v in data.exclusive(a, b)[:3])
+        kernel_time = span[1] - span[0]
+        busy = compute + communication + memory
+        rows.append({"rank": r, "start_ns": span[0], "end_ns": span[1], "kernel_time_ns": kernel_time,
+                     "busy_ns": busy, "idle_ns": kernel_time - busy, "compute_ns": compute,
+                     "non_compute_ns": busy - compute, "communication_ns": communication, "memory_ns": memory})
+    for row in rows:
+        for name in ("idle", "compute", "non_compute"):
+            row[f"{name}_pct"] = 100.0 * row[f"{name}_ns"] / row["kernel_time_ns"] if row["kernel_time_ns"] else None
+    return pa.Table.from_pylist(rows, schema=TEMPORAL_BREAKDOWN)
+
+
+STEP_BREAKDOWN = pa.schema(
+    [("rank", pa.int32()), ("step", pa.int32()), ("start_ns", pa.int64()), ("end_ns", pa.int64()),
+     ("step_ns", pa.int64())]
+    + [(f"{c}_ns", pa.int64()) for c in CATEGORIES] + [("idle_ns", pa.int64())]
+)
+
+
+def step_breakdown(tables: RunTables) -> pa.Table:
+    """One row per (rank, step) (schema ``STEP_BREAKDOWN``): ``step_ns`` = end - start of the step and the
+    time of each category of the module docstring's priority sweep inside it (``compute_ns``,
+    ``communication_ns``, ``memory_ns``, ``runtime_ns``, ``dataloader_ns``, ``host_ops_ns``, ``python_ns``,
+    ``idle_ns``); they add up exactly to ``step_ns``. No step slices: an empty table."""
+    ranks, steps = _ranks(tables)
+    columns = {name: [] for name in STEP_BREAKDOWN.names}
+    for r in sorted(set(steps.column("rank").to_pylist())):
+        mine = steps.filter(pc.equal(steps["rank"], r))
+        starts, ends = mine.column("start_ns").to_numpy(), mine.column("end_ns").to_numpy()
+        data = ranks.get(r) or _Rank(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+        parts = data.exclusive(starts, ends)
+        columns["rank"] += [r] * len(starts)
+        columns["step"] += mine.column("step").to_pylist()
+        columns["start_ns"] += starts.tolist()
+        columns["end_ns"] += ends.tolist()
+        columns["step_ns"] += (ends - starts).tolist()
+        for name, values in zip(CATEGORIES, parts):
+            columns[f"{name}_ns"] += values.tolist()
+        columns["idle_ns"] += (ends - starts - sum(parts)).tolist()
+    return pa.table(columns, schema=STEP_BREAKDOWN)
+
+
+STEP_BREAKDOWN_AVERAGE = pa.schema(
+    [("rank", pa.int32()), ("steps", pa.int64()), ("step_ns", pa.int64())]
+    + [(f"{c}_ns", pa.int64()) for c in CATEGORIES] + [("idle_ns", pa.int64())]
+    + [(f"{c}_pct", pa.float64()) for c in CATEGORIES] + [("idle_pct", pa.float64())]
+)
+
+
+def step_breakdown_average(breakdown: pa.Table) -> pa.Table:
+    """Per rank, the mean over the steps of a ``step_breakdown`` table (schema ``STEP_BREAKDOWN_AVERAGE``):
+    ``steps`` counted, each ``*_ns`` the mean rounded to the ns, except ``idle_ns``, the mean step minus the
+    other rounded means, so the averages too add up exactly to ``step_ns``; ``*_pct`` are percent of the
+    summed step time (exact, not rounded)."""
+    names = [f"{c}_ns" for c in CATEGORIES]
+    rows = []
+    ranks = breakdown.column("rank").to_numpy() if breakdown.num_rows else np.zeros(0, np.int32)
+    for r in sorted(set(ranks.tolist())):
+        mine = ranks == r
+        total = {n: int(breakdown.column(n).to_numpy()[mine].sum()) for n in ["step_ns", *names, "idle_ns"]}
+        count = int(mine.sum())
+        row = {"rank": r, "steps": count, "step_ns": round(total["step_ns"] / count)}
+        for n in names:
+            row[n] = round(total[n] / count)
+        row["idle_ns"] = row["step_ns"] - sum(row[n] for n in names)
+        for c in (*CATEGORIES, "idle"):
+            row[f"{c}_pct"] = 100.0 * total[f"{c}_ns"] / total["step_ns"] if total["step_ns"] else None
+        rows.append(row)
+    return pa.Table.from_pylist(rows, schema=STEP_BREAKDOWN_AVERAGE)
+
+
+OVERLAP = pa.schema([
+    ("rank", pa.int32()),
+    ("step", pa.int32()),
+    ("start_ns", pa.int64()),
+    ("end_ns", pa.int64()),
+    ("span_ns", pa.int64()),
+    ("computation_ns", pa.int64()),
+    ("communication_ns", pa.int64()),
+    ("overlap_ns", pa.int64()),
+    ("pure_communication_ns", pa.int64()),
+    ("free_ns", pa.int64()),
+    ("comm_comp_overlap_pct", pa.float64()),
+])
+
+
+def overlap(tables: RunTables) -> pa.Table:
+    """Computation-communication overlap (MindSpore's "Op Overlap Analyse"), per (rank, step) and, in a row
+    with ``step`` null, over the rank's whole device span (first device task start to last end) (schema
+    ``OVERLAP``). In the window ``[start_ns, end_ns)`` (``span_ns`` long):
+
+    * ``computation_ns``: the union of COMPUTATION device tasks (merged computation);
+    * ``communication_ns``: the union of COMMUNICATION tasks (merged communication);
+    * ``overlap_ns``: the time both run; ``pure_communication_ns`` = communication - overlap;
+    * ``free_ns``: the time with neither (memcpy/memset time counts as free here);
+    * ``comm_comp_overlap_pct`` = 100 * overlap / communication (null without communication): the share of
+      communication hidden behind computation, HTA's get_comm_comp_overlap (over the whole span).
+
+    Sorted by rank, then the steps in order, then the whole-span row."""
+    ranks, steps = _ranks(tables)
+    step_rank = steps.column("rank").to_numpy()
+    rows = []
+    for r in sorted(set(ranks) | set(step_rank.tolist())):
+        data = ranks.get(r) or _Rank(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+        mine = step_rank == r
+        numbers = steps.column("step").to_numpy()[mine].tolist()
+        starts = steps.column("start_ns").to_numpy()[mine]
+        ends = steps.column("end_ns").to_numpy()[mine]
+        span = data.device_span()
+        if span is not None:
+            numbers, starts, ends = numbers + [None], np.append(starts, span[0]), np.append(ends, span[1])
+        computation = intervals.within(data.sets[0], starts, ends)
+        communication = intervals.within(data.sets[1], starts, ends)
+        both = intervals.within(intervals.union_of(data.sets[0], data.sets[1]), starts, ends)
+        overlapped = computation + communication - both
+        pct = _pct(overlapped, communication)
+        for i, step in enumerate(numbers):
+            rows.append({"rank": r, "step": step, "start_ns": int(starts[i]), "end_ns": int(ends[i]),
+                         "span_ns": int(ends[i] - starts[i]), "computation_ns": int(computation[i]),
+                         "communication_ns": int(communication[i]), "overlap_ns": int(overlapped[i]),
+                         "pure_communication_ns": int(communication[i] - overlapped[i]),
+                         "free_ns": int(ends[i] - starts[i] - both[i]), "comm_comp_overlap_pct": pct[i]})
+    return pa.Table.from_pylist(rows, schema=OVERLAP)
