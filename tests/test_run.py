@@ -53,3 +53,8 @@ def test_every_run_method_names_an_existing_analysis():
     assert len(methods) > 20
     for name in methods:
         assert callable(getattr(Run, name)), name
+
+
+def test_traces_that_do_not_say_their_rank_are_not_merged(shared_data):
+    with pytest.raises(InputError, match="some do not say their rank"):
+        perfsight.open(shared_data / "kineto/generated_torch213_cpu")

@@ -2,6 +2,7 @@
 import json
 
 import pyarrow as pa
+import pytest
 
 from perfsight.analysis.advisor import advise
 from perfsight.tables import SLICES, RunTables, conform
@@ -87,3 +88,34 @@ def test_real_gpu_trace_gets_amp_advice_with_evidence(shared_data):
     run_ = perfsight.open(shared_data / "kineto/kineto_tb_plugin/samples/resnet50_num_workers_0")
     advice = rules(run_.tables)["amp_unused"]
     assert json.loads(advice["evidence"])["ops"]
+
+
+@pytest.mark.parametrize("trace, expected, absent", [
+    ("kineto/kineto_tb_plugin/samples/resnet50_num_workers_0", {"data_loader_bound", "launch_bound"}, set()),
+    ("kineto/kineto_tb_plugin/samples/resnet50_num_workers_4", set(), {"data_loader_bound"}),
+    ("kineto/hta/df_index_resolver", {"communication_not_overlapped", "low_device_utilisation", "host_bound_gaps"},
+     {"data_loader_bound"}),
+    ("kineto/generated_torch213_cpu/cpu_mlp_rs_mem_stack.pt.trace.json.gz", set(), {"low_device_utilisation", "launch_bound", "amp_unused"}),
+])
+def test_rules_on_real_traces(shared_data, trace, expected, absent):
+    import perfsight
+
+    found = rules(perfsight.open(shared_data / trace).tables)
+    assert expected <= set(found) and not (absent & set(found))
+    for advice in found.values():
+        assert advice["threshold"] and advice["suggestion"] and json.loads(advice["evidence"])
+
+
+def test_memory_near_capacity_uses_the_device_memory_from_the_trace():
+    from perfsight.tables import MEMORY, meta_table
+
+    tables = run([step(1, 0, 1000)])
+    tables.memory = pa.Table.from_pylist([
+        {"ts_ns": 10, "bytes": 900, "total_allocated": 900, "total_reserved": 950, "device": "cuda:0", "track_id": 0},
+        {"ts_ns": 20, "bytes": -900, "total_allocated": 0, "total_reserved": 950, "device": "cuda:0", "track_id": 0},
+    ], schema=MEMORY)
+    tables.meta = meta_table({"device_properties": [{"id": 0, "totalGlobalMem": 1000}]})
+    advice = rules(tables)["memory_near_capacity"]
+    assert "95%" in advice["finding"]
+    tables.meta = meta_table({"device_properties": [{"id": 0, "totalGlobalMem": 2000}]})
+    assert "memory_near_capacity" not in rules(tables)

@@ -57,7 +57,7 @@ def test_gpu_trace_and_step_selection(tmp_path, shared_data):
     tables = kineto.read_kineto([shared_data / GPU_TRACE])
     files = export_all(tables, tmp_path / "all")
     assert sorted(files) == ["api_statistic.csv", "msprof.json", "op_statistic.csv", "op_summary.csv",
-                             "step_trace.csv", "step_trace.json", "task_time.csv"]
+                             "prof_rule.json", "step_trace.csv", "step_trace.json", "task_time.csv"]
     check_headers(files)
     trace = json.loads(files["msprof.json"].read_text())
     layers = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}

@@ -27,6 +27,11 @@ UNEVEN_RANKS_RATIO = 0.10         # slowest rank's mean step >= 10% above the fa
 SYNC_SHARE = 0.05                 # time in device synchronisation >= 5% of the profiled steps
 FP32_MATMUL_SHARE = 0.20          # fp32 matmul/conv kernels >= 20% of device kernel time
 CONV_SHARE = 0.10                 # NCHW convolutions >= 10% of the operator time considered
+LOW_UTILISATION_IDLE_PCT = 30.0   # device idle >= 30% of its active span
+SHORT_KERNEL_SHARE = 0.30         # >= 30% of launches are short kernels whose launch outlasts them
+HOST_WAIT_SHARE = 0.50            # >= 50% of device idle time is waiting for the host
+UNOVERLAPPED_COMM_SHARE = 0.10    # communication not hidden behind compute >= 10% of the device span
+MEMORY_CAPACITY_SHARE = 0.90      # peak reserved memory >= 90% of the device's memory
 
 
 @dataclass(frozen=True)
@@ -194,8 +199,147 @@ def _channels_last(facts: Facts) -> Advice | None:
         "oneDNN convolutions are usually faster in NHWC (measure: depthwise convolutions gain most).")
 
 
+def _data_loader_bound(facts: Facts) -> Advice | None:
+    from .data import data_verdict
+
+    bound = [r for r in data_verdict(facts.tables).to_pylist() if r["verdict"] in ("highly", "moderately")]
+    if not bound:
+        return None
+    worst = max(bound, key=lambda r: r["wait_percent"])
+    return Advice(
+        "data_loader_bound", "high" if worst["verdict"] == "highly" else "medium", "Training waits for data",
+        f"rank {worst['rank']}: {worst['reason']} ({worst['verdict']} input-bound)",
+        {"ranks": {str(r["rank"]): {"wait_percent": round(r["wait_percent"], 2), "steps": r["steps"],
+                                    "bottleneck_steps": r["bottleneck_steps"]} for r in bound}},
+        f"data wait >= {worst['moderately_threshold_percent']:.0f}% of step time (moderately), "
+        f">= {worst['highly_threshold_percent']:.0f}% (highly)",
+        worst["suggestions"])
+
+
+def _low_device_utilisation(facts: Facts) -> Advice | None:
+    from .breakdown import temporal_breakdown
+
+    idle = [r for r in temporal_breakdown(facts.tables).to_pylist() if r["idle_pct"] >= LOW_UTILISATION_IDLE_PCT]
+    if not idle:
+        return None
+    worst = max(idle, key=lambda r: r["idle_pct"])
+    return Advice(
+        "low_device_utilisation", "high" if worst["idle_pct"] >= 50 else "medium", "The device is often idle",
+        f"rank {worst['rank']}: the device is idle {worst['idle_pct']:.0f}% of its active span "
+        f"({_ms(worst['idle_ns'])} of {_ms(worst['kernel_time_ns'])}); compute is {worst['compute_pct']:.0f}%",
+        {"idle_pct_by_rank": {str(r["rank"]): round(r["idle_pct"], 2) for r in idle}},
+        f"device idle >= {LOW_UTILISATION_IDLE_PCT:.0f}% of the span from its first to its last task",
+        "See the idle-time breakdown: host-wait gaps need less Python/CPU work per step (larger batches, "
+        "torch.compile or CUDA graphs, fewer small ops); kernel-wait gaps point at synchronisation.")
+
+
+def _launch_bound(facts: Facts) -> Advice | None:
+    from .kernels import launch_stats, launch_summary
+
+    if not facts.has_device:
+        return None
+    rows = [r for r in launch_summary(launch_stats(facts.tables)).to_pylist()
+            if r["launches"] and r["short_kernels"] / r["launches"] >= SHORT_KERNEL_SHARE]
+    if not rows:
+        return None
+    worst = max(rows, key=lambda r: r["short_kernels"] / r["launches"])
+    share = worst["short_kernels"] / worst["launches"]
+    return Advice(
+        "launch_bound", "medium", "Many small kernels: launch-bound",
+        f"rank {worst['rank']}: {worst['short_kernels']} of {worst['launches']} kernels ({share:.0%}) run shorter "
+        f"than their launch call ({_ms(worst['short_kernel_gpu_ns'])} of kernel time for "
+        f"{_ms(worst['short_kernel_cpu_ns'])} of launch time)",
+        {"ranks": {str(r["rank"]): {"launches": r["launches"], "short_kernels": r["short_kernels"]} for r in rows}},
+        f"short kernels (launch <= 50 us and longer than the kernel) >= {SHORT_KERNEL_SHARE:.0%} of launches",
+        "Fuse small operations: torch.compile (mode='reduce-overhead' adds CUDA graphs), fused optimizers "
+        "(foreach=True / fused=True), larger batches, or torch.cuda.graphs for static steps.")
+
+
+def _host_bound_gaps(facts: Facts) -> Advice | None:
+    from .kernels import idle_time_breakdown
+
+    if not facts.has_device:
+        return None
+    facts.con.register("idle_breakdown", idle_time_breakdown(facts.tables))
+    rows = facts.rows("""
+        SELECT rank, sum(idle_ns) FILTER (WHERE idle_category = 'host_wait')::BIGINT AS host_wait_ns,
+               sum(idle_ns)::BIGINT AS idle_ns
+        FROM idle_breakdown GROUP BY rank HAVING sum(idle_ns) > 0 ORDER BY rank""")
+    bound = [r for r in rows if (r["host_wait_ns"] or 0) >= HOST_WAIT_SHARE * r["idle_ns"]]
+    if not bound:
+        return None
+    worst = max(bound, key=lambda r: r["host_wait_ns"])
+    return Advice(
+        "host_bound_gaps", "medium", "Device gaps wait for the host",
+        f"rank {worst['rank']}: {_ms(worst['host_wait_ns'])} of {_ms(worst['idle_ns'])} device idle time "
+        f"({worst['host_wait_ns'] / worst['idle_ns']:.0%}, summed over streams) is the device waiting for "
+        "the host to launch work",
+        {"ranks": {str(r["rank"]): {"host_wait_ns": r["host_wait_ns"], "idle_ns": r["idle_ns"]} for r in bound}},
+        f"host-wait >= {HOST_WAIT_SHARE:.0%} of device idle time",
+        "Reduce host work between launches: move preprocessing to the data loader (num_workers), avoid Python "
+        "loops over tensors, use torch.compile or CUDA graphs.")
+
+
+def _communication_not_overlapped(facts: Facts) -> Advice | None:
+    from .breakdown import overlap
+
+    totals = [r for r in overlap(facts.tables).to_pylist() if r["step"] is None and r["span_ns"]
+              and r["pure_communication_ns"] >= UNOVERLAPPED_COMM_SHARE * r["span_ns"]]
+    if not totals:
+        return None
+    worst = max(totals, key=lambda r: r["pure_communication_ns"] / r["span_ns"])
+    return Advice(
+        "communication_not_overlapped", "high", "Communication is not overlapped with compute",
+        f"rank {worst['rank']}: {_ms(worst['pure_communication_ns'])} of communication "
+        f"({worst['pure_communication_ns'] / worst['span_ns']:.0%} of the device span) runs with no compute beside it; "
+        f"{worst['comm_comp_overlap_pct'] or 0:.0f}% of communication is overlapped",
+        {"ranks": {str(r["rank"]): {"pure_communication_ns": r["pure_communication_ns"], "span_ns": r["span_ns"]}
+                   for r in totals}},
+        f"pure communication >= {UNOVERLAPPED_COMM_SHARE:.0%} of the device span",
+        "Let DDP overlap gradient all-reduce with backward (bucket_cap_mb, gradient_as_bucket_view=True, no "
+        "find_unused_parameters), use FSDP prefetching, or compress gradients; check for a slow rank first.")
+
+
+def _memory_near_capacity(facts: Facts) -> Advice | None:
+    from .memory import memory_peak
+
+    capacity = _device_memory(facts)
+    near = [r for r in memory_peak(facts.tables).to_pylist() if capacity.get(r["device"])
+            and max(r["peak_reserved_bytes"] or 0, r["peak_allocated_bytes"] or 0)
+            >= MEMORY_CAPACITY_SHARE * capacity[r["device"]]]
+    if not near:
+        return None
+    worst = near[0]
+    used = max(worst["peak_reserved_bytes"] or 0, worst["peak_allocated_bytes"] or 0)
+    return Advice(
+        "memory_near_capacity", "medium", "Device memory is nearly full",
+        f"{worst['device']} peaks at {used / 2**30:.2f} GiB of {capacity[worst['device']] / 2**30:.2f} GiB "
+        f"({used / capacity[worst['device']]:.0%}) in step {worst['step']} during {worst['op_type']}",
+        {"devices": {r["device"]: {"peak_allocated_bytes": r["peak_allocated_bytes"],
+                                   "peak_reserved_bytes": r["peak_reserved_bytes"], "step": r["step"],
+                                   "op_type": r["op_type"]} for r in near}},
+        f"peak memory >= {MEMORY_CAPACITY_SHARE:.0%} of the device's memory",
+        "Near capacity the allocator frees and retries, and a larger batch will not fit: use activation "
+        "checkpointing, bf16/fp16, smaller micro-batches with gradient accumulation, or set "
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation.")
+
+
+def _device_memory(facts: Facts) -> dict[str, int]:
+    """Device memory in bytes by device name, from Kineto's deviceProperties or perfsight's manifest."""
+    meta = facts.tables.meta_dict()
+    capacity = {}
+    for props in json.loads(meta.get("device_properties") or "[]"):
+        if isinstance(props, dict) and props.get("totalGlobalMem"):
+            capacity[f"cuda:{props.get('id', 0)}"] = int(props["totalGlobalMem"])
+    device = json.loads(meta.get("manifest") or "{}").get("device", {})
+    if device.get("device", "").startswith("cuda") and device.get("total_memory_bytes"):
+        capacity[device["device"]] = int(device["total_memory_bytes"])
+    return capacity
+
+
 RULES: list[Callable[[Facts], Advice | None]] = [
-    _uneven_ranks, _excessive_sync, _recompilations, _amp_unused, _channels_last,
+    _data_loader_bound, _low_device_utilisation, _launch_bound, _host_bound_gaps, _communication_not_overlapped,
+    _uneven_ranks, _memory_near_capacity, _amp_unused, _channels_last, _excessive_sync, _recompilations,
 ]
 
 

@@ -5,6 +5,9 @@ import pyarrow.compute as pc
 
 from ..tables import RunTables
 from .advisor import advise
+from .breakdown import overlap, step_breakdown, step_breakdown_average
+from .data import data_verdict
+from .memory import memory_peak
 from .ops import op_statistic
 from .steps import step_trace
 
@@ -28,7 +31,10 @@ def run_summary(tables: RunTables, *, top: int = 10) -> dict:
     """``steps``: statistics over every step the collector saw (perfsight runs; else the profiled
     steps); ``profiled_steps``: the step trace; ``top_ops``: the ``top`` operator types by self time;
     ``ops_category``: which operators those are (device tasks when the run has any, else CPU ops);
-    ``advice``: the advisor's findings."""
+    ``breakdown``: the mean step split into compute, communication, memory, runtime, data loading, host
+    ops, Python and idle (adds up to the step); ``overlap``: merged computation / communication / pure
+    communication / free time over each rank's device span; ``memory_peak``: per device;
+    ``data``: the data-preparation verdict; ``advice``: the advisor's findings."""
     profiled = step_trace(tables)
     steps = _series_stats(tables)
     if not steps["count"] and profiled.num_rows:
@@ -39,5 +45,8 @@ def run_summary(tables: RunTables, *, top: int = 10) -> dict:
     stats = op_statistic(tables)
     stats = stats.sort_by([("self_ns", "descending")]).slice(0, top)
     category = stats.column("category")[0].as_py() if stats.num_rows else None
+    totals = overlap(tables)
     return {"steps": steps, "profiled_steps": profiled, "top_ops": stats, "ops_category": category,
-            "advice": advise(tables)}
+            "breakdown": step_breakdown_average(step_breakdown(tables)),
+            "overlap": totals.filter(pc.is_null(totals.column("step"))),
+            "memory_peak": memory_peak(tables), "data": data_verdict(tables), "advice": advise(tables)}

@@ -2,8 +2,9 @@
 
 Each rank's tables keep their own ids; merging shifts slice ids (and every column that refers to
 them) and track ids (and every column that refers to them) past the previous ranks', so ids stay
-unique across the job. A rank missing from a source (a trace without ``distributedInfo``) is the
-run's position in the list. All shifting is vectorised Arrow arithmetic on the id columns.
+unique across the job. Only runs that say their rank (``distributedInfo``, the perfsight manifest) and
+whose ranks differ are one job; anything else is refused with the list of runs, to be opened one by
+one. All shifting is vectorised Arrow arithmetic on the id columns.
 """
 from __future__ import annotations
 
@@ -38,17 +39,20 @@ def _with_rank(tracks: pa.Table, rank: int) -> pa.Table:
     return tracks.set_column(tracks.schema.get_field_index("rank"), "rank", filled)
 
 
-def rank_of(tables: RunTables, position: int) -> int:
+def rank_of(tables: RunTables) -> int | None:
+    """The one rank a run's tracks name, or None when they name none (or several)."""
     ranks = pc.unique(tables.tracks.column("rank").drop_null()).to_pylist()
-    return ranks[0] if len(ranks) == 1 else position
+    return ranks[0] if len(ranks) == 1 else None
 
 
 def merge(parts: list[tuple[str, RunTables]]) -> RunTables:
     """Merge the tables of several ranks (``(source name, tables)`` pairs) into one run."""
-    ranks = [rank_of(tables, position) for position, (_, tables) in enumerate(parts)]
-    if len(set(ranks)) != len(ranks):
-        listing = ", ".join(f"{name} (rank {rank})" for (name, _), rank in zip(parts, ranks))
-        raise InputError(f"these runs are not one job's ranks (ranks repeat): {listing}; open them one by one")
+    ranks = [rank_of(tables) for _, tables in parts]
+    if None in ranks or len(set(ranks)) != len(ranks):
+        listing = ", ".join(f"{name} (rank {'unknown' if rank is None else rank})"
+                            for (name, _), rank in zip(parts, ranks))
+        why = "some do not say their rank" if None in ranks else "ranks repeat"
+        raise InputError(f"these runs are not one job's ranks ({why}): {listing}; open them one by one")
     merged: dict[str, list[pa.Table]] = {name: [] for name, _ in RunTables().items()}
     slice_offset = track_offset = 0
     for (_, tables), rank in zip(parts, ranks):

@@ -76,7 +76,36 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
             table.add_row(*(str(row["rank"]),) * ranked, _short(row["op_type"], NAME_WIDTH - 5 * ranked),
                           str(row["count"]), _ms(row["self_ns"]), _ms(row["total_ns"]), _ms(row["avg_ns"]))
         console.print(table)
+    _print_breakdown(summary["breakdown"], console)
+    _print_overlap(summary["overlap"], console)
+    for row in summary["memory_peak"].to_pylist():
+        console.print(f"memory peak {row['device']} (rank {row['rank']}): {row['peak_allocated_bytes'] / 2**20:,.1f} MiB "
+                      f"allocated, {row['peak_reserved_bytes'] / 2**20:,.1f} MiB reserved, in step {row['step']} "
+                      f"during {row['op_type']}")
+    for row in summary["data"].to_pylist():
+        console.print(f"data preparation (rank {row['rank']}): {row['verdict']} input-bound; {row['reason']}")
     print_advice(summary["advice"], console)
+
+
+BREAKDOWN = ("compute", "communication", "memory", "runtime", "dataloader", "host_ops", "python", "idle")
+
+
+def _print_breakdown(breakdown, console: Console) -> None:
+    if not breakdown.num_rows:
+        return
+    table = Table(title="Mean step breakdown (ms; adds up to the step)", title_justify="left")
+    for column in ("rank", "step", *BREAKDOWN):
+        table.add_column(column.replace("_", " "), justify="right")
+    for row in breakdown.to_pylist():
+        table.add_row(str(row["rank"]), _ms(row["step_ns"]), *(_ms(row[f"{c}_ns"]) for c in BREAKDOWN))
+    console.print(table)
+
+
+def _print_overlap(overlap, console: Console) -> None:
+    for row in overlap.to_pylist():
+        console.print(f"overlap (rank {row['rank']}, device span {_ms(row['span_ns'])} ms): computation "
+                      f"{_ms(row['computation_ns'])}, communication {_ms(row['communication_ns'])}, pure "
+                      f"communication {_ms(row['pure_communication_ns'])}, free {_ms(row['free_ns'])} ms")
 
 
 def print_advice(advice, console: Console) -> None:
