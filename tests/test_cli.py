@@ -85,3 +85,15 @@ def test_analyse_json_holds_the_analysis_numbers(shared_data, capsys):
     assert report["ranks"] == [0] and [s["step"] for s in report["profiled_steps"]] == [2, 3, 4]
     expected = op_statistic(read_kineto([trace])).sort_by([("self_ns", "descending")]).slice(0, 3).to_pylist()
     assert [(o["op_type"], o["self_ns"]) for o in report["top_ops"]] == [(o["op_type"], o["self_ns"]) for o in expected]
+
+
+def test_analyse_honours_perfsight_bp_end(shared_data, capsys, monkeypatch):
+    import json
+
+    trace = str(shared_data / "kineto/generated_torch213_cpu/cpu_mlp_rs_mem_stack.pt.trace.json.gz")
+    assert main(["analyse", trace, "--json"]) == 0
+    automatic = json.loads(capsys.readouterr().out)["profiled_steps"]
+    monkeypatch.setenv("PERFSIGHT_BP_END", "aten::addmm")
+    assert main(["analyse", trace, "--json"]) == 0
+    pinned = json.loads(capsys.readouterr().out)["profiled_steps"]
+    assert all(p["bp_end_ns"] < a["bp_end_ns"] for p, a in zip(pinned, automatic))   # the last addmm is forward

@@ -47,7 +47,7 @@ def export(path: str | os.PathLike, *, timeline: bool = True, summary: bool = Tr
         out_dir = Path(output) / run.path.name if output else run.default_output_dir
         _ensure_writable(out_dir)
         stamp = _free_stamp(out_dir)
-        fp_point, bp_point = _fp_bp_points(tables)
+        fp_point, bp_point = fp_bp_points(tables)
         written: list[Path] = []
         if timeline:
             written += export_timeline(tables, out_dir, stamp=stamp)
@@ -86,7 +86,7 @@ def _free_stamp(out_dir: Path) -> str:
     return candidate
 
 
-def _fp_bp_points(tables: RunTables) -> tuple[str | None, str | None]:
+def fp_bp_points(tables: RunTables) -> tuple[str | None, str | None]:
     """fp_point / bp_point: PERFSIGHT_FP_START / PERFSIGHT_BP_END, else the run's options, else automatic."""
     resolved = json.loads(tables.meta_dict().get("manifest") or "{}").get("options_resolved", {})
     fp = os.environ.get("PERFSIGHT_FP_START") or resolved.get("fp_point") or None

@@ -176,6 +176,7 @@ def cmd_analyse(args) -> int:
     from rich.console import Console
 
     from .analysis.summary import run_summary
+    from .api import fp_bp_points
     from .run import open as open_run
     from .views import json_report
     from .views.terminal import print_summary
@@ -183,7 +184,8 @@ def cmd_analyse(args) -> int:
     err = Console(stderr=True)
     with err.status(f"reading {args.path}", spinner="dots"):
         run = open_run(args.path)
-        summary = run_summary(run.tables, top=args.top)
+        fp_point, bp_point = fp_bp_points(run.tables)
+        summary = run_summary(run.tables, top=args.top, fp_point=fp_point, bp_point=bp_point)
     if args.json:
         print(json_report.dumps({"path": str(run.path), "ranks": run.ranks, **summary}))
     else:

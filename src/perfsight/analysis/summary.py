@@ -27,7 +27,8 @@ def _series_stats(tables: RunTables) -> dict:
     return {"count": row[0], "mean_ns": row[1], "median_ns": row[2], "data_wait_mean_ns": row[3]}
 
 
-def run_summary(tables: RunTables, *, top: int = 10) -> dict:
+def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None,
+                bp_point: str | None = None) -> dict:
     """``steps``: statistics over every step the collector saw (perfsight runs; else the profiled
     steps); ``profiled_steps``: the step trace; ``top_ops``: the ``top`` operator types by self time;
     ``ops_category``: which operators those are (device tasks when the run has any, else CPU ops);
@@ -35,7 +36,7 @@ def run_summary(tables: RunTables, *, top: int = 10) -> dict:
     ops, Python and idle (adds up to the step); ``overlap``: merged computation / communication / pure
     communication / free time over each rank's device span; ``memory_peak``: per device;
     ``data``: the data-preparation verdict; ``advice``: the advisor's findings."""
-    profiled = step_trace(tables)
+    profiled = step_trace(tables, fp_point=fp_point, bp_point=bp_point)
     steps = _series_stats(tables)
     if not steps["count"] and profiled.num_rows:
         iteration = profiled.column("iteration_ns")
