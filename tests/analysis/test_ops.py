@@ -60,7 +60,8 @@ def test_api_statistic():
 
 def test_task_time():
     table = ops.task_time(training_run())
-    assert table.column_names == ["id", "name", "task_type", "rank", "device", "track", "start_ns", "dur_ns", "step"]
+    assert table.column_names == ["id", "name", "task_type", "rank", "device", "track", "start_ns", "dur_ns", "step",
+                                  "launch_op"]
     assert table["id"].to_pylist() == [7, 8, 27] and table["dur_ns"].to_pylist() == [500, 100, 300]
 
 
@@ -68,3 +69,21 @@ def test_empty_run_gives_empty_tables():
     empty = RunTables()
     for table in (ops.op_instances(empty), ops.op_statistic(empty), ops.api_statistic(empty), ops.task_time(empty)):
         assert table.num_rows == 0
+
+
+def test_op_statistic_search_top_and_group_by_shape():
+    tables = training_run()
+    linear = ops.op_statistic(tables, kinds=("cpu_op",), search="LINEAR").to_pylist()
+    assert [r["op_type"] for r in linear] == ["aten::linear"]
+    by_shape = ops.op_statistic(tables, kinds=("cpu_op",), by=["op_type", "input_shapes"], search="linear")
+    assert sorted(by_shape["input_shapes"].to_pylist()) == sorted(
+        {r["input_shapes"] for r in ops.op_instances(tables, kinds=("cpu_op",)).to_pylist()
+         if r["op_type"] == "aten::linear"})
+    assert ops.op_statistic(tables, kinds=("cpu_op",), top=1).num_rows == 1
+    everything = ops.op_statistic(tables, kinds=("cpu_op",))
+    assert ops.op_statistic(tables, kinds=("cpu_op",), top=2).to_pylist() == everything.slice(0, 2).to_pylist()
+
+
+def test_device_tasks_name_their_launching_op():
+    tasks = ops.task_time(training_run()).to_pylist()
+    assert [t["launch_op"] for t in tasks if t["name"] == "gemm_kernel"] == ["aten::addmm", "aten::linear"]

@@ -68,7 +68,8 @@ def test_statistics_and_step_trace_csv(tmp_path):
          "0.500"],
     ]
     assert read_csv(files["task_time"])[0] == ["Rank", "Device", "Stream", "Task Name", "Task Type",
-                                               "Task Start Time(us)", "Task Duration(us)", "Step"]
+                                               "Task Start Time(us)", "Task Duration(us)", "Step", "Launch Op"]
+    assert [row[-1] for row in read_csv(files["task_time"])[1:]] == ["aten::addmm", "", "aten::linear"]
 
 
 def test_fp_bp_points_reach_the_step_trace(tmp_path):

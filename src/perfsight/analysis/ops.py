@@ -43,6 +43,7 @@ OP_INSTANCES = pa.schema([
     ("rank", pa.int32()),
     ("device", pa.string()),
     ("track", pa.string()),
+    ("launch_op", pa.string()),
 ])
 
 _STATISTIC_VALUES = [
@@ -65,6 +66,7 @@ TASK_TIME = pa.schema([
     ("start_ns", pa.int64()),
     ("dur_ns", pa.int64()),
     ("step", pa.int32()),
+    ("launch_op", pa.string()),
 ])
 
 _DEVICE_TASK_PREDICATE = "t.kind = 'stream' AND list_contains($device_kinds, s.kind)"
@@ -77,11 +79,12 @@ WITH picked AS (
     WHERE {predicate}
 ), child_time AS (    -- time spent in directly nested slices, for self time
     SELECT parent_id AS id, sum(dur_ns) AS child_ns FROM slices WHERE parent_id IS NOT NULL GROUP BY parent_id
-), launching_op AS (  -- the host operator a device task came from, for its input shapes
-    SELECT coalesce(t.rank, 0) AS rank, s.external_id,
-           arg_max(s.input_shapes, s.depth) AS input_shapes, arg_max(s.input_dtypes, s.depth) AS input_dtypes
+), launching_op AS (  -- the innermost host operator a device task came from, and its input shapes
+    SELECT coalesce(t.rank, 0) AS rank, s.external_id, arg_max(s.name, s.depth) AS launch_op,
+           arg_max(s.input_shapes, s.depth) FILTER (WHERE s.input_shapes IS NOT NULL) AS input_shapes,
+           arg_max(s.input_dtypes, s.depth) FILTER (WHERE s.input_shapes IS NOT NULL) AS input_dtypes
     FROM slices s JOIN tracks t USING (track_id)
-    WHERE s.kind = 'cpu_op' AND s.external_id IS NOT NULL AND s.input_shapes IS NOT NULL
+    WHERE s.kind = 'cpu_op' AND s.external_id IS NOT NULL
     GROUP BY ALL
 )
 SELECT p.id, p.name, coalesce(p.op_type, p.name) AS op_type, p.kind, p.category, p.task_type,
@@ -89,7 +92,7 @@ SELECT p.id, p.name, coalesce(p.op_type, p.name) AS op_type, p.kind, p.category,
        greatest(0, coalesce(p.start_ns - lag(p.start_ns + p.dur_ns) OVER same_lane, 0)) AS wait_ns,
        coalesce(p.input_shapes, l.input_shapes) AS input_shapes,
        coalesce(p.input_dtypes, l.input_dtypes) AS input_dtypes,
-       p.step, p.rank, p.device, p.track
+       p.step, p.rank, p.device, p.track, l.launch_op
 FROM picked p
 LEFT JOIN child_time c ON c.id = p.id
 LEFT JOIN launching_op l ON p.category = 'device' AND l.rank = p.rank AND l.external_id = p.external_id
@@ -147,11 +150,37 @@ def duration_statistics(instances: pa.Table, keys: Sequence[str]) -> pa.Table:
     return con.sql(query).to_arrow_table().cast(schema)
 
 
-def op_statistic(tables: RunTables, *, by: str = "op_type", kinds: Sequence[str] | None = None) -> pa.Table:
-    """Per operator type (or ``by`` = any ``op_instances`` column, e.g. ``name``) and task type: count,
-    total_ns, avg_ns, min_ns, max_ns and ratio (percent of the category's total), per rank and category.
-    The executions are those of ``op_instances(tables, kinds=kinds)``."""
-    return duration_statistics(op_instances(tables, kinds=kinds), ["rank", "category", by, "task_type"])
+def op_statistic(tables: RunTables, *, by: str | Sequence[str] = "op_type", kinds: Sequence[str] | None = None,
+                 search: str | None = None, top: int | None = None) -> pa.Table:
+    """Per operator type (or ``by`` = any ``op_instances`` column or columns, e.g. ``name`` or
+    ``["op_type", "input_shapes"]`` to group by input shape) and task type: count, total_ns, self_ns,
+    avg_ns, min_ns, max_ns and ratio (percent of the category's total), per rank and category.
+    The executions are those of ``op_instances(tables, kinds=kinds)``; ``search`` keeps the operators whose
+    name or type contains it (case-insensitive; ratios stay shares of the whole category); ``top`` keeps
+    the ``top`` longest totals per rank and category."""
+    keys = [by] if isinstance(by, str) else list(by)
+    stats = duration_statistics(op_instances(tables, kinds=kinds), ["rank", "category", *keys, "task_type"])
+    if search:
+        needle = search.lower()
+        columns = [c for c in ("name", "op_type") if c in keys]
+        if not columns:
+            raise ValueError(f"search needs 'name' or 'op_type' among the grouping columns, got {keys}")
+        hits = [pc.match_substring(pc.utf8_lower(stats[c]), needle) for c in columns]
+        mask = hits[0] if len(hits) == 1 else pc.or_(*hits)
+        stats = stats.filter(pc.fill_null(mask, False))
+    if top is not None:
+        stats = _first_per_group(stats, top)
+    return stats
+
+
+def _first_per_group(stats: pa.Table, n: int) -> pa.Table:
+    """The first ``n`` rows of each (rank, category) group of a table sorted by them (statistics are small)."""
+    keep, seen = [], {}
+    for index, group in enumerate(zip(stats["rank"].to_pylist(), stats["category"].to_pylist())):
+        seen[group] = seen.get(group, 0) + 1
+        if seen[group] <= n:
+            keep.append(index)
+    return stats.take(pa.array(keep, pa.int64()))
 
 
 def api_statistic(tables: RunTables) -> pa.Table:
