@@ -95,3 +95,6 @@ def test_make_big_trace_replicates_steps(trace, tmp_path):
     one, three = perfsight.open(trace, use_cache=False), perfsight.open(big, use_cache=False)
     assert three.steps == list(range(2, 11)) and one.steps == [2, 3, 4]
     assert three.tables.flows.num_rows == 3 * one.tables.flows.num_rows
+    steps = three.sql("SELECT step, start_ns FROM slices WHERE kind = 'step' ORDER BY step").to_pylist()
+    starts = [row["start_ns"] for row in steps]
+    assert {b - a for a, b in zip(starts, starts[3:])} == {shift * 1000}   # ns-exact copies of float timestamps

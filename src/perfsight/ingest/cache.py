@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from ..tables import RunTables, conform
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 FINGERPRINT = "fingerprint.json"
 
 
@@ -36,7 +36,8 @@ def read(cache_dir: Path, sources: list[Path]) -> RunTables | None:
     if stored != json.loads(json.dumps(fingerprint(sources))):
         return None
     try:
-        return RunTables(**{name: conform(name, pq.read_table(cache_dir / f"{name}.parquet"))
+        # ParquetFile.read, not pq.read_table: the latter imports pyarrow.dataset (~0.25 s, ~50 MiB)
+        return RunTables(**{name: conform(name, pq.ParquetFile(cache_dir / f"{name}.parquet").read())
                             for name, _ in RunTables().items()})
     except (OSError, ValueError):
         return None
@@ -48,7 +49,7 @@ def write(cache_dir: Path, sources: list[Path], tables: RunTables) -> bool:
     try:
         temp.mkdir(parents=True, exist_ok=True)
         for name, table in tables.items():
-            pq.write_table(table, temp / f"{name}.parquet", compression="zstd")
+            pq.write_table(table, temp / f"{name}.parquet", compression="lz4")   # 3x faster to read than zstd
         (temp / FINGERPRINT).write_text(json.dumps(fingerprint(sources)), encoding="utf-8")
         if cache_dir.exists():
             shutil.rmtree(cache_dir)
