@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from . import ingest, layout
+from . import ingest
 from .errors import InputError
 from .tables import RunTables
 

@@ -23,7 +23,7 @@ def test_sigkill_mid_collection_then_export(tmp_path):
                             env=child_environment(given), stdout=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 180
-        for line in proc.stdout:
+        for _line in proc.stdout:
             runs = run_dirs(out) if out.exists() else []
             if runs and len(list((runs[0] / layout.HOST_DATA).glob(layout.TRACE_GLOB))) >= 2:
                 break

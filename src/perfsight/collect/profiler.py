@@ -163,7 +163,6 @@ class Profiler:
             _active = self
 
     def _start_session(self) -> None:
-        import torch
         from torch.profiler import ProfilerActivity, profile
 
         from .schedule import make_schedule
