@@ -1,5 +1,6 @@
 """Every real trace in ../shared/data/kineto gives a full analysis (or a clear message), never a traceback."""
 import csv
+from pathlib import Path
 
 import pytest
 
@@ -7,14 +8,13 @@ import perfsight
 from perfsight.analysis.summary import run_summary
 from perfsight.errors import InputError
 
-from conftest import SHARED_DATA
+MANIFEST = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "kineto" / "MANIFEST.tsv"
 
 
 def manifest_rows():
-    path = SHARED_DATA / "kineto" / "MANIFEST.tsv"
-    if not path.is_file():
+    if not MANIFEST.is_file():
         return []
-    with open(path, newline="") as f:
+    with open(MANIFEST, newline="") as f:
         return list(csv.DictReader(f, delimiter="\t"))
 
 
