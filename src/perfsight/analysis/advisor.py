@@ -176,14 +176,14 @@ def _amp_unused(facts: Facts) -> Advice | None:
 
 def _channels_last(facts: Facts) -> Advice | None:
     rows = facts.rows("""
-        WITH conv AS (
-            SELECT s.dur_ns, json_extract(s.args, '$."Input Strides"[0]') AS strides,
+        WITH candidates AS (
+            SELECT s.name, s.depth, s.dur_ns, json_extract(s.args, '$."Input Strides"[0]') AS strides,
                    json_extract(s.input_shapes, '$[0]') AS shape
             FROM slices s
-            WHERE s.kind = 'cpu_op' AND s.name IN ('aten::conv2d', 'aten::cudnn_convolution', 'aten::convolution')
-              AND s.depth = (SELECT min(depth) FROM slices c WHERE c.kind = 'cpu_op' AND c.name = s.name))
+            WHERE s.kind = 'cpu_op' AND s.name IN ('aten::conv2d', 'aten::convolution', 'aten::cudnn_convolution')),
+        outermost AS (SELECT name FROM candidates GROUP BY name ORDER BY min(depth), name LIMIT 1)
         SELECT count(*) AS convs, sum(dur_ns)::BIGINT AS conv_ns
-        FROM conv
+        FROM candidates JOIN outermost USING (name)   -- conv2d wraps convolution: count each call once
         WHERE json_array_length(shape) = 4
           AND CAST(strides->>'$[1]' AS BIGINT) = CAST(shape->>'$[2]' AS BIGINT) * CAST(shape->>'$[3]' AS BIGINT)""")
     convs, conv_ns = rows[0]["convs"], rows[0]["conv_ns"] or 0

@@ -91,13 +91,22 @@ BREAKDOWN = ("compute", "communication", "memory", "runtime", "dataloader", "hos
 
 
 def _print_breakdown(breakdown, console: Console) -> None:
+    """One row per category, one ms and one % column per rank: fits 80 columns up to 3 ranks."""
     if not breakdown.num_rows:
         return
-    table = Table(title="Mean step breakdown (ms; adds up to the step)", title_justify="left")
-    for column in ("rank", "step", *BREAKDOWN):
-        table.add_column(column.replace("_", " "), justify="right")
-    for row in breakdown.to_pylist():
-        table.add_row(str(row["rank"]), _ms(row["step_ns"]), *(_ms(row[f"{c}_ns"]) for c in BREAKDOWN))
+    rows = breakdown.to_pylist()
+    table = Table(title="Mean step breakdown (adds up to the step)", title_justify="left")
+    table.add_column("category")
+    for row in rows:
+        table.add_column(f"rank {row['rank']} ms", justify="right")
+        table.add_column("%", justify="right")
+    shown = [c for c in BREAKDOWN if c == "idle" or any(row[f"{c}_ns"] for row in rows)]
+    for category in shown:
+        cells = []
+        for row in rows:
+            cells += [_ms(row[f"{category}_ns"]), f"{row[f'{category}_pct']:.1f}"]
+        table.add_row(category.replace("_", " "), *cells)
+    table.add_row("[bold]step[/bold]", *[cell for row in rows for cell in (_ms(row["step_ns"]), "100.0")])
     console.print(table)
 
 
