@@ -9,7 +9,6 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Callable
 
 from . import ingest
 from .errors import InputError
@@ -26,8 +25,7 @@ def load(path: str | os.PathLike, *, use_cache: bool = True) -> RunTables:
 
 def export(path: str | os.PathLike, *, timeline: bool = True, summary: bool = True, fmt: str = "csv",
            iteration_id: int | None = None, model_id: int | None = None, iteration_count: int | None = None,
-           clear: bool = False, output: str | os.PathLike | None = None,
-           progress: Callable[[str], None] | None = None) -> dict[Path, list[Path]]:
+           clear: bool = False, output: str | os.PathLike | None = None) -> dict[Path, list[Path]]:
     """Export every run at ``path`` the msprof way; returns the files written per run.
 
     ``output`` puts the files in ``output/<run name>/`` instead of the run's own perfsight_output/
@@ -41,8 +39,6 @@ def export(path: str | os.PathLike, *, timeline: bool = True, summary: bool = Tr
     runs = ingest.find_runs(Path(path))
     results: dict[Path, list[Path]] = {}
     for run in runs:
-        if progress:
-            progress(f"reading {run.path}")
         tables = select(ingest.load(run), selection)
         out_dir = Path(output) / run.path.name if output else run.default_output_dir
         _ensure_writable(out_dir)

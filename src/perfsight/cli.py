@@ -147,13 +147,29 @@ def cmd_run(args) -> int:
     return code
 
 
+def _with_progress(path: str, work):
+    """Run ``work()`` under a progress bar (on stderr) over the bytes of the raw files at ``path``."""
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from .ingest import find_runs, progress
+
+    total = sum(p.stat().st_size for run in find_runs(Path(path)) for p in run.sources() if p.is_file())
+    columns = (TextColumn("reading"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("reading", total=total)
+        with progress.reporting(lambda nbytes: bar.advance(task, nbytes)):
+            return work()
+
+
 def cmd_export(args) -> int:
     from .api import export
 
-    results = export(args.dir, timeline=args.export_kind == "timeline", summary=args.export_kind == "summary",
+    results = _with_progress(args.dir, lambda: export(args.dir, timeline=args.export_kind == "timeline", summary=args.export_kind == "summary",
                      fmt=getattr(args, "format", "csv"), iteration_id=args.iteration_id, model_id=args.model_id,
-                     iteration_count=args.iteration_count, clear=args.clear, output=args.output,
-                     progress=lambda text: print(f"perfsight: {text}", file=sys.stderr))
+                     iteration_count=args.iteration_count, clear=args.clear, output=args.output))
     for run, files in results.items():
         print(f"{run}:")
         for path in files:
@@ -173,19 +189,15 @@ def cmd_demo(args) -> int:
 
 
 def cmd_analyse(args) -> int:
-    from rich.console import Console
-
     from .analysis.summary import run_summary
     from .api import fp_bp_points
     from .run import open as open_run
     from .views import json_report
     from .views.terminal import print_summary
 
-    err = Console(stderr=True)
-    with err.status(f"reading {args.path}", spinner="dots"):
-        run = open_run(args.path)
-        fp_point, bp_point = fp_bp_points(run.tables)
-        summary = run_summary(run.tables, top=args.top, fp_point=fp_point, bp_point=bp_point)
+    run = _with_progress(args.path, lambda: open_run(args.path))
+    fp_point, bp_point = fp_bp_points(run.tables)
+    summary = run_summary(run.tables, top=args.top, fp_point=fp_point, bp_point=bp_point)
     if args.json:
         print(json_report.dumps({"path": str(run.path), "ranks": run.ranks, **summary}))
     else:

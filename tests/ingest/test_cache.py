@@ -37,3 +37,16 @@ def test_a_read_only_place_still_loads_without_a_cache(shared_data, tmp_path):
         assert not list(folder.glob("*.tmp*"))
     finally:
         folder.chmod(0o755)
+
+
+def test_reading_reports_every_raw_byte_to_a_progress_listener(shared_data, tmp_path):
+    from perfsight.ingest import progress
+
+    trace = tmp_path / "t.pt.trace.json.gz"
+    shutil.copy(shared_data / TRACE, trace)
+    [run] = ingest.find_runs(trace)
+    seen = []
+    with progress.reporting(seen.append):
+        ingest.load(run, use_cache=False)
+    assert sum(seen) == trace.stat().st_size and len(seen) >= 1
+    progress.advance(10)                                        # nobody listening: nothing happens

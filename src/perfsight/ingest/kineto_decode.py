@@ -20,6 +20,7 @@ from typing import Any, BinaryIO, Iterator
 import msgspec
 
 from perfsight.errors import InputError
+from perfsight.ingest import progress
 
 ABSENT = msgspec.Raw(b"")
 EMPTY_OBJECT = msgspec.Raw(b"{}")
@@ -263,13 +264,19 @@ def json_pieces(path: Path, warnings: list[str], piece_bytes: int = PIECE_BYTES)
     except OSError as error:
         raise InputError(f"{path}: cannot read the file ({error.strerror or error})") from error
     with file:
-        first = file.read(max(piece_bytes, 2))
+        first = _read(file, max(piece_bytes, 2))
         if first.startswith(b"\x1f\x8b"):
             yield from _gunzipped(file, first, path, warnings, piece_bytes)
             return
         while first:
             yield first
-            first = file.read(piece_bytes)
+            first = _read(file, piece_bytes)
+
+
+def _read(file: BinaryIO, size: int) -> bytes:
+    data = file.read(size)
+    progress.advance(len(data))
+    return data
 
 
 def _gunzipped(file: BinaryIO, compressed: bytes, path: Path, warnings: list[str], piece_bytes: int
@@ -288,10 +295,10 @@ def _gunzipped(file: BinaryIO, compressed: bytes, path: Path, warnings: list[str
         if piece:
             yield piece
         if decompressor.eof:
-            compressed = decompressor.unused_data or file.read(piece_bytes)
+            compressed = decompressor.unused_data or _read(file, piece_bytes)
             if compressed:  # a further gzip member follows
                 decompressor = zlib.decompressobj(wbits=47)
         else:
-            compressed = decompressor.unconsumed_tail or file.read(piece_bytes)
+            compressed = decompressor.unconsumed_tail or _read(file, piece_bytes)
     if not decompressor.eof:
         warnings.append(f"{path.name}: gzip stream truncated after {produced} bytes of JSON text")
