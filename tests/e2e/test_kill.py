@@ -43,3 +43,21 @@ def test_sigkill_mid_collection_then_export(tmp_path):
     steps = {e["name"] for e in events if str(e.get("name", "")).startswith("ProfilerStep#")}
     assert {"ProfilerStep#0", "ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"} <= steps
     assert list((run / layout.OUTPUT_DIR).glob("op_statistic_*.csv"))
+
+
+def test_sigterm_closes_the_run_then_ends_the_process_as_sigterm_would(tmp_path):
+    out = tmp_path / "prof"
+    proc = subprocess.Popen([sys.executable, script("train_tiny.py"), "1000", "0.05"],
+                            env=child_environment({"output": str(out)}), stdout=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stdout:
+            if line.startswith("step 3"):
+                break
+        os.kill(proc.pid, signal.SIGTERM)
+    finally:
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGTERM
+    [run] = run_dirs(out)
+    m = manifest(run)
+    assert m["status"] == "complete" and m["end_ns"] and m["steps_collected"][:4] == [0, 1, 2, 3]
+    assert list((run / layout.HOST_DATA).glob(layout.TRACE_GLOB))        # the whole-run trace was written

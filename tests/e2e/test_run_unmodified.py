@@ -125,3 +125,13 @@ def test_bad_options_are_refused_before_the_script_starts(tmp_path, flag, value,
 def test_script_exit_code_is_passed_through(tmp_path):
     result = perfsight("run", "-o", tmp_path, "--", sys.executable, "-c", "import sys; sys.exit(3)")
     assert result.returncode == 3
+
+
+def test_trace_windows_cut_at_every_step_do_not_crash_the_training(tmp_path):
+    """Regression: stepping the profiler inside the optimizer-step hook (inside torch's Optimizer.step
+    range) crashed the process with SIGSEGV when a trace window was cut there."""
+    result = perfsight("run", "-o", tmp_path, "--flush-every", "1", "--", sys.executable, script("train_tiny.py"), "30")
+    assert result.returncode == 0, result.stderr[-2000:]
+    [run] = run_dirs(tmp_path)
+    assert manifest(run)["steps_collected"] == list(range(30))
+    assert len(list((run / layout.HOST_DATA).glob(layout.TRACE_GLOB))) >= 30

@@ -1,8 +1,8 @@
 """No-code-change activation: PERFSIGHT_OPTIONS (or PROFILING_OPTIONS / MS_PROFILER_OPTIONS) in the
 environment starts a Profiler when the interpreter starts.
 
-Steps come from torch.optim's global optimizer-step hooks, so an unmodified training script gets
-ProfilerStep ranges; a script that never steps an optimizer (inference) gets one whole-run profile.
+Steps come from torch.optim's global optimizer-step hooks (taken at the next batch fetch or module
+forward), so an unmodified training script gets ProfilerStep ranges; a script that never steps an optimizer (inference) gets one whole-run profile.
 The run is closed at exit (and on SIGTERM, as torchrun sends). Launchers and helper processes
 (torchrun itself, multiprocessing spawn children such as DataLoader workers) are not profiled.
 Invalid options print one clear message and leave the script running unprofiled.
@@ -72,9 +72,15 @@ def activate_from_env(environ=os.environ) -> "object | None":
 
 
 def _install_step_hook(profiler) -> None:
+    """A step ends when an optimizer steps; it is taken at the next batch fetch or module forward
+    (see Profiler.step_soon: the hook itself runs where a trace window must not be cut)."""
+    from torch.nn.modules.module import register_module_forward_pre_hook
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
-    _state["hook"] = register_optimizer_step_post_hook(lambda optimizer, args, kwargs: profiler.step())
+    _state["hooks"] = (
+        register_optimizer_step_post_hook(lambda optimizer, args, kwargs: profiler.step_soon()),
+        register_module_forward_pre_hook(lambda module, args: profiler.take_pending_step()),
+    )
 
 
 def _close_on_sigterm(profiler) -> None:

@@ -46,6 +46,7 @@ class Profiler:
         self._storage: StorageGuard | None = None
         self._steps_collected: list[int] = []
         self._steps_before_run = 0       # step() calls before the first start(): steps count from here
+        self._step_pending = False       # step_soon() was called; step() runs at the next safe point
         self._epoch: int | None = None
         if start_profile:
             self.start()
@@ -76,6 +77,7 @@ class Profiler:
 
     def close(self) -> None:
         """Stop, close the run's files and mark its manifest complete. Called at exit if forgotten."""
+        self.take_pending_step()
         self.stop()
         if self.run is not None and self._recorder is not None:
             self.failsafe.run("finishing the run", self._close_run)
@@ -87,6 +89,19 @@ class Profiler:
             return
         if not self.failsafe.failed:
             self.failsafe.run("recording a step", self._step)
+
+    def step_soon(self) -> None:
+        """Mark the end of a step from inside one of torch's own ranges (an optimizer-step hook runs
+        inside ``Optimizer.step``'s record_function, where restarting Kineto for a new trace window
+        crashes the process). The step is taken at the next safe point: the next data-loader fetch,
+        ``take_pending_step()`` (e.g. from a forward pre-hook), or ``close()``."""
+        self._step_pending = True
+
+    def take_pending_step(self) -> None:
+        """Take a step marked by ``step_soon()``, if any."""
+        if self._step_pending:
+            self._step_pending = False
+            self.step()
 
     def epoch_begin(self, epoch: int) -> None:
         """Tell the profiler an epoch begins; with the ``epochs`` option, starts at the first one."""
@@ -151,7 +166,7 @@ class Profiler:
         self._recorder = StepRecorder(self.run.host_data / layout.STEPS, first_step=self._steps_before_run)
         self._recorder.epoch = self._epoch
         if opts.data_process:
-            self._dataloader_timer = DataLoaderTimer(self._recorder)
+            self._dataloader_timer = DataLoaderTimer(self._recorder, before_fetch=self.take_pending_step)
             self._dataloader_timer.install()
         series = series_for(opts.host_sys, opts.host_sys_usage)
         self._sampler = HostSampler(self.run.host_data / layout.HOST_USAGE, series, opts.host_sys_usage_freq,

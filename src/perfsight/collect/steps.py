@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Callable
 
 HEADER = "step,start_ns,end_ns,data_wait_ns,epoch\n"
 
@@ -43,10 +44,12 @@ class StepRecorder:
 
 
 class DataLoaderTimer:
-    """Adds the wall time of every DataLoader ``__next__`` to the recorder's current step."""
+    """Adds the wall time of every DataLoader ``__next__`` to the recorder's current step; calls
+    ``before_fetch`` first (where a deferred step boundary is taken)."""
 
-    def __init__(self, recorder: StepRecorder):
+    def __init__(self, recorder: StepRecorder, before_fetch: Callable[[], None] = lambda: None):
         self.recorder = recorder
+        self.before_fetch = before_fetch
         self._original = None
 
     def install(self) -> None:
@@ -54,9 +57,10 @@ class DataLoaderTimer:
 
         cls = dataloader._BaseDataLoaderIter
         original = cls.__next__
-        recorder = self.recorder
+        recorder, before_fetch = self.recorder, self.before_fetch
 
         def timed_next(it):
+            before_fetch()
             t0 = time.perf_counter_ns()
             try:
                 return original(it)
