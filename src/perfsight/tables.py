@@ -33,9 +33,6 @@ SLICE_KINDS = (
     "other",
 )
 
-#: kinds that run on a device stream (the "device tasks" of msprof)
-DEVICE_KINDS = ("kernel", "comm", "memcpy", "memset", "gpu_annotation")
-
 #: tracks.kind values
 TRACK_KINDS = ("thread", "stream", "counter", "overlap")
 
