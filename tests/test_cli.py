@@ -97,3 +97,14 @@ def test_analyse_honours_perfsight_bp_end(shared_data, capsys, monkeypatch):
     assert main(["analyse", trace, "--json"]) == 0
     pinned = json.loads(capsys.readouterr().out)["profiled_steps"]
     assert all(p["bp_end_ns"] < a["bp_end_ns"] for p, a in zip(pinned, automatic))   # the last addmm is forward
+
+
+def test_analyse_says_what_a_truncated_trace_lost(shared_data, tmp_path, capsys):
+    import gzip
+
+    text = gzip.decompress((shared_data / "kineto/hta/trace_filter/sampled_rank-0.json.gz").read_bytes())
+    cut = tmp_path / "cut.pt.trace.json"
+    cut.write_bytes(text[: len(text) // 2])
+    assert main(["analyse", str(cut)]) == 0
+    out = capsys.readouterr().out
+    assert "warning:" in out and "Top 10 operators" in out

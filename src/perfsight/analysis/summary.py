@@ -1,6 +1,8 @@
 """A run at a glance: step-time statistics, the profiled steps, the top operators and the advice (pure function)."""
 from __future__ import annotations
 
+import json
+
 import pyarrow.compute as pc
 
 from ..tables import RunTables
@@ -35,7 +37,8 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
     ``breakdown``: the mean step split into compute, communication, memory, runtime, data loading, host
     ops, Python and idle (adds up to the step); ``overlap``: merged computation / communication / pure
     communication / free time over each rank's device span; ``memory_peak``: per device;
-    ``data``: the data-preparation verdict; ``advice``: the advisor's findings."""
+    ``data``: the data-preparation verdict; ``advice``: the advisor's findings; ``warnings``: what the
+    readers skipped (damaged input) and how collection ended, when not cleanly."""
     profiled = step_trace(tables, fp_point=fp_point, bp_point=bp_point)
     steps = _series_stats(tables)
     if not steps["count"] and profiled.num_rows:
@@ -47,7 +50,12 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
     stats = stats.sort_by([("self_ns", "descending")]).slice(0, top)
     category = stats.column("category")[0].as_py() if stats.num_rows else None
     totals = overlap(tables)
+    meta = tables.meta_dict()
+    warnings = json.loads(meta.get("parse_warnings") or "[]")
+    if meta.get("collection_status", "complete") not in ("complete", "None"):
+        warnings.insert(0, f"collection: {meta['collection_status']}")
     return {"steps": steps, "profiled_steps": profiled, "top_ops": stats, "ops_category": category,
             "breakdown": step_breakdown_average(step_breakdown(tables)),
             "overlap": totals.filter(pc.is_null(totals.column("step"))),
-            "memory_peak": memory_peak(tables), "data": data_verdict(tables), "advice": advise(tables)}
+            "memory_peak": memory_peak(tables), "data": data_verdict(tables), "advice": advise(tables),
+            "warnings": warnings}

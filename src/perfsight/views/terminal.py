@@ -47,6 +47,10 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
     """Step times, the profiled steps and the top operators of ``run_summary``."""
     console = console or Console()
     console.print(f"[bold]perfsight run[/bold] {title}")
+    from rich.markup import escape
+
+    for warning in summary["warnings"]:
+        console.print(f"[yellow]warning:[/yellow] {escape(str(warning))}")
     steps = summary["steps"]
     if steps["count"]:
         console.print(f"{steps['count']} steps: median step time {_ms(steps['median_ns'])} ms, mean "
