@@ -195,3 +195,9 @@ def test_output_beats_the_work_path_variable_and_relative_paths_use_the_cwd(tmp_
     assert (tmp_path / "rel" / "out").is_dir()
     assert resolve_output_root(None, env) == tmp_path / "work"
     assert resolve_output_root(None, {}) == tmp_path / "perfsight_data"
+
+
+def test_analyse_without_a_start_is_a_clear_error(tmp_path):
+    prof = perfsight.Profiler(output_path=tmp_path, start_profile=False)
+    with pytest.raises(perfsight.PerfsightError, match="never started"):
+        prof.analyse()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .. import layout
 from .. import options as options_mod
+from ..errors import PerfsightError
 from .failsafe import Failsafe
 from .rundir import RunDirectory, device_facts, distributed_identity, resolve_output_root, versions
 from .sampler import HostSampler, series_for
@@ -124,7 +125,7 @@ class Profiler:
 
         self.close()
         if self.run is None:
-            raise RuntimeError("nothing was collected: the profiler was never started")
+            raise PerfsightError("analyse: nothing was collected: the profiler was never started")
         export_run(self.run.path, timeline=True, summary=True, fmt=export_format)
         return self.run.path / layout.OUTPUT_DIR
 
