@@ -48,6 +48,8 @@ import time
 import warnings
 from pathlib import Path
 
+from stats import load_average, quantile  # bench/stats.py (scripts here import their siblings)
+
 CONFIGS = {
     "off": "profiling off",
     "l0": 'perfsight, `task_time="l0"` (timing only: no shapes, no FLOPs)',
@@ -217,7 +219,7 @@ def run_all(args, progress=None) -> dict:
     configs = args.configs
     rounds: list[dict[str, dict]] = []
     started = time.perf_counter()
-    load_before = _loadavg()
+    load_before = load_average()
     for r in range(args.rounds):
         order = configs[r % len(configs):] + configs[:r % len(configs)]
         results = {}
@@ -232,25 +234,16 @@ def run_all(args, progress=None) -> dict:
             progress(f"round {r + 1}/{args.rounds} ({time.perf_counter() - started:.0f} s), median ms/step: "
                      + "  ".join(f"{c} {1e3 * statistics.median(results[c]['step_s']):.2f}" for c in configs))
     return {"rounds": rounds, "isolation": args.isolation, "wall_s": time.perf_counter() - started,
-            "load_before": load_before, "load_after": _loadavg()}
+            "load_before": load_before, "load_after": load_average()}
 
 
 # --- statistics -------------------------------------------------------------------------------------------
 
 
-def _quantile(values, q: float) -> float:
-    """Linear-interpolation quantile (numpy's default), for any number of values."""
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-
-
 def _paired(rounds, a: str, b: str, key: str) -> dict:
     """Per round, median(a) / median(b) - 1 in percent; the median and IQR over rounds."""
     ratios = [100 * (statistics.median(r[a][key]) / statistics.median(r[b][key]) - 1) for r in rounds]
-    return {"median": statistics.median(ratios), "q1": _quantile(ratios, 0.25), "q3": _quantile(ratios, 0.75),
+    return {"median": statistics.median(ratios), "q1": quantile(ratios, 0.25), "q3": quantile(ratios, 0.75),
             "wins": sum(x > 0 for x in ratios), "n": len(ratios)}
 
 
@@ -264,7 +257,7 @@ def summarise(data: dict, configs: list[str]) -> dict:
         for key, name in (("step_s", "wall"), ("step_cpu_s", "cpu")):
             times = [t for r in rounds for t in r[c][key]]
             row[name] = {"n": len(times), "median": 1e3 * statistics.median(times),
-                         "p10": 1e3 * _quantile(times, 0.10), "p90": 1e3 * _quantile(times, 0.90)}
+                         "p10": 1e3 * quantile(times, 0.10), "p90": 1e3 * quantile(times, 0.90)}
             if base[key] and c != "off":
                 row[name]["overhead"] = 100 * (statistics.median(times) / base[key] - 1)
                 row[name]["paired"] = _paired(rounds, c, "off", key)
@@ -280,13 +273,6 @@ def summarise(data: dict, configs: list[str]) -> dict:
     comparisons = [{"a": a, "b": b, "wall": _paired(rounds, a, b, "step_s"), "cpu": _paired(rounds, a, b, "step_cpu_s")}
                    for a, b in COMPARISONS if a in configs and b in configs]
     return {"steps": steps, "once": once, "off_rss_mb": off_rss, "comparisons": comparisons}
-
-
-def _loadavg() -> str:
-    try:
-        return " ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "n/a"
 
 
 def machine_facts(threads: int) -> dict:

@@ -14,11 +14,12 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from stats import spread  # bench/stats.py (scripts here import their siblings)
 
 DEFAULT_TRACE = (Path(__file__).resolve().parents[2] / "shared" / "data" / "kineto" / "hta" / "df_index_resolver"
                  / "df_index_resolver.json.gz")
@@ -60,12 +61,6 @@ def run_child(code: str, *args: str) -> dict:
     out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
     return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def spread(values: list[float]) -> tuple[float, float, float]:
-    ordered = sorted(values)
-    pick = lambda q: ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]  # noqa: E731
-    return statistics.median(ordered), pick(0.1), pick(0.9)
 
 
 def measure(trace: Path, rounds: int) -> dict[str, list[dict]]:

@@ -47,6 +47,8 @@ import threading
 import time
 from pathlib import Path
 
+from stats import load_average, spread  # bench/stats.py (scripts here import their siblings)
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TRACE = ROOT.parent / "shared" / "data" / "kineto" / "hta" / "df_index_resolver" / "df_index_resolver.json.gz"
 DEFAULT_VENV = Path(tempfile.gettempdir()) / "perfsight-bench-hta-venv"
@@ -268,12 +270,6 @@ def warm(path: Path) -> dict:
 
 # ------------------------------------------------------------------------------------------- reporting
 
-def spread(values: list[float]) -> tuple[float, float, float]:
-    ordered = sorted(values)
-    pick = lambda q: ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]  # noqa: E731
-    return statistics.median(ordered), pick(0.1), pick(0.9)
-
-
 def samples(rounds: list[dict], tool: str, key: str) -> list[float]:
     return [r[tool][key] for r in rounds if tool in r and r[tool]["status"] == "ok" and r[tool].get(key) is not None]
 
@@ -474,13 +470,6 @@ def markdown(data: dict) -> str:
 
 
 # ------------------------------------------------------------------------------------------------- main
-
-def load_average() -> str:
-    try:
-        return " ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "?"
-
 
 def mem_total_gib() -> float:
     try:
