@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 from ..tables import RunTables
 from . import intervals
 from .kernels import DEVICE_TASKS_SQL, KERNEL_TYPES
+from .step_spans import STEP_SPANS_CTE
 
 #: the categories of the priority sweep, highest priority first (idle is the remainder)
 CATEGORIES = ("compute", "communication", "memory", "runtime", "dataloader", "host_ops", "python")
@@ -56,12 +57,7 @@ WHERE t.kind = 'thread' AND s.kind IN ('runtime', 'driver', 'sync', 'dataloader'
                                        'comm', 'python')
 """
 
-_STEPS_SQL = """
-SELECT coalesce(t.rank, 0) AS rank, s.step, min(s.start_ns) AS start_ns, max(s.start_ns + s.dur_ns) AS end_ns
-FROM slices s JOIN tracks t USING (track_id)
-WHERE s.kind = 'step' AND t.kind = 'thread' AND s.step IS NOT NULL
-GROUP BY ALL ORDER BY rank, step
-"""
+_STEPS_SQL = f"WITH {STEP_SPANS_CTE} SELECT * FROM steps ORDER BY rank, step"
 
 
 class _Rank:
