@@ -163,6 +163,14 @@ class RunTables:
         return con
 
 
+def next_id(column: pa.ChunkedArray | pa.Array) -> int:
+    """One past the largest id in ``column`` (0 for an empty or all-null column): where new ids start."""
+    import pyarrow.compute as pc
+
+    top = pc.max(column).as_py() if len(column) else None
+    return 0 if top is None else int(top) + 1
+
+
 def meta_table(facts: dict[str, object]) -> pa.Table:
     """Build a meta table from a dict; non-string values are stored as JSON text."""
     import json

@@ -14,16 +14,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InputError
-from ..tables import RunTables, meta_table
+from ..tables import RunTables, meta_table, next_id
 
 SLICE_ID_COLUMNS = {"slices": ("id", "parent_id"), "flows": ("src_id", "dst_id"), "memory": ("op_slice_id",)}
 TRACK_ID_COLUMNS = {"slices": ("track_id",), "tracks": ("track_id",), "counters": ("track_id",),
                     "memory": ("track_id",)}
-
-
-def _next_id(column: pa.ChunkedArray) -> int:
-    top = pc.max(column).as_py() if len(column) else None
-    return 0 if top is None else int(top) + 1
 
 
 def _shift(table: pa.Table, columns: tuple[str, ...], by: int) -> pa.Table:
@@ -62,8 +57,8 @@ def merge(parts: list[tuple[str, RunTables]]) -> RunTables:
             table = _shift(table, SLICE_ID_COLUMNS.get(name, ()), slice_offset)
             table = _shift(table, TRACK_ID_COLUMNS.get(name, ()), track_offset)
             merged[name].append(_with_rank(table, rank) if name == "tracks" else table)
-        slice_offset += _next_id(tables.slices.column("id"))
-        track_offset += _next_id(tables.tracks.column("track_id"))
+        slice_offset += next_id(tables.slices.column("id"))
+        track_offset += next_id(tables.tracks.column("track_id"))
     facts = {**parts[0][1].meta_dict(), "ranks": sorted(ranks), "world_size": max(len(ranks), _world_size(parts)),
              "sources": [name for name, _ in parts],
              "rank_meta": {str(rank): tables.meta_dict() for (_, tables), rank in zip(parts, ranks)}}

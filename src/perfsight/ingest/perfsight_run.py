@@ -18,7 +18,7 @@ import pyarrow.csv as pacsv
 
 from .. import layout
 from ..errors import InputError
-from ..tables import RunTables, conform, meta_table
+from ..tables import RunTables, conform, meta_table, next_id
 from .kineto import read_kineto
 
 
@@ -36,7 +36,7 @@ def read_run(run_dir: Path) -> RunTables:
     traces = [p for p in sorted(host.glob(layout.TRACE_GLOB)) if not p.name.endswith(".partial")]
     tables = read_kineto(traces, rank=manifest.get("rank")) if traces else RunTables()
     tables.slices = _demote_cut_steps(tables.slices, manifest.get("cut_steps", []))
-    next_track = _next(tables.tracks.column("track_id"))
+    next_track = next_id(tables.tracks.column("track_id"))
     counters, tracks = [tables.counters], [tables.tracks]
     for csv_name, reader in ((layout.HOST_USAGE, _wide_series), (layout.STEPS, _step_series)):
         path = host / csv_name
@@ -48,7 +48,7 @@ def read_run(run_dir: Path) -> RunTables:
                 next_track += 1
     slices = [tables.slices]
     if (host / layout.MSPROFTX).is_file():
-        marks, mark_tracks = _msproftx(host / layout.MSPROFTX, next_track, _next(tables.slices.column("id")),
+        marks, mark_tracks = _msproftx(host / layout.MSPROFTX, next_track, next_id(tables.slices.column("id")),
                                        manifest)
         slices.append(marks)
         tracks.append(mark_tracks)
@@ -88,11 +88,6 @@ def _status(manifest: dict) -> str:
     if manifest.get("status") == "collecting":
         return "interrupted: the collecting process ended without closing the run; data flushed before that is kept"
     return str(manifest.get("status"))
-
-
-def _next(column: pa.ChunkedArray) -> int:
-    top = pc.max(column).as_py() if len(column) else None
-    return 0 if top is None else int(top) + 1
 
 
 def _read_csv(path: Path) -> pa.Table:
