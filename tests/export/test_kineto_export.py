@@ -2,13 +2,8 @@
 import csv
 import json
 
-import pytest
-
-from perfsight.export import STEP_MODEL_ID, Selection, export_summary, export_timeline, select, write_readme
-from perfsight.export import catalog
-
-kineto = pytest.importorskip("perfsight.ingest.kineto",
-                             reason="the Kineto reader perfsight.ingest.kineto is not importable")
+from perfsight.export import STEP_MODEL_ID, Selection, catalog, export_summary, export_timeline, select, write_readme
+from perfsight.ingest import kineto
 
 CPU_TRACE = "kineto/generated_torch213_cpu/cpu_mlp_rs_mem_stack.pt.trace.json.gz"
 GPU_TRACE = "kineto/hta/trace_filter/sampled_rank-0.json.gz"
