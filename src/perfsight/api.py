@@ -1,6 +1,6 @@
 """The Python API over ingest and export: what the CLI and Profiler.analyse call.
 
-    load(path)           -> RunTables of the one run at path
+    load(path)           -> the canonical tables of the run (or one job's ranks) at path
     export(path, ...)    -> {run path: [files written]} for every run at path
 """
 from __future__ import annotations
@@ -16,11 +16,10 @@ from .tables import RunTables
 
 
 def load(path: str | os.PathLike, *, use_cache: bool = True) -> RunTables:
-    """The canonical tables of the run at ``path`` (a PROF_ directory or a trace file)."""
-    runs = ingest.find_runs(Path(path))
-    if len(runs) > 1:
-        raise InputError(f"{path}: holds {len(runs)} runs; load one of: " + ", ".join(str(r.path) for r in runs))
-    return ingest.load(runs[0], use_cache=use_cache)
+    """The canonical tables of what ``perfsight.open(path)`` opens."""
+    from .run import open as open_run
+
+    return open_run(path, use_cache=use_cache).tables
 
 
 def export(path: str | os.PathLike, *, timeline: bool = True, summary: bool = True, fmt: str = "csv",

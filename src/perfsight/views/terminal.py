@@ -1,4 +1,5 @@
-"""Terminal rendering with rich: the run summary `perfsight demo` prints and the option list.
+"""Terminal rendering with rich: the run summary (`perfsight demo`, `perfsight analyse`), the advice
+and the option list.
 
 Fits an 80-column terminal: long names are cut with an ellipsis, never wrapped.
 """
@@ -8,6 +9,8 @@ import re
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 
 
@@ -47,8 +50,6 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
     """Step times, the profiled steps and the top operators of ``run_summary``."""
     console = console or Console()
     console.print(f"[bold]perfsight run[/bold] {title}")
-    from rich.markup import escape
-
     for warning in summary["warnings"]:
         console.print(f"[yellow]warning:[/yellow] {escape(str(warning))}")
     steps = summary["steps"]
@@ -122,9 +123,6 @@ def _print_overlap(overlap, console: Console) -> None:
 
 
 def print_advice(advice, console: Console) -> None:
-    from rich.markup import escape
-    from rich.padding import Padding
-
     if not advice.num_rows:
         console.print("Advice: nothing crossed a threshold.")
         return
@@ -138,9 +136,6 @@ def print_advice(advice, console: Console) -> None:
 
 def print_options(options: list[dict], console: Console | None = None) -> None:
     """One block per option: name and aliases, what is allowed, the default, what it does."""
-    from rich.markup import escape
-    from rich.padding import Padding
-
     console = console or Console()
     console.print("[bold]perfsight options[/bold] (PERFSIGHT_OPTIONS JSON, Profiler(**options), "
                   "perfsight run -O KEY=VALUE)\n")
