@@ -50,20 +50,29 @@ def _ms(ns: float) -> str:
 
 
 class Facts:
-    """The tables and the analyses the rules read, each computed at most once."""
+    """The tables and the analyses the rules read, each computed at most once (and shareable with other
+    callers of the same analyses, such as the run summary)."""
 
     def __init__(self, tables: RunTables):
         self.tables = tables
         self.con = tables.connect()
+        self._results: dict = {}
+
+    def get(self, analysis: Callable[..., pa.Table], **kwargs) -> pa.Table:
+        """``analysis(tables, **kwargs)``, computed once per distinct arguments."""
+        key = (analysis, tuple(sorted(kwargs.items())))
+        if key not in self._results:
+            self._results[key] = analysis(self.tables, **kwargs)
+        return self._results[key]
 
     def rows(self, query: str, params: dict | None = None) -> list[dict]:
         return self.con.sql(query, params=params).to_arrow_table().to_pylist()
 
-    @cached_property
+    @property
     def steps(self) -> pa.Table:
         from .steps import step_trace
 
-        return step_trace(self.tables)
+        return self.get(step_trace, fp_point=None, bp_point=None)   # the key run_summary uses too
 
     @cached_property
     def profiled_ns(self) -> int:
@@ -202,7 +211,7 @@ def _channels_last(facts: Facts) -> Advice | None:
 def _data_loader_bound(facts: Facts) -> Advice | None:
     from .data import data_verdict
 
-    bound = [r for r in data_verdict(facts.tables).to_pylist() if r["verdict"] in ("highly", "moderately")]
+    bound = [r for r in facts.get(data_verdict).to_pylist() if r["verdict"] in ("highly", "moderately")]
     if not bound:
         return None
     worst = max(bound, key=lambda r: r["wait_percent"])
@@ -219,7 +228,7 @@ def _data_loader_bound(facts: Facts) -> Advice | None:
 def _low_device_utilisation(facts: Facts) -> Advice | None:
     from .breakdown import temporal_breakdown
 
-    idle = [r for r in temporal_breakdown(facts.tables).to_pylist() if r["idle_pct"] >= LOW_UTILISATION_IDLE_PCT]
+    idle = [r for r in facts.get(temporal_breakdown).to_pylist() if r["idle_pct"] >= LOW_UTILISATION_IDLE_PCT]
     if not idle:
         return None
     worst = max(idle, key=lambda r: r["idle_pct"])
@@ -283,7 +292,7 @@ def _host_bound_gaps(facts: Facts) -> Advice | None:
 def _communication_not_overlapped(facts: Facts) -> Advice | None:
     from .breakdown import overlap
 
-    totals = [r for r in overlap(facts.tables).to_pylist() if r["step"] is None and r["span_ns"]
+    totals = [r for r in facts.get(overlap).to_pylist() if r["step"] is None and r["span_ns"]
               and r["pure_communication_ns"] >= UNOVERLAPPED_COMM_SHARE * r["span_ns"]]
     if not totals:
         return None
@@ -304,7 +313,7 @@ def _memory_near_capacity(facts: Facts) -> Advice | None:
     from .memory import memory_peak
 
     capacity = _device_memory(facts)
-    near = [r for r in memory_peak(facts.tables).to_pylist() if capacity.get(r["device"])
+    near = [r for r in facts.get(memory_peak).to_pylist() if capacity.get(r["device"])
             and max(r["peak_reserved_bytes"] or 0, r["peak_allocated_bytes"] or 0)
             >= MEMORY_CAPACITY_SHARE * capacity[r["device"]]]
     if not near:
@@ -343,9 +352,10 @@ RULES: list[Callable[[Facts], Advice | None]] = [
 ]
 
 
-def advise(tables: RunTables) -> pa.Table:
-    """Every rule's advice for this run, most severe first (schema ``ADVICE``)."""
-    facts = Facts(tables)
+def advise(tables: RunTables, *, facts: Facts | None = None) -> pa.Table:
+    """Every rule's advice for this run, most severe first (schema ``ADVICE``). ``facts`` shares
+    analyses already computed by the caller."""
+    facts = facts or Facts(tables)
     found = [advice for rule in RULES if (advice := rule(facts)) is not None]
     found.sort(key=lambda a: SEVERITY_ORDER[a.severity])
     return pa.Table.from_pylist(

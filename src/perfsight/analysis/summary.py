@@ -6,7 +6,7 @@ import json
 import pyarrow.compute as pc
 
 from ..tables import RunTables
-from .advisor import advise
+from .advisor import Facts, advise
 from .breakdown import overlap, step_breakdown, step_breakdown_average
 from .data import data_verdict
 from .memory import memory_peak
@@ -39,7 +39,8 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
     communication / free time over each rank's device span; ``memory_peak``: per device;
     ``data``: the data-preparation verdict; ``advice``: the advisor's findings; ``warnings``: what the
     readers skipped (damaged input) and how collection ended, when not cleanly."""
-    profiled = step_trace(tables, fp_point=fp_point, bp_point=bp_point)
+    facts = Facts(tables)         # analyses computed here are reused by the advisor
+    profiled = facts.get(step_trace, fp_point=fp_point, bp_point=bp_point)
     steps = _series_stats(tables)
     if not steps["count"] and profiled.num_rows:
         iteration = profiled.column("iteration_ns")
@@ -49,7 +50,7 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
     stats = op_statistic(tables)
     stats = stats.sort_by([("self_ns", "descending")]).slice(0, top)
     category = stats.column("category")[0].as_py() if stats.num_rows else None
-    totals = overlap(tables)
+    totals = facts.get(overlap)
     meta = tables.meta_dict()
     warnings = json.loads(meta.get("parse_warnings") or "[]")
     if meta.get("collection_status", "complete") not in ("complete", "None"):
@@ -57,5 +58,6 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
     return {"steps": steps, "profiled_steps": profiled, "top_ops": stats, "ops_category": category,
             "breakdown": step_breakdown_average(step_breakdown(tables)),
             "overlap": totals.filter(pc.is_null(totals.column("step"))),
-            "memory_peak": memory_peak(tables), "data": data_verdict(tables), "advice": advise(tables),
+            "memory_peak": facts.get(memory_peak), "data": facts.get(data_verdict),
+            "advice": advise(tables, facts=facts),
             "warnings": warnings}
