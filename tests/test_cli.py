@@ -108,3 +108,9 @@ def test_analyse_says_what_a_truncated_trace_lost(shared_data, tmp_path, capsys)
     assert main(["analyse", str(cut)]) == 0
     out = capsys.readouterr().out
     assert "warning:" in out and "Top 10 operators" in out
+
+
+def test_run_reports_bad_options_json_with_its_position(capsys):
+    assert main(["run", "--options", '{"output": }', "--", "python", "-c", "pass"]) == 2
+    err = capsys.readouterr().err
+    assert "--options: invalid JSON at line 1 column 12" in err and "expected an object" in err

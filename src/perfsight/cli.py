@@ -115,17 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run_options(args) -> dict:
+    from .options import load_json_object
+
     given: dict = {}
-    env_json = os.environ.get("PERFSIGHT_OPTIONS")
-    for name, text in (("PERFSIGHT_OPTIONS", env_json), ("--options", args.options_json)):
+    for name, text in (("PERFSIGHT_OPTIONS", os.environ.get("PERFSIGHT_OPTIONS", "").strip()),
+                       ("--options", args.options_json)):
         if text:
-            try:
-                value = json.loads(text)
-            except ValueError as exc:
-                raise OptionError(f"{name}: not valid JSON ({exc})") from None
-            if not isinstance(value, dict):
-                raise OptionError(f"{name}: must be a JSON object, got {type(value).__name__}")
-            given.update(value)
+            given.update(load_json_object(name, text))
     for flag in ("output", "steps", "warmup_steps", "flush_every"):
         if getattr(args, flag) is not None:
             given[flag] = getattr(args, flag)

@@ -687,11 +687,12 @@ def from_env(environ: Mapping[str, str] = os.environ) -> Options | None:
     for variable in ENV_VARIABLES:
         value = environ.get(variable, "").strip()
         if value:
-            return resolve(_load_object(variable, value), source=variable)
+            return resolve(load_json_object(variable, value), source=variable)
     return None
 
 
-def _load_object(variable: str, value: str) -> dict[str, object]:
+def load_json_object(variable: str, value: str) -> dict[str, object]:
+    """The JSON object ``value`` (options as given); errors name ``variable`` and where the JSON breaks."""
     def no_repeats(pairs):
         keys = [key for key, _ in pairs]
         repeated = sorted({key for key in keys if keys.count(key) > 1})
