@@ -20,12 +20,13 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ..tables import RunTables
+from .ops import DEVICE_TASK_KINDS
 
 KERNEL_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
 
 #: SQL for the device tasks of a run: id, rank, track_id, stream, kind, name, kernel_type, start/end/dur, step,
 #: correlation_id. Shared with the breakdown analyses.
-DEVICE_TASKS_SQL = """
+DEVICE_TASKS_SQL = f"""
 SELECT s.id, coalesce(t.rank, 0) AS rank, s.track_id, regexp_replace(t.tid, '^stream ', '') AS stream,
        s.kind, s.name,
        CASE WHEN s.kind = 'comm' OR starts_with(s.name, 'nccl') THEN 'COMMUNICATION'
@@ -33,7 +34,7 @@ SELECT s.id, coalesce(t.rank, 0) AS rank, s.track_id, regexp_replace(t.tid, '^st
             ELSE 'COMPUTATION' END AS kernel_type,
        s.start_ns, s.start_ns + s.dur_ns AS end_ns, s.dur_ns, s.step, s.correlation_id
 FROM slices s JOIN tracks t USING (track_id)
-WHERE t.kind = 'stream' AND s.kind IN ('kernel', 'comm', 'memcpy', 'memset')
+WHERE t.kind = 'stream' AND s.kind IN ({", ".join(f"'{kind}'" for kind in DEVICE_TASK_KINDS)})
 """
 
 KERNEL_BREAKDOWN = pa.schema([
