@@ -6,8 +6,12 @@ entry in ``find_runs``.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
 
 from .. import layout
 from ..errors import InputError
@@ -82,11 +86,25 @@ def find_runs(path: Path) -> list[RunSource]:
 def load(run: RunSource, *, use_cache: bool = True) -> RunTables:
     """The canonical tables of one run, from its Parquet cache when valid, else parsed (and cached)."""
     sources = run.sources()
-    if use_cache:
-        cached = cache.read(run.cache_dir, sources)
-        if cached is not None:
-            return cached
-    tables = run.read()
-    if use_cache:
-        cache.write(run.cache_dir, sources, tables)
+    with system_allocator():
+        if use_cache:
+            cached = cache.read(run.cache_dir, sources)
+            if cached is not None:
+                return cached
+        tables = run.read()
+        if use_cache:
+            cache.write(run.cache_dir, sources, tables)
     return tables
+
+
+@contextlib.contextmanager
+def system_allocator() -> Iterator[None]:
+    """Allocate Arrow memory with malloc while reading: Arrow's default pool (mimalloc) keeps what a
+    read frees, which raised the peak by ~20% (bench/RESULTS.md). Buffers remember their pool, so
+    tables made here stay valid after the previous pool is restored."""
+    previous = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(previous)
