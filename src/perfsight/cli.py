@@ -90,6 +90,39 @@ def _add_run(sub) -> None:
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
 
 
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; allowed: 1-65535") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is out of range; allowed: 1-65535")
+    return value
+
+
+def _add_insight(sub) -> None:
+    insight = sub.add_parser("insight", help="serve the web UI over the runs under a folder",
+                             description="Serve perfsight insight, the local web UI (MindSpore Insight's "
+                                         "performance pages) over every run found under --summary-base-dir. "
+                                         "Runs are parsed once, in the background, and cached beside them.")
+    insight.add_argument("--summary-base-dir", required=True, help="the folder holding the runs (searched "
+                                                                   "recursively; new runs appear by themselves)")
+    insight.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    insight.add_argument("--port", type=_port, default=8080, help="port (default 8080)")
+    insight.add_argument("--allow-remote", action="store_true",
+                         help="allow a --host that is not loopback (the UI has no authentication)")
+    insight.add_argument("--workers", type=_positive_int, default=1, help="runs parsed at once (default 1)")
+    insight.add_argument("--open", dest="open_browser", action="store_true", help="open it in the web browser")
+
+
+def cmd_insight(args) -> int:
+    from .insight.server import serve
+
+    serve(args.summary_base_dir, host=args.host, port=args.port, allow_remote=args.allow_remote,
+          open_browser=args.open_browser, workers=args.workers)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="perfsight", description="Profile, analyse and show deep-learning "
                                      "training and inference.")
@@ -108,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyse.add_argument("--json", action="store_true", help="print the results as JSON for machines")
     analyse.add_argument("--top", type=_positive_int, default=10, help="operators to list (default 10)")
     _add_export(sub)
+    _add_insight(sub)
     sub.add_parser("options", help="list every profiling option, its aliases, range and default",
                    description="List every option perfsight accepts (PERFSIGHT_OPTIONS, PROFILING_OPTIONS, "
                                "MS_PROFILER_OPTIONS and profileConfig names).")
@@ -210,10 +244,10 @@ def cmd_options(args) -> int:
 
 
 COMMANDS = {"run": cmd_run, "export": cmd_export, "demo": cmd_demo, "options": cmd_options,
-            "analyse": cmd_analyse, "analyze": cmd_analyse}
+            "analyse": cmd_analyse, "analyze": cmd_analyse, "insight": cmd_insight}
 
 
-READS_TRACES = ("analyse", "analyze", "export")
+READS_TRACES = ("analyse", "analyze", "export", "insight")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,20 +1,25 @@
-"""JSON rendering of analysis results: Arrow tables become lists of row objects."""
+"""JSON rendering of analysis results: Arrow tables become lists of row objects; NaN becomes null."""
 from __future__ import annotations
 
-import json
+import math
 
+import orjson
 import pyarrow as pa
 
 
-def _plain(value):
+def plain(value):
+    """``value`` with Arrow tables as row lists and non-finite floats as None, ready for any JSON encoder."""
     if isinstance(value, pa.Table):
-        return value.to_pylist()
+        return [plain(row) for row in value.to_pylist()]
     if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
+        return {str(key): plain(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
+        return [plain(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     return value
 
 
-def dumps(results: dict) -> str:
-    return json.dumps(_plain(results), indent=1, default=str)
+def dumps(results: dict, *, indent: bool = True) -> str:
+    option = orjson.OPT_INDENT_2 if indent else 0
+    return orjson.dumps(plain(results), default=str, option=option).decode()

@@ -1,0 +1,106 @@
+/* The insight shell: hash routes (#/ the run list, #/run/<id>/<page> a run's page), the run list with
+   parse progress, and the run navigation. Pages live in PS.pages (pages/*.js). When a view has finished
+   rendering, document.body.dataset.state is "ready" (or "error"): the browser tests wait on it. */
+"use strict";
+
+const RUN_PAGES = [
+  ["overview", "Overview"], ["steps", "Step trace"], ["operators", "Operators"], ["flops", "FLOPs"],
+  ["data", "Data preparation"], ["timeline", "Timeline"], ["dynamic", "Dynamic shape"],
+  ["resources", "Resources"], ["cluster", "Cluster"],
+];
+let pollTimer = null;
+let renderToken = 0;
+
+function setState(state) { document.body.dataset.state = state; }
+
+function schedule(fn, ms) {
+  clearTimeout(pollTimer);
+  pollTimer = setTimeout(fn, ms);
+}
+
+async function route() {
+  clearTimeout(pollTimer);
+  const token = ++renderToken;
+  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  setState("loading");
+  try {
+    if (parts[0] === "run" && parts[1]) await showRun(token, parts[1], parts[2] || "overview", parts.slice(3));
+    else await showList(token);
+    if (token === renderToken) setState("ready");
+  } catch (error) {
+    if (token !== renderToken) return;
+    const main = document.getElementById("page");
+    main.replaceChildren(PS.message(error.message, "error"));
+    setState("error");
+  }
+}
+
+/* --- the run list ------------------------------------------------------------------------------- */
+
+function statusCell(run) {
+  if (run.status === "error") return PS.el("span", {class: "status error"}, "error: " + run.error);
+  if (run.status === "ready") {
+    const warn = run.parse_warnings ? ` (${run.parse_warnings} parse warnings)` : "";
+    return PS.el("span", {class: "status ready"}, "ready" + warn);
+  }
+  const bar = PS.el("progress", {max: 1, value: run.progress});
+  return PS.el("span", {class: "status busy"}, bar, ` ${run.status} ${Math.round(run.progress * 100)}%`);
+}
+
+async function showList(token) {
+  document.getElementById("run-title").textContent = "";
+  document.getElementById("run-nav").replaceChildren();
+  const data = await PS.fetchJson("/api/runs");
+  if (token !== renderToken) return;
+  const main = document.getElementById("page");
+  const columns = [
+    {key: "path", label: "run", format: (v, r) => r.status === "ready"
+      ? PS.el("a", {href: `#/run/${encodeURIComponent(r.id)}/overview`}, v) : v},
+    {key: "kind", label: "kind"},
+    {key: "size_bytes", label: "size", format: PS.fmtBytes, cls: "num"},
+    {key: "ranks", label: "ranks", format: v => (v && v.length) ? v.join(", ") : "–"},
+    {key: "steps", label: "steps", format: v => (v && v.length) ? String(v.length) : "–", cls: "num"},
+    {key: "slices", label: "slices", format: PS.fmtNum, cls: "num"},
+    {key: "status", label: "parse status", format: (v, r) => statusCell(r)},
+  ];
+  main.replaceChildren(
+    PS.el("h1", {}, `Runs under ${data.base}`),
+    data.runs.length ? PS.table(data.runs, columns, {id: "run-list"})
+      : PS.message("No runs found yet: perfsight looks for PROF_ directories and torch.profiler traces " +
+                   "(*.pt.trace.json[.gz]) under this folder, and keeps looking."));
+  const busy = data.runs.some(r => r.status === "queued" || r.status === "parsing");
+  schedule(() => { if (token === renderToken) showList(token).catch(() => {}); }, busy ? 1000 : 5000);
+}
+
+/* --- a run ----------------------------------------------------------------------------------------- */
+
+async function showRun(token, runId, page, params) {
+  const api = `/api/runs/${encodeURIComponent(runId)}`;
+  const run = await PS.fetchJson(api);
+  if (token !== renderToken) return;
+  document.getElementById("run-title").textContent = run.path;
+  const main = document.getElementById("page");
+  if (run.status !== "ready") {
+    document.getElementById("run-nav").replaceChildren();
+    main.replaceChildren(run.status === "error"
+      ? PS.message(`This run could not be read: ${run.error}`, "error")
+      : PS.el("p", {}, `Parsing ${run.path}: `, statusCell(run)));
+    if (run.status !== "error") schedule(() => route(), 1000);
+    return;
+  }
+  const pages = RUN_PAGES.filter(([name]) => name !== "cluster" || run.ranks.length > 1);
+  document.getElementById("run-nav").replaceChildren(...pages.map(([name, label]) =>
+    PS.el("a", {href: `#/run/${encodeURIComponent(runId)}/${name}`, class: name === page ? "active" : null}, label)));
+  const renderer = PS.pages[page];
+  if (!renderer) {
+    main.replaceChildren(PS.message(`No page named "${page}".`, "error"));
+    return;
+  }
+  main.replaceChildren(PS.message("Loading…"));
+  const content = PS.el("div", {class: "page-" + page});
+  await renderer.render(content, {runId, run, api, params});
+  if (token === renderToken) main.replaceChildren(content);
+}
+
+window.addEventListener("hashchange", route);
+window.addEventListener("DOMContentLoaded", route);
