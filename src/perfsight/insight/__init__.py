@@ -2,5 +2,6 @@
 
 discovery finds the runs under the base directory; library parses them in the background and keeps a
 few open; server is the FastAPI app (static pages, Plotly from the installed package, security headers);
-api_pages and api_timeline are the JSON routes the pages draw from; static/ holds the pages.
+api_overview, api_operators, api_resources and api_timeline are the JSON routes the pages draw from
+(responses encodes them); static/ holds the shell (app.js, util.js) and one script per page (pages/).
 """

@@ -24,7 +24,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from ..errors import InputError
-from . import api_pages, api_timeline
+from . import api_operators, api_overview, api_resources, api_timeline
 from .library import LoadedRun, RunLibrary, RunNotReady
 
 STATIC = Path(__file__).parent / "static"
@@ -86,8 +86,8 @@ def create_app(library: RunLibrary, *, allowed_hosts: list[str] | None = None) -
             raise HTTPException(404, f"no run with id {run_id!r} under the summary-base-dir")
         return entry.as_dict()
 
-    app.include_router(api_pages.router(get_run))
-    app.include_router(api_timeline.router(get_run))
+    for pages in (api_overview, api_operators, api_resources, api_timeline):
+        app.include_router(pages.router(get_run))
 
     @app.get("/vendor/plotly.min.js", include_in_schema=False)
     def plotly() -> FileResponse:

@@ -1,0 +1,1 @@
+/* placeholder: the cluster page (replaced by the pages work) */

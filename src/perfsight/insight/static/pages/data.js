@@ -1,0 +1,1 @@
+/* placeholder: the data page (replaced by the pages work) */

@@ -1,0 +1,1 @@
+/* placeholder: the dynamic page (replaced by the pages work) */

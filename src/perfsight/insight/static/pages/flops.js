@@ -1,0 +1,1 @@
+/* placeholder: the flops page (replaced by the pages work) */

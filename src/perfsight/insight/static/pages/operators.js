@@ -1,0 +1,1 @@
+/* placeholder: the operators page (replaced by the pages work) */

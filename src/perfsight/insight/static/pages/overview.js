@@ -1,0 +1,1 @@
+/* placeholder: the overview page (replaced by the pages work) */

@@ -1,0 +1,1 @@
+/* placeholder: the resources page (replaced by the pages work) */

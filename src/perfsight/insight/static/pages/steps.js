@@ -1,0 +1,1 @@
+/* placeholder: the steps page (replaced by the pages work) */

@@ -1,0 +1,1 @@
+/* placeholder: the timeline page (replaced by the pages work) */
