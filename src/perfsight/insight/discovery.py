@@ -4,7 +4,7 @@ Walks the tree (symlinked directories are not followed; a symlinked file or run 
 the base directory is ignored, so nothing outside it is ever read). An entry is what ``perfsight.open``
 opens as one job:
 
-* a PROF_ run directory; several PROF_ directories in one folder whose manifests name distinct ranks
+* a perfsight run directory (PROF_..., holding manifest.json); several run directories in one folder whose manifests name distinct ranks
   (a torchrun job) are one entry, the folder;
 * a torch.profiler trace file; several traces in one folder whose names carry distinct rank numbers
   (``rank0``, ``rank-1``, ``rank_2``...) are one entry, the folder.
@@ -73,7 +73,7 @@ def discover(base: Path) -> list[Candidate]:
     for folder, dirnames, filenames in os.walk(base, followlinks=False):
         here = Path(folder)
         dirnames[:] = sorted(d for d in dirnames if _descend(d))
-        run_dirs = [d for d in dirnames if layout.RUN_DIR_RE.match(d) and layout.is_run_dir(here / d)]
+        run_dirs = [d for d in dirnames if layout.is_run_dir(here / d)]
         dirnames[:] = [d for d in dirnames if d not in run_dirs]   # a PROF_ dir's insides are its own
         found += _prof_entries(base, here, run_dirs)
         found += _trace_entries(base, here, sorted(filenames))

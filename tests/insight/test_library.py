@@ -1,0 +1,79 @@
+"""The run library: background parsing with progress and errors per run, rescans, bounded open runs."""
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from perfsight.insight.library import RunLibrary, RunNotReady
+
+TRACES = {"cpu": "kineto/hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+          "amd": "kineto/hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+          "ns_resolution": "kineto/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"}
+
+
+def settled(library: RunLibrary, count: int, timeout: float = 60) -> dict[str, dict]:
+    """The run list once it has ``count`` runs, none queued or parsing."""
+    deadline = time.monotonic() + timeout
+    while True:
+        library.scan()
+        runs = library.entries()
+        if len(runs) == count and all(r["status"] in ("ready", "error") for r in runs):
+            return {r["path"]: r for r in runs}
+        assert time.monotonic() < deadline, runs
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def library(tmp_path):
+    library = RunLibrary(tmp_path, workers=2, max_open=1)
+    yield library
+    library.close()
+
+
+def copy(shared_data: Path, key: str, to: Path) -> Path:
+    to.parent.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copy(shared_data / TRACES[key], to))
+
+
+def test_runs_parse_in_the_background_and_a_broken_one_keeps_its_error(library, tmp_path, shared_data):
+    copy(shared_data, "cpu", tmp_path / "cpu" / "cpu.pt.trace.json.gz")
+    (tmp_path / "bad.pt.trace.json").write_text('{"traceEvents": 42}')
+    runs = settled(library, 2)
+    cpu, bad = runs["cpu/cpu.pt.trace.json.gz"], runs["bad.pt.trace.json"]
+    assert (cpu["status"], cpu["steps"], cpu["ranks"], cpu["slices"], cpu["progress"]) == ("ready", [551], [34], 16, 1.0)
+    assert cpu["size_bytes"] == (shared_data / TRACES["cpu"]).stat().st_size
+    assert bad["status"] == "error" and "bad.pt.trace.json" in bad["error"]
+    with pytest.raises(RunNotReady) as raised:
+        library.get(bad["id"])
+    assert raised.value.entry.error == bad["error"]
+    assert library.get("0123456789ab") is None
+    assert (tmp_path / "cpu" / "cpu.pt.trace.json.gz.perfsight_cache").is_dir()     # cached beside the run
+
+
+def test_new_changed_and_vanished_runs_are_noticed(library, tmp_path, shared_data):
+    first = copy(shared_data, "cpu", tmp_path / "a.pt.trace.json.gz")
+    settled(library, 1)
+    copy(shared_data, "amd", tmp_path / "later" / "b.json.gz")
+    runs = settled(library, 2)
+    assert runs["later/b.json.gz"]["status"] == "ready" and runs["later/b.json.gz"]["steps"] == [1, 2]
+    shutil.copy(shared_data / TRACES["ns_resolution"], first)                   # the file is replaced: parsed again
+    runs = settled(library, 2)
+    assert runs["a.pt.trace.json.gz"]["ranks"] == [0] and runs["a.pt.trace.json.gz"]["steps"] != [551]
+    first.unlink()
+    assert list(settled(library, 1)) == ["later/b.json.gz"]
+
+
+def test_open_runs_are_bounded_and_reopened_from_the_cache(library, tmp_path, shared_data):
+    copy(shared_data, "cpu", tmp_path / "a.pt.trace.json.gz")
+    copy(shared_data, "amd", tmp_path / "b.json.gz")
+    runs = settled(library, 2)
+    a, b = runs["a.pt.trace.json.gz"]["id"], runs["b.json.gz"]["id"]
+    first = library.get(a)
+    assert first.memo("answer", lambda: 42) == 42 and first.memo("answer", lambda: 0) == 42
+    library.get(b)                                   # max_open=1: a is closed
+    again = library.get(a)
+    assert again is not first and again.tables.slices.num_rows == first.tables.slices.num_rows
+    assert again.memo("answer", lambda: 7) == 7      # a reopened run starts with an empty memo
