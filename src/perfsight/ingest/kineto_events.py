@@ -13,15 +13,18 @@ from operator import attrgetter
 from typing import Any
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.ingest.kineto_columns import int_column, micros_to_ns, raw_text_column, scalar_text, text_column
+from perfsight.ingest.kineto_columns import (array, int_column, micros_to_ns, raw_text_column, scalar_text,
+                                             text_column)
 from perfsight.ingest.kineto_decode import ABSENT, Event, TraceStream
 
 #: runtime -> device flow categories (current, 2021 and 2022 Kineto); slices' correlation ids carry these links
 LAUNCH_FLOW_CATEGORIES = ("ac2g", "async", "async_cpu_to_gpu")
 MEMORY_EVENT = "[memory]"
+_EMPTY_ARGS = array(["{}", "null"], pa.string())
 
 
 class _SliceArgs(msgspec.Struct, gc=False, rename={
@@ -160,7 +163,7 @@ def _slice_table(events: list[Event], skipped: Counter) -> pa.Table:
                    dur_ns=_durations([e.dur for e in events], skipped))
     args = [e.args for e in events]
     args_text = raw_text_column(args)
-    empty = pc.is_in(args_text, pa.array(["{}", "null"]))
+    empty = pc.is_in(args_text, _EMPTY_ARGS)
     columns["args"] = pc.if_else(empty, pa.scalar(None, pa.string()), args_text)
     columns.update(_slice_args_columns(args, skipped))
     return _keep_valid(pa.table(columns), ["ts_ns", "name"])
@@ -239,9 +242,9 @@ def _counter_table(events: list[Event], skipped: Counter) -> pa.Table:
             else:
                 skipped["counter values that are not numbers"] += 1
     columns = _scalar_columns(events, skipped, "counter events")
-    table = pa.table(columns).take(pa.array(rows, pa.int64()))
-    table = table.append_column("series", pa.array(series, pa.string())).append_column(
-        "value", pa.array(values, pa.float64()))
+    table = pa.table(columns).take(pa.array(np.array(rows, dtype=np.int64)))
+    table = table.append_column("series", array(series, pa.string())).append_column(
+        "value", pa.array(np.array(values, dtype=np.float64)))
     return _keep_valid(table, ["ts_ns"])
 
 
