@@ -71,6 +71,7 @@ class Run:
     step_breakdown = _Analysis("breakdown")
     temporal_breakdown = _Analysis("breakdown")
     overlap = _Analysis("breakdown")
+    overlap_intervals = _Analysis("breakdown")
     op_instances = _Analysis("ops")
     op_statistic = _Analysis("ops")
     api_statistic = _Analysis("ops")
@@ -88,6 +89,9 @@ class Run:
     allocations_by_op = _Analysis("memory")
     tensor_lifetimes = _Analysis("memory")
     alive_at_peak = _Analysis("memory")
+    alive_at = _Analysis("memory")
+    alive_by_op_at = _Analysis("memory")
+    memory_curve_sampled = _Analysis("memory")
     host_usage = _Analysis("resources")
     host_usage_summary = _Analysis("resources")
     data_wait = _Analysis("data")
@@ -96,6 +100,11 @@ class Run:
     op_time_by_step = _Analysis("dynamic_shape")
     op_instance_time_by_step = _Analysis("dynamic_shape")
     op_shapes_by_step = _Analysis("dynamic_shape")
+    rank_breakdown = _Analysis("cluster")
+    slowest_rank = _Analysis("cluster")
+    collectives = _Analysis("cluster")
+    communication_matrix = _Analysis("cluster")
+    collective_summary = _Analysis("cluster")
 
 
 def open(path: str | os.PathLike, *, use_cache: bool = True) -> Run:  # noqa: A001 - perfsight.open, by design

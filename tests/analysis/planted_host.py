@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,7 @@ def _train(run_root: Path) -> Path:
             opt.zero_grad()
             loss.backward()
             opt.step()
+            time.sleep(0.03)              # >= 1 host sample (50 Hz) per step, however fast the machine
             prof.step()
     return prof.run_dir
 

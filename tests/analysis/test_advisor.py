@@ -4,7 +4,7 @@ import json
 import pyarrow as pa
 import pytest
 
-from perfsight.analysis.advisor import advise
+from perfsight.analysis.advisor import ADVICE, advise, evidence_refs
 from perfsight.tables import SLICES, RunTables, conform
 
 HOST, STREAM = 0, 1
@@ -119,3 +119,29 @@ def test_memory_near_capacity_uses_the_device_memory_from_the_trace():
     assert "95%" in advice["finding"]
     tables.meta = meta_table({"device_properties": [{"id": 0, "totalGlobalMem": 2000}]})
     assert "memory_near_capacity" not in rules(tables)
+
+
+def test_evidence_refs_name_the_ranks_steps_ops_and_devices():
+    evidence = [
+        ("memory_near_capacity", {"devices": {"cuda:0": {"step": 3, "op_type": "aten::mm", "peak_reserved_bytes": 9}}}),
+        ("amp_unused", {"ops": {"aten::addmm": {"kernels": 2}, "aten::mm": {"kernels": 1}}}),
+        ("uneven_ranks", {"mean_step_ns_by_rank": {"0": 10, "1": 20}, "slowest_rank": 1}),
+        ("excessive_synchronisation", {"calls": {"cudaDeviceSynchronize": {"count": 3}}}),
+        ("channels_last", {"convolutions": 4, "conv_ns": 100}),
+    ]
+    advice = pa.Table.from_pylist([{"rule": rule, "evidence": json.dumps(e)} for rule, e in evidence], schema=ADVICE)
+    assert [(r["rule"], r["kind"], r["value"]) for r in evidence_refs(advice).to_pylist()] == [
+        ("memory_near_capacity", "device", "cuda:0"), ("memory_near_capacity", "step", "3"),
+        ("memory_near_capacity", "host_op", "aten::mm"),
+        ("amp_unused", "host_op", "aten::addmm"), ("amp_unused", "host_op", "aten::mm"),
+        ("uneven_ranks", "rank", "1"), ("uneven_ranks", "rank", "0"),
+        ("excessive_synchronisation", "api", "cudaDeviceSynchronize"),
+    ]
+
+
+def test_evidence_refs_of_real_advice(shared_data):
+    import perfsight
+
+    advice = advise(perfsight.open(shared_data / "kineto/kineto_tb_plugin/samples/resnet50_num_workers_0").tables)
+    refs = {(r["rule"], r["kind"], r["value"]) for r in evidence_refs(advice).to_pylist()}
+    assert {("data_loader_bound", "rank", "0"), ("amp_unused", "host_op", "aten::cudnn_convolution")} <= refs

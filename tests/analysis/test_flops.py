@@ -103,9 +103,21 @@ def test_gpu_table_names():
     assert peaks.device_peak({"device_properties": "[]"}) == (None, "unknown")
 
 
+def test_model_total_over_the_steps():
+    (row,) = flops.model_flops_total(flops.model_flops(planted())).to_pylist()   # the op outside steps: none here
+    rate = (3_001_500 + 2_000_000) * 1e9 / 20000
+    assert (row["rank"], row["steps"], row["op_count"], row["flops"], row["step_ns"]) == (0, 2, 5, 5_001_500, 20000)
+    assert row["flops_per_s"] == pytest.approx(rate) and row["peak_flops"] == 19.5e12
+    assert row["utilization_percent"] == pytest.approx(100 * rate / 19.5e12)
+    assert row["peak_source"] == "table:NVIDIA A100-SXM4-40GB fp32"
+    unknown = flops.model_flops(planted({"device_properties": [{"name": "Quadro RTX 8000"}]}))
+    assert flops.model_flops_total(unknown)["utilization_percent"].to_pylist() == [None]
+
+
 def test_empty_run():
     for fn in (flops.op_flops, flops.scope_flops, flops.model_flops):
         assert fn(RunTables()).num_rows == 0
+    assert flops.model_flops_total(flops.model_flops(RunTables())).schema == flops.MODEL_FLOPS_TOTAL
 
 
 def test_real_cpu_trace(shared_data):

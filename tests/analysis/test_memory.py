@@ -113,3 +113,58 @@ def test_real_cpu_trace_against_its_memory_events(shared_data):
     frees = {(a["Addr"], a["Bytes"]) for a in raw if a["Bytes"] < 0}
     lifetimes = memory.tensor_lifetimes(tables).to_pylist()
     assert all((r["addr"], -r["bytes"]) in frees for r in lifetimes if r["free_ts_ns"] is not None)
+
+
+def test_alive_at_a_time_takes_every_event_up_to_it():
+    def alive(t, **kw):
+        return [(r["device"], r["addr"], r["bytes"], r["age_ns"], r["share"])
+                for r in memory.alive_at(planted(), BASE + t, **kw).to_pylist()]
+
+    assert alive(100) == []                                             # before the first event
+    assert alive(3299, device="cuda:0") == [("cuda:0", A, 1000, 1649, 1.0)]
+    # both events at 3300 have happened: B allocated, A freed; 500 of 500 allocated
+    assert alive(3300, device="cuda:0") == [("cuda:0", B, 500, 0, 1.0)]
+    assert alive(12000, device="cuda:0") == [("cuda:0", C, 3000, 500, 3000 / 3500), ("cuda:0", B, 500, 8700, 500 / 3500)]
+    assert alive(12000, device="cpu") == [("cpu", E, 64, 7500, 64 / 1064)]
+    assert alive(12000, rank=1) == []
+    # at the peak's time it is alive_at_peak
+    at_peak = memory.alive_at(planted(), BASE + 11500, device="cuda:0")
+    assert at_peak.to_pylist() == [r for r in memory.alive_at_peak(planted()).to_pylist() if r["device"] == "cuda:0"]
+
+
+def test_alive_by_op_at():
+    rows = memory.alive_by_op_at(planted(), BASE + 11500, device="cuda:0").to_pylist()
+    assert [(r["op_type"], r["tensors"], r["bytes"]) for r in rows] == [("aten::linear", 1, 3000), ("aten::relu", 1, 500)]
+    assert sum(r["share"] for r in rows) == pytest.approx(1.0)
+    assert memory.alive_by_op_at(RunTables(), 0).num_rows == 0
+
+
+def test_sampled_curve_keeps_peak_trough_and_ends():
+    full = [r["seq"] for r in memory.memory_curve_sampled(planted()).to_pylist() if r["device"] == "cuda:0"]
+    assert full == [1, 2, 3, 4, 5, 6]
+    # one bucket: its highest (seq 4, the peak), its lowest (500 at seq 3 and 5: the earliest), first, last
+    thin = [r["seq"] for r in memory.memory_curve_sampled(planted(), max_points=2).to_pylist()
+            if r["device"] == "cuda:0"]
+    assert thin == [1, 3, 4, 6]
+    with pytest.raises(ValueError, match="max_points"):
+        memory.memory_curve_sampled(planted(), max_points=1)
+
+
+def test_sampled_curve_of_many_events_bounds_points_and_keeps_extremes():
+    import numpy as np
+    import pyarrow as pa
+
+    rng = np.random.default_rng(0)
+    sizes = rng.integers(1, 1000, 20_000) * rng.choice([1, -1], 20_000, p=[0.52, 0.48])
+    totals = np.cumsum(sizes) + 10**9
+    tables = training_run()
+    tables.memory = conform("memory", pa.table({
+        "ts_ns": BASE + np.arange(sizes.size) * 10, "addr": pa.nulls(sizes.size, pa.int64()), "bytes": sizes,
+        "total_allocated": totals, "total_reserved": totals, "device": ["cuda:0"] * sizes.size,
+        "track_id": [MAIN] * sizes.size, "op_slice_id": pa.nulls(sizes.size, pa.int64())}))
+    thin = memory.memory_curve_sampled(tables, max_points=500)
+    values = thin["allocated_bytes"].to_numpy()
+    assert thin.num_rows <= 502
+    assert values.max() == totals.max() and values.min() == totals.min()
+    assert thin["seq"].to_pylist()[thin["allocated_bytes"].to_pylist().index(totals.max())] == int(np.argmax(totals)) + 1
+    assert thin["seq"].to_pylist()[0] == 1 and thin["seq"].to_pylist()[-1] == sizes.size

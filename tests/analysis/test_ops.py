@@ -87,3 +87,62 @@ def test_op_statistic_search_top_and_group_by_shape():
 def test_device_tasks_name_their_launching_op():
     tasks = ops.task_time(training_run()).to_pylist()
     assert [t["launch_op"] for t in tasks if t["name"] == "gemm_kernel"] == ["aten::addmm", "aten::linear"]
+
+
+def test_type_shares_top_types_then_the_rest_by_self_time():
+    rows = ops.type_shares(ops.op_instances(training_run(), kinds=("cpu_op",)), top=2).to_pylist()
+    # self times: AddmmBackward0 200 + 2000, aten::add_ 1800; the other 7 types 5000 (of 9000 in all)
+    assert [(r["op_type"], r["types"], r["count"], r["self_ns"], r["total_ns"]) for r in rows] == [
+        ("AddmmBackward0", 1, 2, 2200, 3800), ("aten::add_", 1, 1, 1800, 1800), (None, 7, 8, 5000, 8300)]
+    assert [r["share_percent"] for r in rows] == pytest.approx([2200 / 90, 1800 / 90, 5000 / 90])
+    assert {(r["rank"], r["category"]) for r in rows} == {(0, "cpu_op")}
+
+
+def test_type_shares_without_a_rest():
+    rows = ops.type_shares(ops.op_instances(training_run()), top=20).to_pylist()
+    assert [(r["op_type"], r["self_ns"], r["share_percent"]) for r in rows] == [
+        ("gemm_kernel", 800, pytest.approx(800 / 9)), ("Memcpy DtoH", 100, pytest.approx(100 / 9))]
+    with pytest.raises(ValueError, match="top"):
+        ops.type_shares(ops.op_instances(training_run()), top=0)
+
+
+def _page(**kwargs):
+    page, total = ops.instance_page(ops.op_instances(training_run(), kinds=("cpu_op",)), **kwargs)
+    return page["id"].to_pylist(), total
+
+
+def test_instance_page_sorts_pages_and_counts():
+    # the 11 cpu_ops; 11 and 28 last 2000 ns, 12 and 15 1800 ns: ties are broken by id
+    assert _page(sort="dur_ns", limit=3) == ([11, 28, 12], 11)
+    assert _page(sort="start_ns", descending=False, offset=2, limit=2) == ([5, 10], 11)
+    assert _page(sort="step", descending=False, limit=1) == ([3], 11)
+
+
+def test_instance_page_fuzzy_search_terms_in_any_order_case_and_wildcards():
+    assert _page(search="ADDMM", sort="id", descending=False) == ([5, 11, 12, 28], 4)
+    assert _page(search="backward addmm", sort="id", descending=False) == ([11, 12, 28], 3)
+    assert _page(search="add_", sort="id", descending=False) == ([15], 1)   # "_" is a character, not a wildcard
+    assert _page(search="100%", limit=5) == ([], 0)
+
+
+def test_instance_page_where():
+    assert _page(where={"op_type": "aten::linear"}, sort="id", descending=False) == ([4, 25], 2)
+    assert _page(where={"op_type": ["aten::mm", "aten::relu"], "step": 1}, sort="id", descending=False) == ([10, 13], 2)
+    assert _page(where={"input_shapes": None, "step": 2}, sort="id", descending=False) == ([24, 28], 2)
+    with pytest.raises(ValueError, match="no column 'nope'"):
+        _page(sort="nope")
+
+
+def test_call_stack_of_a_device_task_goes_through_its_launch():
+    rows = ops.call_stack(training_run(), 7).to_pylist()
+    assert [(r["level"], r["id"], r["name"]) for r in rows] == [
+        (0, 1, "ProfilerStep#1"), (1, 4, "aten::linear"), (2, 5, "aten::addmm"), (3, 6, "cudaLaunchKernel"),
+        (4, 7, "gemm_kernel")]
+    assert rows[-1]["track"] == "cuda:0 stream 7" and rows[0]["start_ns"] == BASE
+
+
+def test_call_stack_of_a_host_op_and_of_nothing():
+    rows = ops.call_stack(training_run(), 13).to_pylist()
+    assert [r["name"] for r in rows] == ["autograd::engine::evaluate_function: AddmmBackward0", "AddmmBackward0",
+                                         "aten::mm"]
+    assert ops.call_stack(training_run(), 12345).num_rows == 0

@@ -8,6 +8,7 @@ import perfsight
 from perfsight.analysis import resources
 from perfsight.tables import RunTables
 
+from .planted import BASE
 from .planted_host import counter_track, host_only, perfsight_run, series  # noqa: F401  (fixture)
 
 PROC, SYS, RSS, GPU_UTIL, STEP_TIME = 10, 11, 12, 13, 14
@@ -55,3 +56,9 @@ def test_perfsight_run_matches_its_host_usage_csv(perfsight_run):
         assert row["samples"] == len(values) > 0
         assert row["max"] == max(values) and row["mean"] == pytest.approx(np.mean(values))
         assert row["p95"] == pytest.approx(np.percentile(values, 95))
+
+
+def test_the_run_start_of_a_counters_only_run_is_its_first_sample():
+    from perfsight.analysis.summary import run_start_ns
+
+    assert run_start_ns(planted()) == BASE

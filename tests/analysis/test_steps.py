@@ -1,7 +1,7 @@
 """step_trace on the planted training run: every boundary and duration is known exactly."""
 import pyarrow as pa
 
-from perfsight.analysis.steps import STEP_TRACE, step_trace
+from perfsight.analysis.steps import STEP_PHASES, STEP_TRACE, step_phases, step_trace
 from perfsight.tables import RunTables
 
 from .planted import BASE, training_run
@@ -41,3 +41,27 @@ def test_schema_is_int64_ns():
     table = step_trace(training_run())
     assert table.schema == STEP_TRACE
     assert all(table.schema.field(c).type == pa.int64() for c in STEP_TRACE.names if c.endswith("_ns"))
+
+
+def test_step_phases_per_step_and_average_first():
+    rows = step_phases(step_trace(training_run())).to_pylist()
+    assert rows == [
+        {"rank": 0, "step": None, "steps": 2, "iteration_ns": 10000, "gap_ns": 1250, "fp_bp_ns": 4750, "tail_ns": 4000,
+         "data_wait_ns": 750, "fp_offset_ns": 1250, "bp_offset_ns": 6000},
+        {"rank": 0, "step": 1, "steps": 1, "iteration_ns": 10000, "gap_ns": 1500, "fp_bp_ns": 4500, "tail_ns": 4000,
+         "data_wait_ns": 1000, "fp_offset_ns": 1500, "bp_offset_ns": 6000},
+        {"rank": 0, "step": 2, "steps": 1, "iteration_ns": 10000, "gap_ns": 1000, "fp_bp_ns": 5000, "tail_ns": 4000,
+         "data_wait_ns": 500, "fp_offset_ns": 1000, "bp_offset_ns": 6000},
+    ]
+
+
+def test_step_phases_average_only_the_known_values():
+    average = step_phases(step_trace(training_run(), fp_point="aten::relu", bp_point="aten::mm")).to_pylist()[0]
+    # step 2 has neither point: the phase averages are step 1's, the step time and data wait both steps'
+    assert (average["steps"], average["fp_offset_ns"], average["bp_offset_ns"], average["fp_bp_ns"]) == (2, 3200, 5800, 2600)
+    assert (average["iteration_ns"], average["data_wait_ns"]) == (10000, 750)
+
+
+def test_step_phases_of_no_steps():
+    table = step_phases(step_trace(RunTables()))
+    assert table.num_rows == 0 and table.schema == STEP_PHASES

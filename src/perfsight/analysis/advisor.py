@@ -360,3 +360,39 @@ def advise(tables: RunTables, *, facts: Facts | None = None) -> pa.Table:
     found.sort(key=lambda a: SEVERITY_ORDER[a.severity])
     return pa.Table.from_pylist(
         [{**a.__dict__, "evidence": json.dumps(a.evidence, sort_keys=True)} for a in found], schema=ADVICE)
+
+
+EVIDENCE_REFS = pa.schema([("rule", pa.string()), ("kind", pa.string()), ("value", pa.string())])
+
+#: evidence keys whose mapping keys name things, and the kind of thing: ``rank``, ``device``, ``host_op``
+#: (a framework operator type), ``api`` (a runtime/driver call or sync name), ``frame`` (a compiled frame)
+_EVIDENCE_KEYS = {"ranks": "rank", "idle_pct_by_rank": "rank", "mean_step_ns_by_rank": "rank", "devices": "device",
+                  "ops": "host_op", "calls": "api", "frames": "frame"}
+#: fields inside an evidence entry (or at the top level) whose value names a thing
+_EVIDENCE_FIELDS = {"slowest_rank": "rank", "step": "step", "op_type": "host_op"}
+
+
+def evidence_refs(advice: pa.Table) -> pa.Table:
+    """What each piece of advice's evidence names, for links to where it is shown (schema
+    ``EVIDENCE_REFS``): one row per distinct (rule, kind, value), in the order of the advice and of its
+    evidence; ``kind`` is ``rank``, ``step``, ``device``, ``host_op`` (a framework operator type),
+    ``api`` (a runtime or synchronisation call) or ``frame`` (a torch.compile frame); ``value`` as text."""
+    rows: list[dict] = []
+    for advice_row in advice.to_pylist():
+        found: list[tuple[str, str]] = []
+
+        def named(mapping: dict) -> None:
+            for field, kind in _EVIDENCE_FIELDS.items():
+                if mapping.get(field) is not None:
+                    found.append((kind, str(mapping[field])))
+
+        evidence = json.loads(advice_row["evidence"] or "{}")
+        named(evidence)
+        for key, kind in _EVIDENCE_KEYS.items():
+            for name, entry in (evidence.get(key) or {}).items():
+                found.append((kind, str(name)))
+                if isinstance(entry, dict):
+                    named(entry)
+        for kind, value in dict.fromkeys(found):
+            rows.append({"rule": advice_row["rule"], "kind": kind, "value": value})
+    return pa.Table.from_pylist(rows, schema=EVIDENCE_REFS)

@@ -1,6 +1,7 @@
 """Where the time goes: the device timeline split into compute / non-compute / idle (HTA's temporal
 breakdown), each training step split into categories that add up exactly to the step, and MindSpore's
-computation-communication overlap ("Op Overlap Analyse").
+computation-communication overlap ("Op Overlap Analyse") with the interval sets behind it (the timeline's
+overlap rows).
 
 Every function reads the canonical tables and returns an Arrow table; times and durations are int64 ns,
 percentages float64 in [0, 100].
@@ -256,3 +257,48 @@ def overlap(tables: RunTables) -> pa.Table:
                          "pure_communication_ns": int(communication[i] - overlapped[i]),
                          "free_ns": int(ends[i] - starts[i] - both[i]), "comm_comp_overlap_pct": pct[i]})
     return pa.Table.from_pylist(rows, schema=OVERLAP)
+
+
+OVERLAP_ROWS = ("merged computation", "merged communication", "pure communication", "free time")
+
+OVERLAP_INTERVALS = pa.schema([
+    ("rank", pa.int32()),
+    ("row", pa.string()),
+    ("start_ns", pa.int64()),
+    ("end_ns", pa.int64()),
+])
+
+
+def overlap_intervals(tables: RunTables) -> pa.Table:
+    """The interval sets behind ``overlap``'s whole-span row, per rank with device tasks (schema
+    ``OVERLAP_INTERVALS``; MindSpore's overlap timeline rows), ``row`` one of ``OVERLAP_ROWS``:
+
+    * ``merged computation``: the union of COMPUTATION device tasks;
+    * ``merged communication``: the union of COMMUNICATION tasks;
+    * ``pure communication``: communication while no computation runs;
+    * ``free time``: the gaps inside the rank's device span (first device task start to last end) with
+      neither computation nor communication (memcpy/memset time counts as free, as in ``overlap``).
+
+    Each row's intervals are disjoint, sorted and non-empty; their lengths add up to ``overlap``'s
+    ``computation_ns``, ``communication_ns``, ``pure_communication_ns`` and ``free_ns``. Sorted by rank,
+    row (in ``OVERLAP_ROWS`` order), start."""
+    ranks, _ = _ranks(tables)
+    parts = []                          # (rank, row index, starts, ends)
+    for r, data in sorted(ranks.items()):
+        span = data.device_span()
+        if span is None:
+            continue
+        computation, communication = data.sets[0], data.sets[1]
+        busy = intervals.union_of(computation, communication)
+        sets = (computation, communication, intervals.difference(communication, computation),
+                intervals.difference((np.array([span[0]]), np.array([span[1]])), busy))
+        parts += [(r, i, starts, ends) for i, (starts, ends) in enumerate(sets)]
+    if not parts:
+        return OVERLAP_INTERVALS.empty_table()
+    rows = np.concatenate([np.full(s.size, i, dtype=np.int8) for _, i, s, _ in parts])
+    return pa.table({
+        "rank": np.concatenate([np.full(s.size, r, dtype=np.int32) for r, _, s, _ in parts]),
+        "row": pa.DictionaryArray.from_arrays(rows, pa.array(OVERLAP_ROWS)).cast(pa.string()),
+        "start_ns": np.concatenate([s for _, _, s, _ in parts]),
+        "end_ns": np.concatenate([e for _, _, _, e in parts]),
+    }, schema=OVERLAP_INTERVALS)

@@ -169,3 +169,33 @@ def model_flops(tables: RunTables, *, precision: str = "fp32", peak_flops: float
     (module docstring); a null step gathers the counted operators outside steps."""
     table = tables.connect().sql(_MODEL_FLOPS_SQL).to_arrow_table()
     return _with_peak(table, tables, precision, peak_flops, MODEL_FLOPS)
+
+
+MODEL_FLOPS_TOTAL = pa.schema([
+    ("rank", pa.int32()),
+    ("steps", pa.int64()),
+    ("op_count", pa.int64()),
+    ("flops", pa.int64()),
+    ("step_ns", pa.int64()),
+] + _RATE_COLUMNS)
+
+_MODEL_FLOPS_TOTAL_SQL = """
+SELECT rank, count(*) AS steps, sum(op_count)::BIGINT AS op_count, sum(flops)::BIGINT AS flops,
+       sum(step_ns)::BIGINT AS step_ns, sum(flops) * 1e9 / nullif(sum(step_ns), 0) AS flops_per_s,
+       any_value(peak_flops) AS peak_flops, any_value(peak_source) AS peak_source,
+       100.0 * sum(flops) * 1e9 / nullif(sum(step_ns), 0) / any_value(peak_flops) AS utilization_percent
+FROM model WHERE step IS NOT NULL AND step_ns IS NOT NULL GROUP BY rank ORDER BY rank
+"""
+
+
+def model_flops_total(model: pa.Table) -> pa.Table:
+    """Per rank, the profiled steps of a ``model_flops`` table taken together (schema
+    ``MODEL_FLOPS_TOTAL``): the number of ``steps`` (rows with a step and a step span), their summed
+    ``op_count``, ``flops`` and ``step_ns``; ``flops_per_s`` = flops x 1e9 / step_ns (the model's FLOPS
+    over all its steps) and ``utilization_percent`` = 100 x flops_per_s / ``peak_flops`` (the rows' peak;
+    null when unknown). Operators outside steps are not counted."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.register("model", model)
+    return con.sql(_MODEL_FLOPS_TOTAL_SQL).to_arrow_table().cast(MODEL_FLOPS_TOTAL)

@@ -8,6 +8,9 @@ breakdown analyses need is a length of a union, so they are derived from unions 
 * the time of ``A`` inside a window ``[a, b)`` is ``covered(A, b) - covered(A, a)``, where
   ``covered(A, t)`` is the length of ``A`` before ``t`` (a ``searchsorted`` over the union's cumulative
   lengths), so any number of windows (steps) is answered in one vectorised call.
+
+``difference`` builds the set ``A \\ B`` itself, for views that draw the intervals (the overlap rows of
+the timeline).
 """
 from __future__ import annotations
 
@@ -66,6 +69,21 @@ def union_of(*sets: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarr
     if not sets:
         return _EMPTY, _EMPTY
     return merge(np.concatenate([s for s, _ in sets]), np.concatenate([e for _, e in sets]))
+
+
+def difference(a: tuple[np.ndarray, np.ndarray],
+               b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The set ``a \\ b`` (both merged or not) as sorted disjoint intervals: one sweep over the boundaries of
+    the merged sets, keeping the stretches where ``a`` is active and ``b`` is not."""
+    a, b = merge(*a), merge(*b)
+    if a[0].size == 0 or b[0].size == 0:
+        return a
+    t = np.concatenate([a[0], a[1], b[0], b[1]])
+    d = np.concatenate([np.full(a[0].size, 1), np.full(a[0].size, -1), np.full(b[0].size, 2), np.full(b[0].size, -2)])
+    order = np.argsort(t, kind="stable")
+    t, state = t[order], np.cumsum(d[order])[:-1]       # state on [t[k], t[k+1]): bit 0 = in a, bit 1 = in b
+    keep = state == 1
+    return merge(t[:-1][keep], t[1:][keep])
 
 
 def exact_cover(sets: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[int, int]:

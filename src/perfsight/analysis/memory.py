@@ -15,6 +15,9 @@ with the allocator totals after the event), per rank and device:
 * A tensor's lifetime: an allocation is matched to the next event at the same (rank, device, addr) when
   that event is a free; an allocation followed by another allocation at the same address (a free the
   trace missed) or by nothing is never freed in the trace (``free_ts_ns`` null).
+* What is alive at a point of the curve (Insight's breakdown at a clicked point): at event ``seq`` of a
+  rank and device, the allocations made at or before it and freed after it or never; at a time ``t``,
+  the point is the last event at or before ``t`` (so every event at ``t`` itself has happened).
 
 All sizes are bytes (int64), all times int64 ns.
 """
@@ -136,6 +139,16 @@ _PEAKS = """
 )
 """
 
+# The allocations alive at each row of a ``points`` CTE (rank, device, seq: the event looked at, ts_ns: the
+# time looked at, allocated: the allocator total there), largest first.
+_ALIVE_AT_POINTS = """
+    SELECT l.rank, l.device, l.addr, l.bytes, l.bytes / nullif(p.allocated, 0) AS share, l.alloc_ts_ns,
+           p.ts_ns - l.alloc_ts_ns AS age_ns, l.free_ts_ns, l.op_slice_id, l.op_type, l.step
+    FROM lifetimes l JOIN points p ON p.rank = l.rank AND p.device IS NOT DISTINCT FROM l.device
+    WHERE l.bytes > 0 AND l.alloc_seq <= p.seq AND (l.free_seq IS NULL OR l.free_seq > p.seq)
+    ORDER BY l.rank, l.device, l.bytes DESC, l.alloc_seq
+"""
+
 
 def memory_curve(tables: RunTables) -> pa.Table:
     """The allocator totals after every memory event, per rank and device, in event order (schema
@@ -207,12 +220,83 @@ def alive_at_peak(tables: RunTables) -> pa.Table:
     peak's ``total_allocated``; ``age_ns`` = peak time - allocation time; the allocating operator and step.
     Sorted by bytes, largest first, then by allocation order."""
     query = _LIFETIMES + _PEAKS + """
-        SELECT l.rank, l.device, l.addr, l.bytes, l.bytes / nullif(p.peak_allocated, 0) AS share, l.alloc_ts_ns,
-               o.ts_ns - l.alloc_ts_ns AS age_ns, l.free_ts_ns, l.op_slice_id, l.op_type, l.step
-        FROM lifetimes l
-        JOIN peaks p ON p.rank = l.rank AND p.device IS NOT DISTINCT FROM l.device
-        JOIN ordered o ON o.rank = p.rank AND o.device IS NOT DISTINCT FROM p.device AND o.seq = p.peak_seq
-        WHERE l.bytes > 0 AND l.alloc_seq <= p.peak_seq AND (l.free_seq IS NULL OR l.free_seq > p.peak_seq)
-        ORDER BY l.rank, l.device, l.bytes DESC, l.alloc_seq
-    """
+        , points AS (
+            SELECT p.rank, p.device, p.peak_seq AS seq, o.ts_ns, p.peak_allocated AS allocated
+            FROM peaks p
+            JOIN ordered o ON o.rank = p.rank AND o.device IS NOT DISTINCT FROM p.device AND o.seq = p.peak_seq
+        )
+    """ + _ALIVE_AT_POINTS
     return tables.connect().sql(query).to_arrow_table().cast(ALIVE_AT_PEAK)
+
+
+ALIVE_BY_OP_AT = pa.schema([
+    ("rank", pa.int32()),
+    ("device", pa.string()),
+    ("op_type", pa.string()),
+    ("tensors", pa.int64()),
+    ("bytes", pa.int64()),
+    ("share", pa.float64()),
+])
+
+
+def alive_at(tables: RunTables, ts_ns: int, *, rank: int | None = None, device: str | None = None) -> pa.Table:
+    """The allocations alive at time ``ts_ns`` (absolute ns) on each rank and device (or only ``rank`` /
+    ``device``): allocated at or before the last event at or before ``ts_ns`` and freed after it or never
+    (schema ``ALIVE_AT_PEAK``). ``share`` is ``bytes`` over that event's ``total_allocated``, ``age_ns`` =
+    ``ts_ns`` - allocation time. A rank and device with no event by ``ts_ns`` has no rows. Sorted by
+    bytes, largest first, then by allocation order."""
+    query = _LIFETIMES + """
+        , points AS (
+            SELECT rank, device, max(seq) AS seq, $ts::BIGINT AS ts_ns,
+                   arg_max(total_allocated, seq) AS allocated
+            FROM ordered
+            WHERE ts_ns <= $ts AND ($rank IS NULL OR rank = $rank) AND ($device IS NULL OR device = $device)
+            GROUP BY rank, device
+        )
+    """ + _ALIVE_AT_POINTS
+    params = {"ts": int(ts_ns), "rank": rank, "device": device}
+    return tables.connect().sql(query, params=params).to_arrow_table().cast(ALIVE_AT_PEAK)
+
+
+def alive_by_op_at(tables: RunTables, ts_ns: int, *, rank: int | None = None, device: str | None = None) -> pa.Table:
+    """``alive_at`` grouped by the allocating operator type (schema ``ALIVE_BY_OP_AT``; null ``op_type``:
+    allocated while no operator ran): ``tensors`` alive, their ``bytes`` and ``share`` of the allocator
+    total at that point. Sorted by bytes, largest first."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.register("alive", alive_at(tables, ts_ns, rank=rank, device=device))
+    query = """
+        SELECT rank, device, op_type, count(*) AS tensors, sum(bytes)::BIGINT AS bytes, sum(share) AS share
+        FROM alive GROUP BY ALL ORDER BY rank, device, bytes DESC, op_type NULLS LAST
+    """
+    return con.sql(query).to_arrow_table().cast(ALIVE_BY_OP_AT)
+
+
+def memory_curve_sampled(tables: RunTables, *, max_points: int = 4000) -> pa.Table:
+    """``memory_curve`` thinned for drawing (schema ``MEMORY_CURVE``): a rank and device with at most
+    ``max_points`` events keeps them all; one with more is cut, by ``seq``, into ``max_points // 2``
+    buckets of consecutive events, and each bucket keeps its event of largest ``allocated_bytes`` and its
+    event of smallest (the earliest of equals), so every rise and fall of the curve, the peak (its first
+    event) and the lowest point stay; the first and last events always stay. In ``seq`` order."""
+    import duckdb
+
+    if max_points < 2:
+        raise ValueError(f"max_points must be at least 2, got {max_points}")
+    con = duckdb.connect()
+    con.register("curve", memory_curve(tables))
+    query = """
+        WITH sized AS (
+            SELECT *, count(*) OVER (PARTITION BY rank, device) AS n FROM curve
+        ), bucketed AS (
+            SELECT *, (seq - 1) * ($points // 2) // n AS bucket FROM sized
+        ), ranked AS (
+            SELECT *, row_number() OVER (PARTITION BY rank, device, bucket ORDER BY allocated_bytes DESC, seq) AS hi,
+                      row_number() OVER (PARTITION BY rank, device, bucket ORDER BY allocated_bytes, seq) AS lo
+            FROM bucketed
+        )
+        SELECT rank, device, seq, ts_ns, bytes, allocated_bytes, reserved_bytes, op_slice_id, op_type, step
+        FROM ranked WHERE n <= $points OR hi = 1 OR lo = 1 OR seq = 1 OR seq = n
+        ORDER BY rank, device, seq
+    """
+    return con.sql(query, params={"points": int(max_points)}).to_arrow_table().cast(MEMORY_CURVE)

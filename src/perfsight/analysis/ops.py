@@ -195,3 +195,143 @@ def task_time(tables: RunTables) -> pa.Table:
     instances = op_instances(tables, kinds=DEVICE_TASK_KINDS)
     device = instances.filter(pc.equal(instances["category"], "device"))
     return device.select(TASK_TIME.names).cast(TASK_TIME)
+
+
+TYPE_SHARES = pa.schema([
+    ("rank", pa.int32()),
+    ("category", pa.string()),
+    ("op_type", pa.string()),
+    ("types", pa.int64()),
+    ("count", pa.int64()),
+    ("self_ns", pa.int64()),
+    ("total_ns", pa.int64()),
+    ("share_percent", pa.float64()),
+])
+
+_TYPE_SHARES_SQL = """
+WITH per_type AS (
+    SELECT rank, category, op_type, count(*) AS count, sum(self_ns) AS self_ns, sum(dur_ns) AS total_ns
+    FROM instances GROUP BY ALL
+), ranked AS (
+    SELECT *, row_number() OVER (PARTITION BY rank, category ORDER BY self_ns DESC, op_type) <= $top AS kept,
+           sum(self_ns) OVER (PARTITION BY rank, category) AS category_ns
+    FROM per_type
+)
+SELECT rank, category, CASE WHEN kept THEN op_type END AS op_type, count(*) AS types, sum(count) AS count,
+       sum(self_ns) AS self_ns, sum(total_ns) AS total_ns,
+       100.0 * sum(self_ns) / nullif(any_value(category_ns), 0) AS share_percent
+FROM ranked GROUP BY rank, category, kept, CASE WHEN kept THEN op_type END
+ORDER BY rank, category, NOT kept, self_ns DESC, op_type
+"""
+
+
+def type_shares(instances: pa.Table, *, top: int = 20) -> pa.Table:
+    """The shares of time of the operator types of an ``op_instances`` table, for a pie of the ``top``
+    types (MindSpore's "统计前20个占比时间最长的算子类别") (schema ``TYPE_SHARES``): per rank and category, the
+    ``top`` op types with the longest self time (largest first), then one row with a null ``op_type`` for
+    all the others together (absent when there are none); ``types`` is the number of op types a row
+    covers, ``count`` their executions, ``self_ns`` and ``total_ns`` their summed self and total time and
+    ``share_percent`` their self time in percent of the category's. Self time, because host operators
+    nest: their self times add up without counting nested time twice (device tasks: self = total)."""
+    import duckdb
+
+    if top < 1:
+        raise ValueError(f"top must be >= 1, got {top}")
+    con = duckdb.connect()
+    con.register("instances", instances)
+    return con.sql(_TYPE_SHARES_SQL, params={"top": top}).to_arrow_table().cast(TYPE_SHARES)
+
+
+def _contains_pattern(term: str) -> str:
+    """An ILIKE pattern (escape character ``\\``) matching text that contains ``term``."""
+    return "%" + "".join(f"\\{ch}" if ch in "%_\\" else ch for ch in term) + "%"
+
+
+def instance_page(table: pa.Table, *, where: dict | None = None, search: str | None = None,
+                  sort: str = "dur_ns", descending: bool = True, offset: int = 0,
+                  limit: int = 50) -> tuple[pa.Table, int]:
+    """One page of a table of executions (``op_instances``, ``op_instance_time_by_step``, any table with
+    the columns named) and the number of rows matching, for a paged, sortable, searchable table view:
+
+    * ``where``: ``{column: value}`` keeps the rows whose column equals the value (a list: is one of its
+      values; None: is null);
+    * ``search``: a fuzzy match on the ``name`` and ``op_type`` columns present, as MindSpore's operator
+      search ("支持对算子名称/类别进行模糊搜索"): every whitespace-separated term must occur in one of them,
+      ignoring case, in any order (``GEMM volta`` finds ``volta_sgemm_128x64_nn``);
+    * the rows are sorted by ``sort`` (nulls last), then by ``id`` when the table has one, and the page is
+      ``limit`` rows from ``offset``.
+
+    Returns ``(page, total)``; ``page`` has the table's schema. Unknown columns raise ValueError."""
+    import duckdb
+
+    columns = table.schema.names
+    unknown = [c for c in [*(where or {}), sort] if c not in columns]
+    if unknown:
+        raise ValueError(f"no column {unknown[0]!r}; the columns are {', '.join(columns)}")
+    conditions, params = [], {}
+    for i, (column, value) in enumerate((where or {}).items()):
+        if value is None:
+            conditions.append(f'"{column}" IS NULL')
+        else:
+            conditions.append(f'list_contains($w{i}, "{column}")' if isinstance(value, list) else f'"{column}" = $w{i}')
+            params[f"w{i}"] = value
+    searched = [c for c in ("name", "op_type") if c in columns]
+    for i, term in enumerate((search or "").split() if searched else []):
+        params[f"s{i}"] = _contains_pattern(term)
+        conditions.append("(" + " OR ".join(f"\"{c}\" ILIKE $s{i} ESCAPE '\\'" for c in searched) + ")")
+    condition = " AND ".join(conditions) or "true"
+    order = f'"{sort}" {"DESC" if descending else "ASC"} NULLS LAST'
+    if "id" in columns and sort != "id":
+        order += ', "id"'
+    con = duckdb.connect()
+    con.register("t", table)
+    total = con.sql(f"SELECT count(*) FROM t WHERE {condition}", params=params or None).fetchall()[0][0]
+    page = con.sql(f"SELECT * FROM t WHERE {condition} ORDER BY {order} LIMIT {int(limit)} OFFSET {int(offset)}",
+                   params=params or None).to_arrow_table()
+    return page.cast(table.schema), int(total)
+
+
+CALL_STACK = pa.schema([
+    ("level", pa.int64()),
+    ("id", pa.int64()),
+    ("kind", pa.string()),
+    ("name", pa.string()),
+    ("track", pa.string()),
+    ("start_ns", pa.int64()),
+    ("dur_ns", pa.int64()),
+])
+
+_CALL_STACK_SQL = """
+WITH RECURSIVE target AS (
+    SELECT s.id, s.correlation_id, coalesce(t.rank, 0) AS rank, t.kind AS track_kind
+    FROM slices s JOIN tracks t USING (track_id) WHERE s.id = $id
+), launcher AS (      -- a device task's launch: the runtime (else driver) call of its rank and correlation id
+    SELECT s.id FROM slices s JOIN tracks t USING (track_id) JOIN target g ON s.correlation_id = g.correlation_id
+    WHERE g.track_kind = 'stream' AND t.kind = 'thread' AND coalesce(t.rank, 0) = g.rank
+      AND s.kind IN ('runtime', 'driver')
+    ORDER BY s.kind = 'runtime' DESC, s.id LIMIT 1
+), chain(id, up) AS (
+    SELECT id, 0 FROM (SELECT id FROM launcher UNION ALL
+                       SELECT id FROM target WHERE NOT EXISTS (SELECT 1 FROM launcher))
+    UNION ALL
+    SELECT s.parent_id, c.up + 1 FROM chain c JOIN slices s ON s.id = c.id WHERE s.parent_id IS NOT NULL
+), frames AS (
+    SELECT id, up FROM chain
+    UNION ALL
+    SELECT id, -1 FROM target WHERE EXISTS (SELECT 1 FROM launcher)
+)
+SELECT row_number() OVER (ORDER BY f.up DESC) - 1 AS level, s.id, s.kind, s.name, t.name AS track,
+       s.start_ns, s.dur_ns
+FROM frames f JOIN slices s ON s.id = f.id JOIN tracks t USING (track_id)
+ORDER BY level
+"""
+
+
+def call_stack(tables: RunTables, slice_id: int) -> pa.Table:
+    """The call stack of one slice (schema ``CALL_STACK``), outermost first (``level`` 0): the slices
+    enclosing it on its track (``parent_id`` chain: Python functions and modules recorded with
+    ``with_stack``, user annotations, enclosing operators, the step), then the slice itself. For a device
+    task, the chain is that of the host runtime call that launched it (same rank and ``correlation_id``;
+    a runtime call preferred over a driver call), followed by the task. Empty for an unknown id."""
+    table = tables.connect().sql(_CALL_STACK_SQL, params={"id": int(slice_id)}).to_arrow_table()
+    return table.cast(CALL_STACK)

@@ -79,3 +79,4 @@ def host_usage_summary(tables: RunTables, *, series: Sequence[str] | None = None
         FROM u LEFT JOIN units USING (series) GROUP BY u.rank, u.series ORDER BY u.rank, u.series
     """
     return con.sql(query).to_arrow_table().cast(HOST_USAGE_SUMMARY)
+

@@ -136,3 +136,45 @@ def step_trace(tables: RunTables, *, fp_point: str | None = None, bp_point: str 
     )
     params = {name: value for name, value in (("fp_point", fp_point), ("bp_point", bp_point)) if value}
     return tables.connect().sql(query, params=params or None).to_arrow_table().cast(STEP_TRACE)
+
+
+STEP_PHASES = pa.schema([
+    ("rank", pa.int32()),
+    ("step", pa.int32()),
+    ("steps", pa.int64()),
+    ("iteration_ns", pa.int64()),
+    ("gap_ns", pa.int64()),
+    ("fp_bp_ns", pa.int64()),
+    ("tail_ns", pa.int64()),
+    ("data_wait_ns", pa.int64()),
+    ("fp_offset_ns", pa.int64()),
+    ("bp_offset_ns", pa.int64()),
+])
+
+_PHASES_SQL = """
+SELECT rank, step, 1::BIGINT AS steps, iteration_ns, gap_ns, fp_bp_ns, tail_ns, data_wait_ns,
+       fp_start_ns - start_ns AS fp_offset_ns, bp_end_ns - start_ns AS bp_offset_ns
+FROM trace
+UNION ALL
+SELECT rank, NULL, count(*), round(avg(iteration_ns)), round(avg(gap_ns)), round(avg(fp_bp_ns)),
+       round(avg(tail_ns)), round(avg(data_wait_ns)), round(avg(fp_start_ns - start_ns)),
+       round(avg(bp_end_ns - start_ns))
+FROM trace GROUP BY rank
+ORDER BY rank, step NULLS FIRST
+"""
+
+
+def step_phases(trace: pa.Table) -> pa.Table:
+    """The phases of each step as drawn inside the step (MindSpore's step trace chart), from a
+    ``step_trace`` table (schema ``STEP_PHASES``): per rank, first an average row (``step`` null; the
+    chart's default, "默认显示的是各step的平均值"), then one row per step. ``iteration_ns``, ``gap_ns``,
+    ``fp_bp_ns``, ``tail_ns`` and ``data_wait_ns`` are the step trace's; ``fp_offset_ns`` = fp_start -
+    start and ``bp_offset_ns`` = bp_end - start place forward+backward in the step (the gap ends at
+    fp_offset, the tail starts at bp_offset). ``steps`` is 1 on a step's row and the rank's number of steps
+    on the average row, whose every column is the mean over the steps where that column is known,
+    rounded to the ns (null when it is known in none)."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.register("trace", trace)
+    return con.sql(_PHASES_SQL).to_arrow_table().cast(STEP_PHASES)

@@ -1,8 +1,11 @@
-"""A run at a glance: step-time statistics, the profiled steps, the top operators and the advice (pure function)."""
+"""A run at a glance: step-time statistics, the profiled steps, the top operators and the advice; the
+timeline's summary (MindSpore's overview: "总览页展示了Timeline中stream和task的汇总情况") and where the run
+starts (pure functions)."""
 from __future__ import annotations
 
 import json
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..tables import RunTables
@@ -10,7 +13,7 @@ from .advisor import Facts, advise
 from .breakdown import overlap, step_breakdown, step_breakdown_average
 from .data import data_verdict
 from .memory import memory_peak
-from .ops import op_statistic
+from .ops import DEVICE_TASK_KINDS, op_statistic
 from .steps import step_trace
 
 STEP_SERIES = "host.step_time_ns"
@@ -61,3 +64,47 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
             "memory_peak": facts.get(memory_peak), "data": facts.get(data_verdict),
             "advice": advise(tables, facts=facts),
             "warnings": warnings}
+
+
+def run_start_ns(tables: RunTables) -> int:
+    """The run's first instant (int ns, the tables' clock): the earliest slice start, counter sample or
+    memory event; 0 for an empty run. Pages give times relative to it."""
+    firsts = [pc.min(column).as_py() for column in (tables.slices.column("start_ns"),
+                                                      tables.counters.column("ts_ns"), tables.memory.column("ts_ns"))
+              if len(column)]
+    return min((f for f in firsts if f is not None), default=0)
+
+
+TIMELINE_SUMMARY = pa.schema([
+    ("rank", pa.int32()),
+    ("device", pa.string()),
+    ("kind", pa.string()),
+    ("tracks", pa.int64()),
+    ("executions", pa.int64()),
+    ("names", pa.int64()),
+    ("busy_ns", pa.int64()),
+    ("start_ns", pa.int64()),
+    ("end_ns", pa.int64()),
+])
+
+_TIMELINE_SUMMARY_SQL = """
+SELECT coalesce(t.rank, 0)::INTEGER AS rank, t.device, t.kind, count(DISTINCT s.track_id) AS tracks,
+       count(*) AS executions, count(DISTINCT s.name) AS names,
+       sum(s.dur_ns) FILTER (WHERE t.kind = 'stream' OR s.depth = 0)::BIGINT AS busy_ns,
+       min(s.start_ns) AS start_ns, max(s.start_ns + s.dur_ns) AS end_ns
+FROM slices s JOIN tracks t USING (track_id)
+WHERE (t.kind = 'stream' AND list_contains($device_kinds, s.kind)) OR t.kind = 'thread'
+GROUP BY 1, 2, 3 ORDER BY 1, t.kind = 'thread', 2
+"""
+
+
+def timeline_summary(tables: RunTables) -> pa.Table:
+    """The timeline in numbers, per rank, device and kind of row (schema ``TIMELINE_SUMMARY``): ``stream``
+    rows count the device streams and their tasks (kernel, comm, memcpy, memset), ``thread`` rows the host
+    threads and every slice on them. ``tracks`` is the number of streams or threads with any, ``executions``
+    the tasks or slices, ``names`` their distinct names, ``busy_ns`` the summed duration of the tasks (of
+    the outermost slices, depth 0, on threads: nested time is not counted twice) and ``start_ns`` /
+    ``end_ns`` the first start and last end. Device rows first."""
+    con = tables.connect()
+    table = con.sql(_TIMELINE_SUMMARY_SQL, params={"device_kinds": list(DEVICE_TASK_KINDS)}).to_arrow_table()
+    return table.cast(TIMELINE_SUMMARY)

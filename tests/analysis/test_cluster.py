@@ -1,0 +1,180 @@
+"""rank_breakdown / slowest_rank / collectives / communication_matrix / collective_summary on a planted
+three-rank job, and on the real multi-rank NCCL traces (peers recorded and not)."""
+import gzip
+import json
+import shutil
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import perfsight
+from perfsight.analysis import cluster
+
+from .planted import BASE, tables_from_rows
+
+# track ids: rank r's thread is 10 * r + 1, its stream 10 * r + 2
+RANKS = (0, 1, 2)
+TRACKS = [row for r in RANKS for row in (
+    {"track_id": 10 * r + 1, "rank": r, "pid": str(100 + r), "tid": "1", "device": "cpu", "kind": "thread",
+     "name": f"thread 1 rank {r}", "sort_index": 0},
+    {"track_id": 10 * r + 2, "rank": r, "pid": str(r), "tid": "7", "device": f"cuda:{r}", "kind": "stream",
+     "name": f"cuda:{r} stream 7", "sort_index": 7})]
+
+ALLREDUCE = {"Collective name": "allreduce", "dtype": "Float", "In msg nelems": 1000, "Out msg nelems": 1000,
+             "Group size": 4, "Process Group Name": "0", "Process Group Ranks": "[0, 1, 2, 3]"}
+SEND = {"Collective name": "send", "dtype": "BFloat16", "In msg nelems": 10, "Out msg nelems": 10, "Group size": 2,
+        "Process Group Ranks": "[0, 1]", "Dst Rank": 1}
+# cut past 30 ranks by PyTorch: rebuilt from start 1, stride 1, size 3 -> [1, 2, 3]
+GATHER = {"Collective name": "allgather", "dtype": "Long", "In msg nelems": 8, "Out msg nelems": 24, "Group size": 3,
+          "Process Group Ranks": "[1, 2, ..., 127]", "Global rank start": 1, "Global rank stride": 1}
+WAIT = {"Collective name": "wait", "dtype": "Byte", "In msg nelems": 0, "Out msg nelems": 0, "Group size": 1,
+        "Process Group Ranks": "[]"}
+
+_ids = iter(range(1, 1000))
+
+
+def s(kind, name, rank, start, end, *, stream=False, step=None, args=None, shapes=None, dtypes=None):
+    return {"id": next(_ids), "kind": kind, "name": name, "op_type": name, "track_id": 10 * rank + (2 if stream else 1),
+            "start_ns": BASE + start, "dur_ns": end - start, "depth": 0, "step": step,
+            "task_type": {"kernel": "KERNEL", "comm": "COMM"}.get(kind) if stream else None,
+            "args": json.dumps(args) if args is not None else None, "input_shapes": shapes, "input_dtypes": dtypes}
+
+
+def job():
+    """Rank 0: steps 1, 2 (and 3, which rank 1 lacks) of 10000 ns, 5000 compute + 4000 exposed communication
+    each. Rank 1: steps 1, 2 of 9800 ns, 8000 compute + 1000 communication. Rank 2: no steps. So rank 0 is
+    the slowest (10000 vs 9800) and rank 1 the straggler (8800 ns outside communication vs 6000)."""
+    slices = []
+    for step, t0 in ((1, 0), (2, 20000), (3, 40000)):
+        slices += [s("step", f"ProfilerStep#{step}", 0, t0, t0 + 10000, step=step),
+                   s("kernel", "gemm", 0, t0 + 1000, t0 + 6000, stream=True, step=step),
+                   s("comm", "ncclKernel_AllReduce", 0, t0 + 6000, t0 + 10000, stream=True, step=step,
+                     args={**ALLREDUCE, "device": 0} if step == 1 else None)]
+    slices += [s("comm", "ncclKernel_SendRecv", 0, 15000, 15500, stream=True, args=SEND),
+               s("comm", "record_param_comms", 0, 500, 600, args=ALLREDUCE)]       # a device source exists
+    for step, t0 in ((1, 0), (2, 20000)):
+        slices += [s("step", f"ProfilerStep#{step}", 1, t0, t0 + 9800, step=step),
+                   s("kernel", "gemm", 1, t0, t0 + 8000, stream=True, step=step),
+                   s("comm", "ncclKernel_AllReduce", 1, t0 + 8000, t0 + 9000, stream=True, step=step)]
+    slices += [s("comm", "record_param_comms", 1, 100, 200, args=GATHER),
+               s("comm", "record_param_comms", 1, 300, 400, args=WAIT),
+               s("comm", "nccl:all_reduce", 1, 7000, 7100, shapes="[[1000]]", dtypes='["float"]'),
+               s("comm", "nccl:all_reduce", 2, 100, 200, shapes="[[2, 3], []]", dtypes='["c10::BFloat16", "Scalar"]'),
+               s("comm", "gloo:broadcast", 2, 300, 400, shapes="[[5]]", dtypes='["mystery"]'),
+               s("comm", "c10d::broadcast_", 2, 290, 410, shapes="[[5]]", dtypes='["float"]')]
+    return tables_from_rows(slices=slices, tracks=TRACKS)
+
+
+def test_rank_breakdown_over_common_steps_with_slowest_and_straggler():
+    rows = {r["rank"]: r for r in cluster.rank_breakdown(job()).to_pylist()}
+    assert set(rows) == {0, 1}
+    zero, one = rows[0], rows[1]
+    assert (zero["steps"], zero["step_ns"], zero["compute_ns"], zero["communication_ns"]) == (2, 10000, 5000, 4000)
+    assert (one["steps"], one["step_ns"], one["compute_ns"], one["communication_ns"]) == (2, 9800, 8000, 1000)
+    assert (zero["non_communication_ns"], one["non_communication_ns"]) == (6000, 8800)
+    assert (zero["gap_ns"], one["gap_ns"]) == (200, 0)
+    assert zero["gap_pct"] == pytest.approx(100 * 200 / 9800)
+    assert (zero["slowest"], zero["straggler"], one["slowest"], one["straggler"]) == (True, False, False, True)
+    assert zero["common_steps"] and one["common_steps"]
+
+
+def test_slowest_rank_row():
+    (row,) = cluster.slowest_rank(job()).to_pylist()
+    assert (row["ranks"], row["steps"], row["slowest_rank"], row["slowest_step_ns"], row["fastest_rank"],
+            row["fastest_step_ns"], row["gap_ns"]) == (2, 2, 0, 10000, 1, 9800, 200)
+    assert (row["straggler_rank"], row["straggler_non_communication_ns"]) == (1, 8800)
+    assert "rank 1 spends the most time outside exposed communication" in row["reason"]
+    assert cluster.slowest_rank(tables_from_rows(slices=[], tracks=TRACKS)).num_rows == 0
+
+
+def test_ranks_without_common_steps_compare_their_own():
+    tables = job()
+    keep = pc.invert(pc.and_(pc.equal(tables.slices["kind"], "step"), pc.equal(tables.slices["track_id"], 11)))
+    tables.slices = tables.slices.filter(keep)                # rank 1 loses its steps ...
+    extra = tables_from_rows(slices=[s("step", "ProfilerStep#9", 1, 0, 9800, step=9)], tracks=TRACKS)
+    tables.slices = pa.concat_tables([tables.slices, extra.slices])   # ... and gets step 9 only
+    rows = {r["rank"]: r for r in cluster.rank_breakdown(tables).to_pylist()}
+    assert (rows[0]["steps"], rows[1]["steps"], rows[0]["common_steps"]) == (3, 1, False)
+
+
+def test_collectives_take_each_ranks_best_source():
+    rows = cluster.collectives(job()).to_pylist()
+    by_rank = {r: [row for row in rows if row["rank"] == r] for r in RANKS}
+    # rank 0: the two kernels with metadata (the record_param_comms and the bare kernels are not used)
+    assert [(c["source"], c["collective"], c["dur_ns"], c["in_bytes"], c["group_ranks"], c["peer"])
+            for c in by_rank[0]] == [("device", "allreduce", 4000, 4000, [0, 1, 2, 3], None),
+                                     ("device", "send", 500, 20, [0, 1], 1)]
+    # rank 1: its record (not the wait, not the annotation); the cut rank list rebuilt from start/stride
+    (gather,) = by_rank[1]
+    assert (gather["source"], gather["collective"], gather["dur_ns"], gather["in_bytes"], gather["out_bytes"],
+            gather["group_ranks"], gather["group_size"]) == ("host record", "allgather", None, 64, 192, [1, 2, 3], 3)
+    # rank 2: the backend's annotations; elements of the shapes; an unknown dtype has no bytes
+    assert [(c["source"], c["collective"], c["in_nelems"], c["dtype"], c["in_bytes"], c["group_ranks"])
+            for c in by_rank[2]] == [("host annotation", "all_reduce", 6, "c10::BFloat16", 12, None),
+                                     ("host annotation", "broadcast", 5, "mystery", None, None)]
+
+
+def test_communication_matrix_cells():
+    cells = {(r["rank"], r["peer"]): (r["collectives"], r["bytes"], r["dur_ns"])
+             for r in cluster.communication_matrix(job()).to_pylist()}
+    assert cells == {
+        (0, 1): (2, 4020, 4500), (0, 2): (1, 4000, 4000), (0, 3): (1, 4000, 4000),
+        (1, 2): (1, 192, None), (1, 3): (1, 192, None),
+        (2, None): (2, 12, None),
+    }
+
+
+def test_collective_summary():
+    rows = {(r["rank"], r["collective"]): r for r in cluster.collective_summary(job()).to_pylist()}
+    assert set(rows) == {(0, "allreduce"), (0, "send"), (1, "allgather"), (2, "all_reduce"), (2, "broadcast")}
+    send = rows[(0, "send")]
+    assert (send["count"], send["in_bytes"], send["dur_ns"], send["with_peers"], send["source"]) == (
+        1, 20, 500, 1, "device")
+    assert rows[(2, "all_reduce")]["with_peers"] == 0
+
+
+def _raw(path):
+    with gzip.open(path, "rt") as f:
+        return json.load(f)["traceEvents"]
+
+
+def test_real_job_without_recorded_peers(shared_data, tmp_path):
+    """trace_filter: ranks 0 and 1 of a 128-rank job, PyTorch without collective metadata: every
+    operation is a host annotation, peers not recorded; bytes from the annotations' Input Dims."""
+    folder = shared_data / "kineto" / "hta" / "trace_filter"
+    for path in folder.glob("*.json.gz"):
+        shutil.copy(path, tmp_path / path.name)
+    run = perfsight.open(tmp_path)
+    assert run.ranks == [0, 1]
+    size = {"float": 4, "int": 4, "long": 8, "signed char": 1, "unsigned char": 1}
+    matrix = {r["rank"]: r for r in cluster.communication_matrix(run.tables).to_pylist()}
+    assert set(matrix) == {0, 1} and all(r["peer"] is None for r in matrix.values())
+    for rank in (0, 1):
+        events = [e for e in _raw(folder / f"sampled_rank-{rank}.json.gz") if e.get("name", "").startswith("nccl:")]
+        expected = 0
+        for e in events:
+            for dims, dtype in zip(e["args"]["Input Dims"], e["args"]["Input type"]):
+                n = 1
+                for d in dims:
+                    n *= d
+                expected += n * size[dtype] if dims else 0
+        assert matrix[rank]["collectives"] == len(events) == 10
+        assert matrix[rank]["bytes"] == expected
+    breakdown = cluster.rank_breakdown(run.tables).to_pylist()
+    assert [r["steps"] for r in breakdown] == [2, 2] and sum(r["slowest"] for r in breakdown) == 1
+
+
+def test_real_trace_with_recorded_peers(shared_data, tmp_path):
+    """nccl_data: rank 0 of 2, PyTorch 2.1-era: NCCL kernels carry the metadata and the group [0, 1]."""
+    path = shared_data / "kineto" / "hta" / "nccl_parser_config" / "nccl_data.json.gz"
+    shutil.copy(path, tmp_path / path.name)
+    run = perfsight.open(tmp_path / path.name)
+    kernels = [e for e in _raw(path) if e.get("cat") == "kernel" and "Collective name" in e.get("args", {})]
+    size = {"Float": 4, "Long": 8, "Int": 4}
+    expected = sum(max(e["args"]["In msg nelems"], e["args"]["Out msg nelems"]) * size[e["args"]["dtype"]]
+                   for e in kernels)
+    (cell,) = cluster.communication_matrix(run.tables).to_pylist()
+    assert (cell["rank"], cell["peer"], cell["collectives"], cell["bytes"]) == (0, 1, len(kernels), expected)
+    assert cell["dur_ns"] == pytest.approx(sum(e["dur"] for e in kernels) * 1000, abs=len(kernels))
+    assert {r["source"] for r in cluster.collectives(run.tables).to_pylist()} == {"device"}
