@@ -42,6 +42,14 @@ def browser():
         browser.close()
 
 
+@pytest.fixture(scope="session")
+def server(runs_dir):
+    """insight over ``runs_dir``, every run parsed (shared by the page tests)."""
+    with InsightServer(runs_dir) as server:
+        server.wait_parsed()
+        yield server
+
+
 @pytest.fixture
 def serve():
     """serve(base_dir) -> a started InsightServer (stopped at teardown)."""
@@ -79,26 +87,3 @@ def page(browser):
     page.on("pageerror", lambda error: page.console_errors.append(str(error)))
     yield page
     context.close()
-
-
-@pytest.fixture(scope="session")
-def runs_dir(tmp_path_factory, shared_data) -> Path:
-    """A summary-base-dir shared by the page tests (copies: nothing is written beside ../shared/data):
-
-    - ``perfsight/PROF_...``: a real 4-step perfsight run (tiny MLP, DataLoader, memory and host sampling);
-    - ``gpu/df_index_resolver.json.gz``: the largest real GPU trace (53.7 MB of JSON);
-    - ``cpu/cpu_mlp_rs_mem_stack.pt.trace.json.gz``: a torch 2.13 CPU trace with shapes, memory and stacks;
-    - ``resnet50/worker0...pt.trace.json.gz``: a GPU ResNet-50 training trace (kineto_tb_plugin sample).
-    """
-    from tests.analysis.planted_host import CPU_TRACE, _train
-
-    base = tmp_path_factory.mktemp("insight_runs")
-    _train(base / "perfsight")
-    kineto = shared_data / "kineto"
-    for folder, source in (("gpu", kineto / "hta" / "df_index_resolver" / "df_index_resolver.json.gz"),
-                           ("cpu", shared_data / CPU_TRACE),
-                           ("resnet50", next((kineto / "kineto_tb_plugin" / "samples" /
-                                              "resnet50_num_workers_0").glob("*.pt.trace.json.gz")))):
-        (base / folder).mkdir()
-        shutil.copy(source, base / folder / source.name)
-    return base

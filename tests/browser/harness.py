@@ -1,4 +1,5 @@
-"""Browser-test harness: an insight server in a thread, and waiting for a view to render."""
+"""Browser-test harness: a test server (any app, or insight over a folder) in a thread, and waiting for a
+view to render."""
 from __future__ import annotations
 
 import socket
@@ -7,36 +8,42 @@ import time
 from pathlib import Path
 
 
-class InsightServer:
-    """uvicorn serving create_app(RunLibrary(base)) in a thread, on a free port."""
+class AppServer:
+    """uvicorn serving an ASGI app in a thread, on a free loopback port (a context manager)."""
 
-    def __init__(self, base: Path):
+    def __init__(self, app):
         import uvicorn
 
-        from perfsight.insight.library import RunLibrary
-        from perfsight.insight.server import create_app
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.socket.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
 
-        self.library = RunLibrary(base, rescan_seconds=1.0)
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(create_app(self.library), host="127.0.0.1", port=self.port, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> InsightServer:
+    def __enter__(self):
         self.thread.start()
         deadline = time.monotonic() + 30
         while not self.server.started:
             if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the insight server did not start")
-            time.sleep(0.05)
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.02)
         return self
 
     def __exit__(self, *exc) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+        self.socket.close()
+
+
+class InsightServer(AppServer):
+    """The insight app over ``base`` (rescanning every second)."""
+
+    def __init__(self, base: Path):
+        from perfsight.insight.library import RunLibrary
+        from perfsight.insight.server import create_app
+
+        self.library = RunLibrary(base, rescan_seconds=1.0)
+        super().__init__(create_app(self.library))
 
     def wait_parsed(self, timeout: float = 120) -> list[dict]:
         """Block until no run is queued or parsing; the run list."""

@@ -1,6 +1,66 @@
-"""Placeholder: the page routes land here (replaced by the pages work)."""
-from fastapi import APIRouter
+"""Routes of the Overview and Step trace pages: analysis results as JSON, times relative to the run start.
+
+``GET /api/runs/{id}/overview``: everything the overview draws, from ``summary.run_summary`` (step
+statistics, the mean step breakdown, overlap, memory peak, data verdict, advice, warnings) and the per-step
+breakdown, the device's temporal breakdown, the model FLOPS over the steps, host usage, the top operator
+types (``ops.type_shares`` of the run's first operator view), the timeline summary and the advice's
+evidence references (``advisor.evidence_refs``).
+
+``GET /api/runs/{id}/steps``: the step trace (``steps.step_trace``) and its phases per step and on
+average (``steps.step_phases``).
+"""
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+
+from ..analysis.advisor import evidence_refs
+from ..analysis.breakdown import CATEGORIES, step_breakdown, temporal_breakdown
+from ..analysis.flops import model_flops, model_flops_total
+from ..analysis.ops import type_shares
+from ..analysis.resources import host_usage_summary
+from ..analysis.steps import step_phases, step_trace
+from ..analysis.summary import run_summary, timeline_summary
+from .library import LoadedRun
+from .responses import json_response
+from .results import analysed, executions, relative, views
+
+#: operator types in the overview's pie (the rest are one "other" slice)
+OVERVIEW_TOP_TYPES = 10
+
+
+def overview(loaded: LoadedRun) -> dict:
+    summary = analysed(loaded, run_summary)
+    view = views(loaded)[0]
+    return {
+        "categories": [*CATEGORIES, "idle"],
+        "steps": summary["steps"],
+        "warnings": summary["warnings"],
+        "step_breakdown": relative(loaded, analysed(loaded, step_breakdown)),
+        "step_breakdown_average": summary["breakdown"],
+        "temporal": relative(loaded, analysed(loaded, temporal_breakdown)),
+        "overlap": relative(loaded, summary["overlap"]),
+        "flops": model_flops_total(analysed(loaded, model_flops)),
+        "memory_peak": relative(loaded, summary["memory_peak"]),
+        "host_usage": relative(loaded, analysed(loaded, host_usage_summary)),
+        "ops_view": view,
+        "top_ops": type_shares(executions(loaded, view), top=OVERVIEW_TOP_TYPES),
+        "data": summary["data"],
+        "timeline": relative(loaded, analysed(loaded, timeline_summary)),
+        "advice": summary["advice"],
+        "evidence": evidence_refs(summary["advice"]),
+    }
 
 
 def router(get_run) -> APIRouter:
-    return APIRouter(prefix="/api/runs/{run_id}")
+    api = APIRouter(prefix="/api/runs/{run_id}")
+
+    @api.get("/overview")
+    def overview_route(loaded: LoadedRun = Depends(get_run)):
+        return json_response(overview(loaded))
+
+    @api.get("/steps")
+    def steps_route(loaded: LoadedRun = Depends(get_run)):
+        trace = analysed(loaded, step_trace)
+        return json_response({"steps": relative(loaded, trace), "phases": step_phases(trace)})
+
+    return api

@@ -66,12 +66,13 @@ class Entry:
 
 
 class LoadedRun:
-    """An open run, and a per-run memo for what the pages compute from it (computed once, in one thread)."""
+    """An open run, and a per-run memo for what the pages compute from it (computed once; a factory may
+    itself use the memo)."""
 
     def __init__(self, entry: Entry, run: Run):
         self.entry, self.run, self.tables = entry, run, run.tables
         self._memo: dict[str, Any] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     def memo(self, key: str, factory: Callable[[], T]) -> T:
         with self._lock:

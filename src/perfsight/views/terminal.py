@@ -44,6 +44,7 @@ def print_run_summary(run_dir: Path, written: list[Path], console: Console | Non
         console.print(f"exported files in {written[0].parent}:")
         for path in written:
             console.print(f"  {path.name}")
+    console.print(f"browse it in the web UI: perfsight insight --summary-base-dir {run_dir.parent} --open")
 
 
 def print_summary(title: str, summary: dict, console: Console | None = None) -> None:

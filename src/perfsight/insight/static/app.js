@@ -10,6 +10,7 @@ const RUN_PAGES = [
 ];
 let pollTimer = null;
 let renderToken = 0;
+let leavePage = null;   // what the page on screen returned from render(): called when it is left
 
 function setState(state) { document.body.dataset.state = state; }
 
@@ -20,6 +21,7 @@ function schedule(fn, ms) {
 
 async function route() {
   clearTimeout(pollTimer);
+  if (leavePage) { leavePage(); leavePage = null; }
   const token = ++renderToken;
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   setState("loading");
@@ -98,8 +100,11 @@ async function showRun(token, runId, page, params) {
   }
   main.replaceChildren(PS.message("Loading…"));
   const content = PS.el("div", {class: "page-" + page});
-  await renderer.render(content, {runId, run, api, params});
-  if (token === renderToken) main.replaceChildren(content);
+  main.append(content);          // in the document while it renders, so charts and canvases get a size
+  const leave = await renderer.render(content, {runId, run, api, params});
+  if (token !== renderToken) { if (typeof leave === "function") leave(); return; }
+  leavePage = typeof leave === "function" ? leave : null;
+  main.replaceChildren(content);
 }
 
 window.addEventListener("hashchange", route);

@@ -63,16 +63,133 @@ window.PS = {
     return PS.el("table", {class: "data", id}, PS.el("thead", {}, head), PS.el("tbody", {}, body));
   },
 
-  /* A Plotly chart in a new div (trace strings are escaped for Plotly's pseudo-HTML labels). */
-  plot(data, layout = {}, {id, height = 320} = {}) {
-    const div = PS.el("div", {class: "chart", id});
+  /* A Plotly chart in a new div (trace strings are escaped for Plotly's pseudo-HTML labels), drawn once
+     the div is in the document (pages build their content before attaching it), so it gets its width.
+     onClick(event) gets Plotly's click events (event.points). The div's data-state is "ready" once drawn. */
+  plot(data, layout = {}, {id, height = 320, onClick} = {}) {
+    const div = PS.el("div", {class: "chart", id, dataset: {state: "loading"}});
     div.style.height = height + "px";
     const base = {margin: {l: 60, r: 20, t: 30, b: 50}, font: {size: 12}, paper_bgcolor: "rgba(0,0,0,0)",
                   plot_bgcolor: "rgba(0,0,0,0)", legend: {orientation: "h"}};
-    requestAnimationFrame(() => Plotly.newPlot(div, data, Object.assign(base, layout),
-                                               {displaylogo: false, responsive: true}));
+    let frames = 0;
+    const draw = () => {
+      if (!div.isConnected) {                 // not attached yet: try again next frame (for up to ~2 minutes)
+        if (++frames < 7200) requestAnimationFrame(draw);
+        return;
+      }
+      Plotly.newPlot(div, data, Object.assign(base, layout), {displaylogo: false, responsive: true}).then(() => {
+        if (onClick) div.on("plotly_click", onClick);
+        div.dataset.state = "ready";
+      });
+    };
+    requestAnimationFrame(draw);
     return div;
   },
+
+  /* Fill `node` with what `build()` returns (a node or a list of nodes), marking node.dataset.state
+     "loading" then "ready", or "error" with the message shown in its place. Returns the state. */
+  async fill(node, build) {
+    node.dataset.state = "loading";
+    try {
+      const content = await build();
+      node.replaceChildren(...[content].flat().filter(c => c !== null && c !== undefined));
+      node.dataset.state = "ready";
+    } catch (error) {
+      node.replaceChildren(PS.message(error.message, "error"));
+      node.dataset.state = "error";
+    }
+    return node.dataset.state;
+  },
+
+  /* A labelled <select>: options [[value, label], ...]; onChange(value) on change. */
+  select(label, options, value, onChange, {id} = {}) {
+    const select = PS.el("select", {id, onchange: () => onChange(select.value)},
+      options.map(([v, text]) => PS.el("option", {value: v, selected: String(v) === String(value)}, text)));
+    return PS.el("label", {class: "picker"}, label + " ", select);
+  },
+
+  /* Query string from an object (null/undefined values left out). */
+  query(params) {
+    const kept = Object.entries(params).filter(([, v]) => v !== null && v !== undefined);
+    return kept.length ? "?" + new URLSearchParams(kept).toString() : "";
+  },
+  /* "#/run/<id>/<page>/<param>/...": a link to a page of a run, every part URI-encoded (null params: ""). */
+  runHash(runId, page, ...params) {
+    return "#/" + ["run", runId, page, ...params].map(p => encodeURIComponent(p ?? "")).join("/");
+  },
+  /* Put `hash` in the address bar without routing (a page that updated itself in place). */
+  replaceHash(hash) { history.replaceState(null, "", hash); },
+
+  /* Long names (kernel signatures) cut to `n` characters for labels; the full name goes in the title. */
+  shorten(s, n = 60) { s = String(s); return s.length > n ? s.slice(0, n - 1) + "…" : s; },
+  /* 1.23e9 -> "1.23 G" + unit (SI prefixes). */
+  fmtSI(n, unit = "") {
+    if (n === null || n === undefined || Number.isNaN(n)) return "–";
+    const prefixes = ["", "k", "M", "G", "T", "P", "E"];
+    let i = 0, v = Number(n);
+    while (Math.abs(v) >= 1000 && i < prefixes.length - 1) { v /= 1000; i++; }
+    return (i ? v.toFixed(2) : String(Math.round(v * 100) / 100)) + " " + prefixes[i] + unit;
+  },
+
+  /* A part of a page drawn per rank: build(rank) returns its content (as PS.fill); runs of several ranks
+     get a rank picker above it that redraws it. Resolves to the element once drawn. */
+  async perRank(ctx, build, {id} = {}) {
+    const ranks = ctx.run.ranks && ctx.run.ranks.length ? ctx.run.ranks : [0];
+    const body = PS.el("div", {class: "rank-body", id});
+    const picker = ranks.length > 1
+      ? PS.select("rank", ranks.map(r => [r, String(r)]), ranks[0], r => PS.fill(body, () => build(Number(r)))) : null;
+    await PS.fill(body, () => build(ranks[0]));
+    return PS.el("div", {}, picker, body);
+  },
+
+  /* A server-paged, sortable table. load({sort, order, page, pageSize}) resolves to {rows, total};
+     columns as PS.table's, plus `sort`: the server column a click on the header sorts by. data-state is
+     "loading" while a page loads, then "ready" (or "error"); element.reload() shows page 1 again and
+     element.pending() marks it loading ahead of a reload. Resolves once the first page is shown. */
+  async pagedTable(columns, load, {id, sort, order = "desc", pageSize = 50, onRowClick} = {}) {
+    const view = {sort, order, page: 1, pageSize};
+    const box = PS.el("div", {class: "paged", id});
+    let token = 0;
+    const show = async () => {
+      const mine = ++token;
+      box.dataset.state = "loading";
+      let data;
+      try {
+        data = await load(view);
+      } catch (error) {
+        if (mine === token) { box.replaceChildren(PS.message(error.message, "error")); box.dataset.state = "error"; }
+        return;
+      }
+      if (mine !== token) return;
+      const pages = Math.max(1, Math.ceil(data.total / view.pageSize));
+      const table = PS.table(data.rows, columns, {onRowClick});
+      table.querySelectorAll("thead th").forEach((th, i) => {
+        const key = columns[i].sort;
+        if (!key) return;
+        th.classList.add("sortable");
+        th.dataset.sort = key;
+        if (key === view.sort) th.append(view.order === "desc" ? " ▼" : " ▲");
+        th.addEventListener("click", () => {
+          view.order = key === view.sort && view.order === "desc" ? "asc" : "desc";
+          view.sort = key;
+          view.page = 1;
+          show();
+        });
+      });
+      const go = page => () => { view.page = page; show(); };
+      box.replaceChildren(PS.el("div", {class: "pager"},
+        PS.el("button", {class: "prev", disabled: view.page <= 1, onclick: go(view.page - 1)}, "‹ previous"),
+        PS.el("span", {class: "page-info"}, `page ${PS.fmtNum(view.page)} of ${PS.fmtNum(pages)} (${PS.fmtNum(data.total)} rows)`),
+        PS.el("button", {class: "next", disabled: view.page >= pages, onclick: go(view.page + 1)}, "next ›")),
+        table);
+      box.dataset.state = "ready";
+    };
+    box.reload = () => { view.page = 1; return show(); };
+    box.pending = () => { token++; box.dataset.state = "loading"; };
+    await show();
+    return box;
+  },
+
   /* Plotly renders label text as pseudo-HTML: escape trace strings before giving them to it. */
   plotText(s) { return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;"); },
 

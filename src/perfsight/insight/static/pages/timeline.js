@@ -1,1 +1,18 @@
-/* placeholder: the timeline page (replaced by the pages work) */
+/* The Timeline page: perfsight's canvas timeline (timeline.js) over the run, fed window by window by the
+   server. #/run/<id>/timeline/<t0>/<t1> opens at that window (ns from the run's start), as the advice's
+   evidence links do. */
+"use strict";
+PS.pages.timeline = {
+  async render(container, ctx) {
+    const host = PS.el("div", {class: "timeline-host"});
+    container.append(host);
+    const timeline = new PerfsightTimeline(host, {apiBase: ctx.api});
+    await timeline.idle();
+    const [t0, t1] = ctx.params.map(Number);
+    if (Number.isFinite(t0) && Number.isFinite(t1) && t1 > t0) {
+      timeline.setView(t0, t1);
+      await timeline.idle();
+    }
+    return () => timeline.destroy();
+  },
+};

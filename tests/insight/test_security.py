@@ -1,0 +1,170 @@
+"""insight's security and robustness promises, tested from outside: it serves only what is under the
+summary-base-dir (path traversal, encoded or raw, absolute paths, symlinks out of it: refused or never
+listed), unknown runs are 404, other Host headers 400, every response carries the CSP, serving every
+page writes nothing beside the runs except the Parquet cache, a broken run keeps its error on its own
+row, and the CLI binds to loopback unless told --allow-remote (with a warning)."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from perfsight import cli
+from perfsight.insight import api_operators, api_overview, api_resources, api_timeline
+from perfsight.insight import server as insight_server
+from perfsight.insight.discovery import run_id
+from perfsight.insight.library import RunLibrary
+from perfsight.insight.server import create_app
+from tests.insight.conftest import Served
+
+CPU_ONLY = "kineto/hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
+CPU_MEMORY = "kineto/generated_torch213_cpu/cpu_mlp_rs_mem_stack.pt.trace.json.gz"
+SECRET = "top secret: outside the base dir"
+
+
+@pytest.fixture
+def tree(tmp_path, shared_data) -> tuple[Path, Path]:
+    """(base, outside): base holds two real traces, a broken one and symlinks to ``outside``, which holds
+    a trace and a secret file."""
+    base, outside = tmp_path / "base", tmp_path / "outside"
+    (base / "cpu").mkdir(parents=True)
+    (base / "mem").mkdir()
+    outside.mkdir()
+    shutil.copy(shared_data / CPU_ONLY, base / "cpu")
+    shutil.copy(shared_data / CPU_MEMORY, base / "mem")
+    (base / "broken").mkdir()
+    (base / "broken" / "bad.pt.trace.json").write_text("this is not json")
+    shutil.copy(shared_data / CPU_ONLY, outside / "outside_only.pt.trace.json.gz")
+    (outside / "secret.txt").write_text(SECRET)
+    os.symlink(outside, base / "linked_dir")
+    os.symlink(outside / "outside_only.pt.trace.json.gz", base / "linked_file.pt.trace.json.gz")
+    os.symlink(outside / "secret.txt", base / "secret.txt")
+    return base, outside
+
+
+def test_only_runs_inside_the_base_dir_are_listed_and_a_broken_one_keeps_its_error(tree):
+    base, _ = tree
+    with Served(base) as served:
+        client, runs = served.client, {r["path"]: r for r in served.library.entries()}
+        assert set(runs) == {"broken/bad.pt.trace.json", "cpu/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+                             "mem/cpu_mlp_rs_mem_stack.pt.trace.json.gz"}
+        assert runs["broken/bad.pt.trace.json"]["status"] == "error"
+        assert runs["broken/bad.pt.trace.json"]["error"]
+        assert all(r["status"] == "ready" for p, r in runs.items() if not p.startswith("broken"))
+        body = client.get("/api/runs").text
+        assert "outside_only" not in body and "linked" not in body and "secret" not in body
+        for relpath in ("linked_dir/outside_only.pt.trace.json.gz", "linked_file.pt.trace.json.gz", "linked_dir"):
+            assert client.get(f"/api/runs/{run_id(relpath)}").status_code == 404
+            assert client.get(f"/api/runs/{run_id(relpath)}/data").status_code == 404
+        broken = client.get(f"/api/runs/{runs['broken/bad.pt.trace.json']['id']}/data")
+        assert broken.status_code == 409 and "failed to parse" in broken.json()["detail"]
+
+
+@pytest.mark.parametrize("url", [
+    "/static/%2e%2e/%2e%2e/server.py", "/static/%2e%2e/server.py", "/static/..%2F..%2Fserver.py",
+    "/static/%2e%2e%2f%2e%2e%2f%2e%2e%2fsecret.txt", "/static//etc/passwd", "/static/%2Fetc%2Fpasswd",
+    "/api/runs/..%2F..", "/api/runs/%2e%2e/data", "/api/runs/%2Fetc%2Fpasswd", "/api/runs/..%2F..%2Fsecret.txt/data",
+    "/secret.txt", "/base/secret.txt", "/vendor/..%2F..%2Fsecret.txt", "/api/runs/nope", "/api/runs/nope/memory",
+    "/api/runs/nope/cluster", "/api/runs/nope/timeline/tracks",
+])
+def test_traversal_absolute_and_unknown_paths_are_refused(tree, url):
+    base, _ = tree
+    with TestClient(create_app(RunLibrary(base)), base_url="http://127.0.0.1") as client:
+        response = client.get(url)
+    assert response.status_code in (400, 404), (url, response.status_code)
+    assert SECRET not in response.text and "def create_app" not in response.text and "root:" not in response.text
+    assert "Content-Security-Policy" in response.headers
+
+
+def test_raw_dot_segments_on_the_wire_are_refused(tree):
+    """Browsers and httpx drop literal ``..`` segments; a raw socket does not."""
+    from tests.browser.harness import InsightServer
+
+    base, _ = tree
+    with InsightServer(base) as server:
+        for target in ("/static/../server.py", "/static/../../../secret.txt", "/api/runs/../../secret.txt",
+                       "/static/../../insight/server.py"):
+            port = int(server.url.rsplit(":", 1)[1])
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                s.sendall(f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+                answer = b""
+                while chunk := s.recv(65536):
+                    answer += chunk
+            status = int(answer.split(b" ", 2)[1])
+            assert status in (400, 404), (target, answer[:200])
+            assert SECRET.encode() not in answer and b"def create_app" not in answer
+
+
+def test_other_host_headers_are_refused_and_every_answer_has_the_csp(tree):
+    base, _ = tree
+    with TestClient(create_app(RunLibrary(base)), base_url="http://127.0.0.1") as client:
+        assert client.get("/api/runs", headers={"Host": "evil.example"}).status_code == 400
+        assert client.get("/", headers={"Host": "127.0.0.1.evil.example:8080"}).status_code == 400
+        for url in ("/", "/api/runs", "/static/app.js", "/static/pages/resources.js", "/vendor/plotly.min.js",
+                    "/api/runs/nope", "/static/nope.js"):
+            response = client.get(url)
+            csp = response.headers["Content-Security-Policy"]
+            assert "script-src 'self'" in csp and "default-src 'self'" in csp and "'unsafe-eval'" not in csp
+            assert response.headers["X-Content-Type-Options"] == "nosniff"
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under root (symlinks not followed) -> (size, mtime_ns)."""
+    out = {}
+    for folder, _, files in os.walk(root):
+        for name in files:
+            path = Path(folder, name)
+            st = path.lstat()
+            out[path.relative_to(root).as_posix()] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _in_cache(relpath: str) -> bool:
+    return any(part == "perfsight_cache" or part.endswith(".perfsight_cache") for part in relpath.split("/"))
+
+
+def test_serving_every_page_writes_only_the_parquet_cache(tree):
+    base, outside = tree
+    before, outside_before = _snapshot(base), _snapshot(outside)
+    with Served(base) as served:
+        client, runs = served.client, {r["path"]: r for r in served.library.entries()}
+        routes = [r.path for module in (api_overview, api_operators, api_resources, api_timeline)
+                  for r in module.router(lambda run_id: None).routes
+                  if "GET" in r.methods and r.path.count("{") == 1]
+        assert "/api/runs/{run_id}/memory/alive" in routes and len(routes) >= 8
+        ready = [r for r in runs.values() if r["status"] == "ready"]
+        for run in ready:
+            for path in routes:
+                response = client.get(path.replace("{run_id}", run["id"]), params={"t_ns": 0, "t0": 0, "t1": 1000,
+                                                                                     "width": 10, "q": "aten"})
+                assert response.status_code < 500, (path, response.text[:300])
+    after = _snapshot(base)
+    changed = {p for p in set(before) | set(after) if before.get(p) != after.get(p)}
+    assert changed and all(_in_cache(p) for p in changed), sorted(p for p in changed if not _in_cache(p))
+    assert _snapshot(outside) == outside_before
+
+
+def test_cli_binds_to_loopback_unless_allow_remote(tmp_path, monkeypatch, capsys):
+    import uvicorn
+
+    started = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, host, port, **kw: started.append((app, host, port)))
+    assert cli.main(["insight", "--summary-base-dir", str(tmp_path), "--host", "0.0.0.0"]) == 2
+    assert "--allow-remote" in capsys.readouterr().err and started == []
+    assert cli.main(["insight", "--summary-base-dir", str(tmp_path), "--host", "192.168.1.5", "--port", "8123"]) == 2
+    assert started == []
+
+    assert cli.main(["insight", "--summary-base-dir", str(tmp_path), "--port", "8124"]) == 0
+    assert started[-1][1:] == ("127.0.0.1", 8124)
+    assert "WARNING" not in capsys.readouterr().out
+
+    assert cli.main(["insight", "--summary-base-dir", str(tmp_path), "--host", "0.0.0.0", "--allow-remote"]) == 0
+    assert started[-1][1] == "0.0.0.0"
+    out = capsys.readouterr().out
+    assert "WARNING" in out and "anyone who can reach it can read the runs" in out
+    assert insight_server.is_loopback("::1") and insight_server.is_loopback("localhost")
+    assert not insight_server.is_loopback("0.0.0.0")
