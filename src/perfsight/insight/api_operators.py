@@ -41,8 +41,7 @@ _SHAPE_KEYS = ["rank", "category", "op_type", "input_shapes", "task_type"]
 
 def _statistic(loaded: LoadedRun, view: str, keys: list[str]):
     """``op_statistic`` of the view grouped by ``keys`` (its own grouping), from the memoised executions."""
-    rows = executions(loaded, view)          # memo factories must not call memo (one lock per run)
-    return loaded.memo(f"statistic:{view}:{keys}", lambda: duration_statistics(rows, keys))
+    return loaded.memo(f"statistic:{view}:{keys}", lambda: duration_statistics(executions(loaded, view), keys))
 
 
 def _required(name: str, value: str | None) -> str:

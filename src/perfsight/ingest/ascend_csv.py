@@ -1,0 +1,133 @@
+"""Reading Ascend's CSV exports (torch_npu ASCEND_PROFILER_OUTPUT, msprof mindstudio_profiler_output,
+MindSpore) by header name, whatever the dialect.
+
+Owns: the alias table (``COLUMNS``: canonical column name -> every header it goes by in the known
+dialects), reading a file with pyarrow (quoted fields spanning lines, every column as text), and the
+conversions the readers share: exact integer nanoseconds from microsecond texts (Ascend writes them with
+a trailing tab, ``"1736413971558972.912\\t"``, and they need 61 bits: never through float), numbers from
+texts (``N/A`` and empty are null), and sizes in KB or MB to bytes.
+
+``read_csv(path, required=...)`` returns a table whose known columns carry their canonical names; a
+missing required column is an InputError naming the file, the column and the headers found; a missing
+optional column is simply absent from the table; unknown columns are kept under their own header.
+"""
+from __future__ import annotations
+
+import csv
+import re
+from decimal import Decimal
+from pathlib import Path
+from typing import Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from ..errors import InputError
+from .kineto_columns import exact_ns
+
+#: canonical name -> the headers it is written as (first: torch_npu's current spelling)
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "step": ("Step Id", "Step ID", "step_id", "Iteration ID"),
+    "model_id": ("Model ID", "model_id"),
+    "task_id": ("Task ID", "task_id"),
+    "stream_id": ("Stream ID", "stream_id"),
+    "device_id": ("Device_id", "Device ID", "device_id"),
+    "name": ("Name", "Op Name", "op_name", "name"),
+    "op_type": ("Type", "OP Type", "Op Type", "op_type"),
+    "op_state": ("OP State", "op_state"),
+    "task_type": ("Accelerator Core", "Task Type", "task_type"),
+    "start_us": ("Start Time(us)", "Task Start Time(us)", "start_time", "Start Time"),
+    "duration_us": ("Duration(us)", "Task Duration(us)", "duration", "Duration"),
+    "wait_us": ("Wait Time(us)", "Task Wait Time(us)", "wait_time"),
+    "block_dim": ("Block Dim", "Block Num", "block_dim", "block_num"),
+    "mix_block_dim": ("Mix Block Dim", "Mix Block Num", "mix_block_dim"),
+    "input_shapes": ("Input Shapes", "input_shapes"),
+    "input_dtypes": ("Input Data Types", "input_data_types"),
+    "input_formats": ("Input Formats", "input_formats"),
+    "output_shapes": ("Output Shapes", "output_shapes"),
+    "output_dtypes": ("Output Data Types", "output_data_types"),
+    "output_formats": ("Output Formats", "output_formats"),
+    "context_id": ("Context ID", "context_id"),
+    "timestamp_us": ("Timestamp(us)", "timestamp", "Time(us)"),
+    "total_allocated_mb": ("Total Allocated(MB)",),
+    "total_reserved_mb": ("Total Reserved(MB)",),
+    "total_active_mb": ("Total Active(MB)",),
+    "total_allocated_kb": ("Total Allocated(KB)",),
+    "total_reserved_kb": ("Total Reserved(KB)",),
+    "device_type": ("Device Type", "Device", "device_type"),
+}
+
+_NUMBER = re.compile(r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$")
+_NULLS = ["", "N/A", "NA", "n/a", "null", "None", "-"]
+_HEADER_TO_NAME = {header: name for name, headers in COLUMNS.items() for header in headers}
+
+
+def read_csv(path: Path, *, required: Iterable[str] = ()) -> pa.Table:
+    """The CSV at ``path`` with canonical column names (module docstring); every column is text."""
+    path = Path(path)
+    try:
+        table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(encoding="utf-8"),
+                               parse_options=pacsv.ParseOptions(newlines_in_values=True),
+                               convert_options=pacsv.ConvertOptions(column_types=_all_text(path),
+                                                                    strings_can_be_null=True, null_values=_NULLS))
+    except (OSError, pa.ArrowInvalid) as error:
+        raise InputError(f"{path}: not a readable CSV file ({error})") from None
+    renamed = [_HEADER_TO_NAME.get(header.strip(), header.strip()) for header in table.column_names]
+    missing = [name for name in required if name not in renamed]
+    if missing:
+        expected = "; ".join(f"{name} (as {' or '.join(repr(h) for h in COLUMNS.get(name, (name,)))})"
+                             for name in missing)
+        raise InputError(f"{path}: missing required column {expected}; the file's columns are "
+                         f"{', '.join(table.column_names)}")
+    return table.rename_columns(renamed)
+
+
+def _all_text(path: Path) -> dict[str, pa.DataType]:
+    """Every column of the file read as text (the header line, parsed as CSV)."""
+    try:
+        with open(path, newline="", encoding="utf-8", errors="replace") as file:
+            header = file.readline()
+    except OSError as error:
+        raise InputError(f"{path}: cannot read the file ({error.strerror or error})") from None
+    names = next(csv.reader([header]), [])
+    return {name: pa.string() for name in names}
+
+
+def ns_from_us(column: pa.Array | pa.ChunkedArray, what: str, path: Path) -> pa.Array:
+    """Microsecond texts (``"1736413971558972.912\\t"``) -> exact int64 ns; null stays null.
+
+    A text that is not a number is an InputError naming the file, the column and the value."""
+    text = pc.utf8_trim_whitespace(_flat(column))
+    ns, invalid = exact_ns(text)
+    if invalid:
+        bad = next(v for v, n in zip(text.to_pylist(), ns.to_pylist()) if v is not None and n is None)
+        raise InputError(f"{path}: column {what} holds {bad!r}, not a time in microseconds")
+    return ns
+
+
+def numbers(column: pa.Array | pa.ChunkedArray, type: pa.DataType = pa.float64()) -> pa.Array:
+    """Number texts -> ``type``; texts that are not numbers (``N/A``, ``-``) become null."""
+    text = pc.utf8_trim_whitespace(_flat(column))
+    usable = pc.match_substring_regex(text, _NUMBER.pattern)
+    cleaned = pc.if_else(pc.fill_null(usable, False), text, pa.scalar(None, pa.string()))
+    return cleaned.cast(pa.float64()).cast(type) if pa.types.is_integer(type) else cleaned.cast(type)
+
+
+_UNIT_BYTES = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}
+
+
+def bytes_from(column: pa.Array | pa.ChunkedArray, unit: str) -> pa.Array:
+    """Sizes in ``unit`` (B, KB, MB, GB; binary multiples, as Ascend's tools use) -> int64 bytes, rounded."""
+    factor = _UNIT_BYTES[unit.upper()]
+    values = numbers(column, pa.float64())
+    return pc.round(pc.multiply(values, float(factor))).cast(pa.int64())
+
+
+def decimal_us_to_ns(text: str) -> int:
+    """One microsecond text -> exact ns (for single values read outside tables, e.g. JSON metadata)."""
+    return int((Decimal(text.strip()) * 1000).to_integral_value())
+
+
+def _flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
