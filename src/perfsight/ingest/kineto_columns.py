@@ -15,6 +15,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 _THOUSAND = pa.scalar(Decimal(1000), pa.decimal128(4, 0))
+# typed scalars for compute calls: a plain Python number is converted by type inference on every call,
+# which costs pyarrow a failing import attempt (dateutil) each time
+ZERO = pa.scalar(0, pa.int64())
+_NS_PER_US = pa.scalar(1000, pa.int64())
 _MICROS_WITH_NS = pa.decimal128(20, 3)  # up to 10^17 us (3,000 years) with ns digits
 _MAX_INT32_OFFSET = (1 << 31) - 1
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -73,21 +77,24 @@ def micros_to_ns(values: list) -> tuple[pa.Array, int]:
     integers = _integers(values)
     if integers is not None:
         try:
-            return pc.multiply_checked(integers, 1000), 0
+            return pc.multiply_checked(integers, _NS_PER_US), 0
         except pa.ArrowInvalid:  # beyond int64 nanoseconds: let the exact path report them
             pass
     return exact_ns(_texts(values))
 
 
+_INT_OR_NONE = frozenset((int, type(None)))
+
+
 def _integers(values: list) -> pa.Array | None:
-    """``values`` as int64 if they are all ints or None (pyarrow would silently truncate floats)."""
-    try:
-        column = array(values)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+    """``values`` as int64 if they are all ints or None, else None. The types are checked first: pyarrow
+    would truncate floats into an int64 column, and inferring the type costs a failing import per call."""
+    if not _INT_OR_NONE.issuperset(map(type, values)):
         return None
-    if pa.types.is_int64(column.type):
-        return column
-    return column.cast(pa.int64()) if pa.types.is_null(column.type) else None
+    try:
+        return array(values, pa.int64())
+    except OverflowError:            # beyond int64
+        return None
 
 
 def exact_ns(plain: pa.Array) -> tuple[pa.Array, int]:

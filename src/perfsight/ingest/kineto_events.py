@@ -17,8 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.ingest.kineto_columns import (array, int_column, micros_to_ns, raw_text_column, scalar_text,
-                                             text_column)
+from perfsight.ingest.kineto_columns import (ZERO, array, int_column, micros_to_ns, raw_text_column,
+                                             scalar_text, text_column)
 from perfsight.ingest.kineto_decode import ABSENT, Event, TraceStream
 
 #: runtime -> device flow categories (current, 2021 and 2022 Kineto); slices' correlation ids carry these links
@@ -172,8 +172,8 @@ def _slice_table(events: list[Event], skipped: Counter) -> pa.Table:
 def _durations(values: list, skipped: Counter) -> pa.Array:
     dur_ns, _ = micros_to_ns(values)
     _count(skipped, "complete events without a usable dur (set to 0)", dur_ns.null_count)
-    _count(skipped, "complete events with a negative dur (set to 0)", pc.sum(pc.less(dur_ns, 0)).as_py() or 0)
-    return pc.max_element_wise(pc.fill_null(dur_ns, 0), 0)
+    _count(skipped, "complete events with a negative dur (set to 0)", pc.sum(pc.less(dur_ns, ZERO)).as_py() or 0)
+    return pc.max_element_wise(pc.fill_null(dur_ns, ZERO), ZERO)
 
 
 def _decode_args(raws: list[msgspec.Raw], struct: type, skipped: Counter) -> list:
@@ -231,7 +231,7 @@ def _memory_table(events: list[Event], skipped: Counter) -> pa.Table:
 
 
 def _counter_table(events: list[Event], skipped: Counter) -> pa.Table:
-    """One row per (event, numeric args value): the args key names the series."""
+    """One row per (event, numeric args value): the args key names the series (``name``: the event's)."""
     rows, series, values = [], [], []
     for row, event in enumerate(events):
         for key, value in _args_dict(event).items():
@@ -242,6 +242,7 @@ def _counter_table(events: list[Event], skipped: Counter) -> pa.Table:
             else:
                 skipped["counter values that are not numbers"] += 1
     columns = _scalar_columns(events, skipped, "counter events")
+    columns["name"] = text_column([e.name for e in events])
     table = pa.table(columns).take(pa.array(np.array(rows, dtype=np.int64)))
     table = table.append_column("series", array(series, pa.string())).append_column(
         "value", pa.array(np.array(values, dtype=np.float64)))
