@@ -1,8 +1,10 @@
 """Ingest: find the runs under a path, read each with the reader for its format, cache the tables.
 
-Formats known so far: perfsight's own PROF_ run directories and plain torch.profiler/Kineto traces
-(``*.pt.trace.json[.gz]`` or any chrome-trace JSON). A new format is one reader module plus one
-entry in ``find_runs``.
+Formats: perfsight's own PROF_ run directories; plain torch.profiler/Kineto traces (``*.pt.trace.json[.gz]``
+or any chrome-trace JSON); torch_npu output (``*_ascend_pt``/``*_ascend_ms`` with ASCEND_PROFILER_OUTPUT/,
+its .db export preferred when present); msprof PROF_ directories (no perfsight manifest); MindSpore's
+legacy flat profiler folder (one run per rank found in it). A new format is one reader module plus one
+entry in ``RunSource`` and ``find_runs``.
 """
 from __future__ import annotations
 
@@ -18,23 +20,31 @@ from ..errors import InputError
 from ..tables import RunTables
 from . import cache
 
+#: RunSource kinds whose run is a directory (their cache and exports go inside it)
+DIRECTORY_KINDS = ("perfsight", "torch_npu", "msprof", "mindspore")
+
 
 @dataclass(frozen=True)
 class RunSource:
     """One run found on disk: how to read it and where its cache and exports go."""
 
-    kind: str            # "perfsight" | "kineto"
-    path: Path           # the PROF_ directory or the trace file
+    kind: str            # "perfsight" | "kineto" | "torch_npu" | "msprof" | "mindspore"
+    path: Path           # the run directory, or the trace file
+    rank: int | None = None   # MindSpore's flat folder holds every rank's files: which one this run is
 
     @property
     def cache_dir(self) -> Path:
-        if self.kind == "perfsight":
+        if self.kind == "mindspore":
+            return self.path / f"{layout.CACHE_DIR}_rank{self.rank}"
+        if self.kind in DIRECTORY_KINDS:
             return self.path / layout.CACHE_DIR
         return self.path.with_name(self.path.name + "." + layout.CACHE_DIR)
 
     @property
     def default_output_dir(self) -> Path:
-        if self.kind == "perfsight":
+        if self.kind == "mindspore":
+            return self.path / layout.OUTPUT_DIR / f"rank{self.rank}"
+        if self.kind in DIRECTORY_KINDS:
             return self.path / layout.OUTPUT_DIR
         return self.path.parent / layout.OUTPUT_DIR / _trace_stem(self.path)
 
@@ -43,6 +53,20 @@ class RunSource:
             from .perfsight_run import sources
 
             return sources(self.path)
+        if self.kind == "torch_npu":
+            from .torch_npu_db import find_torch_npu_db
+            from .torch_npu_text import sources
+
+            database = find_torch_npu_db(self.path)
+            return [database, *sorted(self.path.glob("profiler_*.json"))] if database else sources(self.path)
+        if self.kind == "msprof":
+            from .msprof_dir import msprof_sources
+
+            return msprof_sources(self.path)
+        if self.kind == "mindspore":
+            from .mindspore_legacy import legacy_sources
+
+            return legacy_sources(self.path, self.rank)
         return [self.path]
 
     def read(self) -> RunTables:
@@ -50,6 +74,19 @@ class RunSource:
             from .perfsight_run import read_run
 
             return read_run(self.path)
+        if self.kind == "torch_npu":
+            from .torch_npu_db import find_torch_npu_db, read_torch_npu_db
+            from .torch_npu_text import read_torch_npu_text
+
+            return (read_torch_npu_db if find_torch_npu_db(self.path) else read_torch_npu_text)(self.path)
+        if self.kind == "msprof":
+            from .msprof_dir import read_msprof_dir
+
+            return read_msprof_dir(self.path)
+        if self.kind == "mindspore":
+            from .mindspore_legacy import read_mindspore_legacy
+
+            return read_mindspore_legacy(self.path, rank=self.rank)
         from .kineto import read_kineto
 
         return read_kineto([self.path])
@@ -62,8 +99,34 @@ def _trace_stem(path: Path) -> str:
     return name
 
 
+def ascend_runs(path: Path) -> list[RunSource]:
+    """The Ascend runs at ``path``: itself, or its subdirectories (one per rank of a job)."""
+    from .mindspore_legacy import is_mindspore_legacy_dir, ranks_in
+    from .msprof_dir import is_msprof_dir
+    from .torch_npu_db import find_torch_npu_db
+    from .torch_npu_text import is_torch_npu_dir
+
+    def at(folder: Path) -> list[RunSource]:
+        if is_torch_npu_dir(folder) or find_torch_npu_db(folder):
+            return [RunSource("torch_npu", folder)]
+        if is_msprof_dir(folder):
+            return [RunSource("msprof", folder)]
+        if is_mindspore_legacy_dir(folder):
+            return [RunSource("mindspore", folder, rank) for rank in ranks_in(folder)]
+        return []
+
+    found = at(path)
+    if not found:
+        for child in sorted(p for p in path.iterdir() if p.is_dir()):
+            if child.name in (layout.CACHE_DIR, layout.OUTPUT_DIR):
+                continue
+            found += at(child)
+    return found
+
+
 def find_runs(path: Path) -> list[RunSource]:
-    """The runs at ``path``: a PROF_ dir, a trace file, or a directory holding either (one level)."""
+    """The runs at ``path``: a run directory (perfsight or Ascend), a trace file, or a directory holding
+    them (one level: the ranks of one job)."""
     from .kineto import is_kineto_trace
 
     path = Path(path)
@@ -76,10 +139,14 @@ def find_runs(path: Path) -> list[RunSource]:
                          "a torch.profiler trace (*.pt.trace.json[.gz]) or a folder holding them")
     runs = [RunSource("perfsight", p) for p in layout.find_run_dirs(path)]
     if not runs:
+        runs = ascend_runs(path)
+    if not runs:
         runs = [RunSource("kineto", p) for p in sorted(path.iterdir()) if p.is_file() and is_kineto_trace(p)]
     if not runs:
         raise InputError(f"{path}: holds no run perfsight can read; expected a PROF_ directory (with "
-                         "manifest.json), a parent of PROF_ directories, or torch.profiler trace files")
+                         "manifest.json), a parent of PROF_ directories, torch.profiler trace files, or "
+                         "Ascend profiler output (*_ascend_pt / ASCEND_PROFILER_OUTPUT, msprof PROF_ "
+                         "directories, MindSpore profiler files)")
     return runs
 
 

@@ -1,11 +1,14 @@
 """The Parquet cache of a run's canonical tables, kept beside the raw data.
 
-A cache is valid while the fingerprint of its sources (paths, sizes, mtimes) and perfsight's table
-format version are unchanged; otherwise the run is parsed again. Writing is atomic per directory
+A cache is valid while the fingerprint of its sources (paths, sizes, mtimes) and of the code that made it
+(the table format version and a hash of the readers' and the schema's source) are unchanged; otherwise
+the run is parsed again, so a fixed reader never serves tables an older one cached. Writing is atomic per directory
 (written to a temp dir, then renamed), so a cache is either whole or absent.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import shutil
@@ -19,12 +22,22 @@ CACHE_FORMAT = 2
 FINGERPRINT = "fingerprint.json"
 
 
+@functools.cache
+def code_hash() -> str:
+    """A hash of the modules that decide what the tables hold: every reader (this package) and the schema."""
+    package = Path(__file__).parent
+    digest = hashlib.sha1()
+    for path in sorted([*package.glob("*.py"), package.parent / "tables.py"]):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def fingerprint(sources: list[Path]) -> dict:
     entries = []
     for path in sorted(sources):
         st = path.stat()
         entries.append([str(path), st.st_size, st.st_mtime_ns])
-    return {"cache_format": CACHE_FORMAT, "sources": entries}
+    return {"cache_format": CACHE_FORMAT, "code": code_hash(), "sources": entries}
 
 
 def read(cache_dir: Path, sources: list[Path]) -> RunTables | None:
