@@ -73,3 +73,13 @@ def test_nothing_outside_the_base_dir_is_listed(tmp_path, shared_data):
     found = discover(base)
     assert [c.relpath for c in found] == ["inside.pt.trace.json.gz"]
     assert all(c.path.is_relative_to(base.resolve()) for c in found)
+
+
+def test_ascend_runs_and_jobs_are_entries(shared_data):
+    found = listing(shared_data / "ascend")
+    assert found["torch_npu/text/level1"] == "torch_npu job"            # rank0_ascend_pt + rank1_ascend_pt
+    assert found["torch_npu/db/level1"] == "torch_npu job"
+    assert found["mindspore_legacy/profiler"] == "mindspore run"        # one flat folder, every rank in it
+    assert not any(path.startswith("torch_npu/text/level1/") for path in found)   # a run's insides are its own
+    single = shared_data / "ascend" / "torch_npu" / "text" / "level1" / "rank0_ascend_pt"
+    assert listing(single) == {".": "torch_npu run"}

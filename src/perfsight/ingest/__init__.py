@@ -54,11 +54,10 @@ class RunSource:
 
             return sources(self.path)
         if self.kind == "torch_npu":
-            from .torch_npu_db import find_torch_npu_db
-            from .torch_npu_text import sources
+            from . import torch_npu_db, torch_npu_text
 
-            database = find_torch_npu_db(self.path)
-            return [database, *sorted(self.path.glob("profiler_*.json"))] if database else sources(self.path)
+            reader = torch_npu_db if torch_npu_db.find_torch_npu_db(self.path) else torch_npu_text
+            return reader.sources(self.path)
         if self.kind == "msprof":
             from .msprof_dir import msprof_sources
 
@@ -99,28 +98,29 @@ def _trace_stem(path: Path) -> str:
     return name
 
 
-def ascend_runs(path: Path) -> list[RunSource]:
-    """The Ascend runs at ``path``: itself, or its subdirectories (one per rank of a job)."""
+def ascend_runs_at(folder: Path) -> list[RunSource]:
+    """The Ascend run ``folder`` itself is (one per rank for MindSpore's flat folder), or []."""
     from .mindspore_legacy import is_mindspore_legacy_dir, ranks_in
     from .msprof_dir import is_msprof_dir
     from .torch_npu_db import find_torch_npu_db
     from .torch_npu_text import is_torch_npu_dir
 
-    def at(folder: Path) -> list[RunSource]:
-        if is_torch_npu_dir(folder) or find_torch_npu_db(folder):
-            return [RunSource("torch_npu", folder)]
-        if is_msprof_dir(folder):
-            return [RunSource("msprof", folder)]
-        if is_mindspore_legacy_dir(folder):
-            return [RunSource("mindspore", folder, rank) for rank in ranks_in(folder)]
-        return []
+    if is_torch_npu_dir(folder) or find_torch_npu_db(folder):
+        return [RunSource("torch_npu", folder)]
+    if is_msprof_dir(folder):
+        return [RunSource("msprof", folder)]
+    if is_mindspore_legacy_dir(folder):
+        return [RunSource("mindspore", folder, rank) for rank in ranks_in(folder)]
+    return []
 
-    found = at(path)
+
+def ascend_runs(path: Path) -> list[RunSource]:
+    """The Ascend runs at ``path``: itself, or its subdirectories (one per rank of a job)."""
+    found = ascend_runs_at(path)
     if not found:
         for child in sorted(p for p in path.iterdir() if p.is_dir()):
-            if child.name in (layout.CACHE_DIR, layout.OUTPUT_DIR):
-                continue
-            found += at(child)
+            if child.name not in (layout.CACHE_DIR, layout.OUTPUT_DIR):
+                found += ascend_runs_at(child)
     return found
 
 

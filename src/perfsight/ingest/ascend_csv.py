@@ -5,7 +5,8 @@ Owns: the alias table (``COLUMNS``: canonical column name -> every header it goe
 dialects), reading a file with pyarrow (quoted fields spanning lines, every column as text), and the
 conversions the readers share: exact integer nanoseconds from microsecond texts (Ascend writes them with
 a trailing tab, ``"1736413971558972.912\\t"``, and they need 61 bits: never through float), numbers from
-texts (``N/A`` and empty are null), and sizes in KB or MB to bytes.
+texts (``N/A`` and empty are null), sizes in KB or MB to bytes, shape/dtype lists to canonical JSON text,
+and the columns without a canonical place to one JSON object per row (``row_json``, for ``args``).
 
 ``read_csv(path, required=...)`` returns a table whose known columns carry their canonical names; a
 missing required column is an InputError naming the file, the column and the headers found; a missing
@@ -14,6 +15,7 @@ optional column is simply absent from the table; unknown columns are kept under 
 from __future__ import annotations
 
 import csv
+import json
 import re
 from decimal import Decimal
 from pathlib import Path
@@ -28,7 +30,7 @@ from .kineto_columns import exact_ns
 
 #: canonical name -> the headers it is written as (first: torch_npu's current spelling)
 COLUMNS: dict[str, tuple[str, ...]] = {
-    "step": ("Step Id", "Step ID", "step_id", "Iteration ID"),
+    "step": ("Step Id", "Step ID", "step_id", "Iteration ID", "step_num"),
     "model_id": ("Model ID", "model_id"),
     "task_id": ("Task ID", "task_id"),
     "stream_id": ("Stream ID", "stream_id"),
@@ -37,8 +39,8 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "op_type": ("Type", "OP Type", "Op Type", "op_type"),
     "op_state": ("OP State", "op_state"),
     "task_type": ("Accelerator Core", "Task Type", "task_type"),
-    "start_us": ("Start Time(us)", "Task Start Time(us)", "start_time", "Start Time"),
-    "duration_us": ("Duration(us)", "Task Duration(us)", "duration", "Duration"),
+    "start_us": ("Start Time(us)", "Task Start Time(us)", "start_time", "Start Time", "task_start(us)"),
+    "duration_us": ("Duration(us)", "Task Duration(us)", "duration", "Duration", "task_time(us)"),
     "wait_us": ("Wait Time(us)", "Task Wait Time(us)", "wait_time"),
     "block_dim": ("Block Dim", "Block Num", "block_dim", "block_num"),
     "mix_block_dim": ("Mix Block Dim", "Mix Block Num", "mix_block_dim"),
@@ -49,13 +51,32 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "output_dtypes": ("Output Data Types", "output_data_types"),
     "output_formats": ("Output Formats", "output_formats"),
     "context_id": ("Context ID", "context_id"),
-    "timestamp_us": ("Timestamp(us)", "timestamp", "Time(us)"),
+    "timestamp_us": ("Timestamp(us)", "timestamp", "Time(us)", "timestamp(us)"),
     "total_allocated_mb": ("Total Allocated(MB)",),
     "total_reserved_mb": ("Total Reserved(MB)",),
     "total_active_mb": ("Total Active(MB)",),
     "total_allocated_kb": ("Total Allocated(KB)",),
     "total_reserved_kb": ("Total Reserved(KB)",),
     "device_type": ("Device Type", "Device", "device_type"),
+    # msprof: task_time (kernel_* = the task; MindSpore's framework_raw: kernel_type = the op type), step_trace
+    "kernel_name": ("kernel_name",),
+    "kernel_type": ("kernel_type",),
+    "fp_start_us": ("FP Start(us)",),
+    "bp_end_us": ("BP End(us)",),
+    "iteration_end_us": ("Iteration End(us)",),
+    "iteration_time_us": ("Iteration Time(us)",),
+    # msprof's npu_mem (KB); operator_memory's times
+    "event": ("event", "Event"),
+    "ddr_kb": ("ddr(KB)",),
+    "hbm_kb": ("hbm(KB)",),
+    "memory_kb": ("memory(KB)",),
+    "allocation_us": ("Allocation Time(us)",),
+    "release_us": ("Release Time(us)",),
+    # MindSpore's flat profiler files (aicore_intermediate, framework_raw, flops; the sample's detail file
+    # spells its first header full_kernel_time)
+    "full_name": ("full_kernel_name", "full_op_name", "full_kernel_time"),
+    "execution_ms": ("execution_time", "task_duration"),
+    "count": ("Count", "execution_frequency"),
 }
 
 _NUMBER = re.compile(r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$")
@@ -111,7 +132,12 @@ def numbers(column: pa.Array | pa.ChunkedArray, type: pa.DataType = pa.float64()
     text = pc.utf8_trim_whitespace(_flat(column))
     usable = pc.match_substring_regex(text, _NUMBER.pattern)
     cleaned = pc.if_else(pc.fill_null(usable, False), text, pa.scalar(None, pa.string()))
-    return cleaned.cast(pa.float64()).cast(type) if pa.types.is_integer(type) else cleaned.cast(type)
+    if pa.types.is_integer(type):
+        try:
+            return cleaned.cast(type)  # integer texts exactly (beyond float64's 53 bits)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return cleaned.cast(pa.float64()).cast(type)
+    return cleaned.cast(type)
 
 
 _UNIT_BYTES = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}
@@ -122,6 +148,42 @@ def bytes_from(column: pa.Array | pa.ChunkedArray, unit: str) -> pa.Array:
     factor = _UNIT_BYTES[unit.upper()]
     values = numbers(column, pa.float64())
     return pc.round(pc.multiply(values, float(factor))).cast(pa.int64())
+
+
+def row_json(table: pa.Table) -> pa.Array:
+    """Each row of ``table`` as a JSON object text (column name -> value; for the ``args`` of the columns
+    that have no canonical place); null when the table has no columns."""
+    if not table.num_columns:
+        return pa.nulls(table.num_rows, pa.string())
+    import duckdb
+
+    con = duckdb.connect()
+    con.register("row_values", table)
+    return con.sql("SELECT to_json(row_values) FROM row_values").to_arrow_table().column(0).combine_chunks()
+
+
+def shapes_json(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Ascend shape texts (``"32,3,224,224;64"``: inputs split by ``;``, dims by ``,``, often quoted) -> the
+    canonical JSON text ``[[32, 3, 224, 224], [64]]``; null and empty stay null."""
+    return _per_distinct(column, lambda text: json.dumps([[_dim(d) for d in shape.split(",") if d.strip()]
+                                                          for shape in text.strip().strip('"').split(";")]))
+
+
+def dtypes_json(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Ascend dtype texts (``FLOAT;INT64``) -> the canonical JSON text ``["FLOAT", "INT64"]``."""
+    return _per_distinct(column, lambda text: json.dumps([t.strip() for t in text.strip().strip('"').split(";")]))
+
+
+def _dim(text: str) -> int | str:
+    text = text.strip().strip('"')
+    return int(text) if re.fullmatch(r"-?\d+", text) else text
+
+
+def _per_distinct(column: pa.Array | pa.ChunkedArray, convert) -> pa.Array:
+    encoded = _flat(column).dictionary_encode()
+    values = [None if not text or not text.strip().strip('"') else convert(text)
+              for text in encoded.dictionary.to_pylist()]
+    return pa.array(values, pa.string()).take(encoded.indices)
 
 
 def decimal_us_to_ns(text: str) -> int:

@@ -1,9 +1,9 @@
 """Reading torch.profiler / Kineto chrome-trace JSON (``*.pt.trace.json[.gz]``) into the canonical tables.
 
-Public: ``read_kineto`` and ``is_kineto_trace``. This module assembles the six tables; the work is split:
-kineto_decode (streaming msgspec decode, truncation recovery), kineto_events (per-phase source columns,
-exact ns), kineto_kinds (slice kinds), kineto_tracks (timeline rows), kineto_nesting (depth, parents,
-enclosing slices).
+Public: ``read_kineto`` and ``is_kineto_trace`` (and ``pair_flow_ends``, shared with the torch_npu reader).
+This module assembles the six tables; the work is split: kineto_decode (streaming msgspec decode,
+truncation recovery), kineto_events (per-phase source columns, exact ns), kineto_kinds (slice kinds),
+kineto_tracks (timeline rows), kineto_nesting (depth, parents, enclosing slices).
 
 Ids: slice ids are ``id_offset`` + the slice's row in the returned table; track ids are ``track_offset`` +
 the track's row. To merge several ranks into one run, read each with the offsets set to the number of
@@ -221,15 +221,8 @@ class _Slices:
         bound = self.enclosing_rows(flows, tracks)
         if (bound < 0).any():
             skipped["flow events outside any slice of their thread (dropped)"] += int((bound < 0).sum())
-        ends = flows.select(["file", "cat", "ph"]).append_column("key", pc.binary_join_element_wise(
-            pc.fill_null(flows["cat"], ""), flows["id"], "\x1f")).filter(pa.array(bound >= 0))
-        bound = bound[bound >= 0]
-        is_start = pc.equal(ends["ph"], "s").to_numpy(zero_copy_only=False)
-        starts, finishes = np.flatnonzero(is_start), np.flatnonzero(~is_start)
-        partner = _first_match(ends, "key", finishes, starts)
-        paired = partner >= 0
-        src_rows, dst_rows = bound[partner[paired]], bound[finishes[paired]]
-        is_fwdbwd = pc.equal(ends["cat"].take(finishes[paired]), "fwdbwd").to_numpy(zero_copy_only=False)
+        src_rows, dst_rows, categories = pair_flow_ends(flows, bound)
+        is_fwdbwd = pc.equal(categories, "fwdbwd").to_numpy(zero_copy_only=False)
         return pa.concat_tables([
             _flows(self.ids[src_rows[is_fwdbwd]], self.ids[dst_rows[is_fwdbwd]], "fwdbwd"),
             _flows(self.ids[src_rows[~is_fwdbwd]], self.ids[dst_rows[~is_fwdbwd]], "other"),
@@ -239,6 +232,20 @@ class _Slices:
         """Row of the innermost (accepted) slice enclosing each event's ts on its thread, -1 for none."""
         track = tracks.timeline_ids(events["pid"], events["tid"])
         return self.nesting.enclosing(pc.fill_null(track, -1).to_numpy(), events["ts_ns"].to_numpy(), accept)
+
+
+def pair_flow_ends(flows: pa.Table, bound: np.ndarray) -> tuple[np.ndarray, np.ndarray, pa.Array]:
+    """Pair the ``s`` and ``f`` ends of flow events (columns ``file``, ``cat``, ``ph``, ``id``) that share a
+    file, category and id, each end bound to a slice row (``bound``; -1: the end is dropped): the source
+    rows, the destination rows and the category of each pair."""
+    ends = flows.select(["file", "cat", "ph"]).append_column("key", pc.binary_join_element_wise(
+        pc.fill_null(flows["cat"], ""), flows["id"], "\x1f")).filter(pa.array(bound >= 0))
+    bound = bound[bound >= 0]
+    is_start = pc.equal(ends["ph"], "s").to_numpy(zero_copy_only=False)
+    starts, finishes = np.flatnonzero(is_start), np.flatnonzero(~is_start)
+    partner = _first_match(ends, "key", finishes, starts)
+    paired = partner >= 0
+    return bound[partner[paired]], bound[finishes[paired]], ends["cat"].take(finishes[paired])
 
 
 def _first_match(table: pa.Table, key: str, rows: np.ndarray, candidates: np.ndarray) -> np.ndarray:

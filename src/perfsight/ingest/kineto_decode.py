@@ -145,7 +145,9 @@ class TraceStream:
         """Decode the complete events at the start of ``buffer``: (events, the rest or None if damaged).
 
         Cuts after the last ``}`` followed by a comma. A cut inside a nested value or a string fails at the
-        cut, and the previous candidate is tried; a failure before the cut is damage in the text.
+        cut, and the previous candidate is tried; a failure before the cut is damage in the text. (A cut
+        inside an object, after a nested object followed by more keys as Ascend writes ``"args": {...},
+        "ph": "X"``, fails at the appended ``]``, which msgspec reports at that byte's own index.)
         """
         for attempt, cut in enumerate(_matches_from_end(buffer, b"}", _EVENT_THEN_COMMA)):
             if attempt == MAX_CUT_ATTEMPTS:
@@ -155,7 +157,7 @@ class TraceStream:
                 events = self._decode_events(text)
             except msgspec.DecodeError as error:
                 offset = _error_offset(error)
-                if offset is not None and offset < len(text) - 1:
+                if offset is not None and offset < len(text) - 2:
                     return self._valid_prefix(buffer, "malformed JSON"), None
                 continue
             self._offset += cut.end()

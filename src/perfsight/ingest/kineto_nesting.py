@@ -70,6 +70,11 @@ class Nesting:
         return candidate
 
 
+def overlap_warning(count: int) -> str:
+    """The parse warning for ``Nesting.overlaps`` partial overlaps (readers that report them as text)."""
+    return f"{count} times a slice started inside another of its track and ended after it (made siblings)"
+
+
 def take_or_missing(values: np.ndarray, rows: np.ndarray, missing: int = -1) -> np.ndarray:
     """``values[rows]``, with ``missing`` where a row is -1 (no such row)."""
     found = rows >= 0

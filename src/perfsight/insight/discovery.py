@@ -7,7 +7,9 @@ opens as one job:
 * a perfsight run directory (PROF_..., holding manifest.json); several run directories in one folder whose manifests name distinct ranks
   (a torchrun job) are one entry, the folder;
 * a torch.profiler trace file; several traces in one folder whose names carry distinct rank numbers
-  (``rank0``, ``rank-1``, ``rank_2``...) are one entry, the folder.
+  (``rank0``, ``rank-1``, ``rank_2``...) are one entry, the folder;
+* an Ascend run (torch_npu ``*_ascend_pt``, an msprof PROF_ directory, MindSpore's profiler folder with
+  all its ranks); several torch_npu or msprof runs in one folder (one per rank) are one entry, the folder.
 
 perfsight's own cache and output folders and hidden folders are skipped. Entry ids are a hash of the
 path relative to the base directory: stable across restarts and free of path syntax.
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import layout
-from ..ingest import RunSource
+from ..ingest import RunSource, ascend_runs_at
 from ..ingest.kineto import is_kineto_trace
 
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
@@ -37,6 +39,7 @@ class Candidate:
     path: Path              # resolved, inside the base directory
     relpath: str            # as shown, relative to the base directory ("." for the base itself)
     kind: str               # "perfsight run" | "perfsight job" | "torch.profiler trace" | "torch.profiler job"
+                            # | "<format> run" | "<format> job" for Ascend formats (torch_npu, msprof, mindspore)
     sources: tuple[Path, ...]  # the raw files whose size and mtime say whether the run changed
 
     def fingerprint(self) -> tuple:
@@ -69,13 +72,18 @@ def inside(base: Path, path: Path) -> Path | None:
 def discover(base: Path) -> list[Candidate]:
     """Every run under ``base`` (resolved), sorted by relative path."""
     base = base.resolve()
+    own = ascend_runs_at(base)
+    if own:                                            # the base directory is itself an Ascend run
+        return [_candidate(base, base, f"{own[0].kind} run", [f for run in own for f in run.sources()])]
     found: list[Candidate] = []
     for folder, dirnames, filenames in os.walk(base, followlinks=False):
         here = Path(folder)
         dirnames[:] = sorted(d for d in dirnames if _descend(d))
         run_dirs = [d for d in dirnames if layout.is_run_dir(here / d)]
-        dirnames[:] = [d for d in dirnames if d not in run_dirs]   # a PROF_ dir's insides are its own
+        ascend = {d: runs for d in dirnames if d not in run_dirs and (runs := ascend_runs_at(here / d))}
+        dirnames[:] = [d for d in dirnames if d not in run_dirs and d not in ascend]   # a run's insides are its own
         found += _prof_entries(base, here, run_dirs)
+        found += _ascend_entries(base, here, ascend)
         found += _trace_entries(base, here, sorted(filenames))
     unique = {c.id: c for c in reversed(found)}      # a symlink to a run inside base: listed once
     return sorted(unique.values(), key=lambda c: c.relpath)
@@ -97,6 +105,19 @@ def _prof_entries(base: Path, folder: Path, names: list[str]) -> list[Candidate]
     if len(runs) > 1 and None not in ranks and len(set(ranks)) == len(ranks):
         return [_candidate(base, folder, "perfsight job", [s for run in runs for s in sources[run]])]
     return [_candidate(base, run, "perfsight run", sources[run]) for run in runs]
+
+
+def _ascend_entries(base: Path, folder: Path, runs: dict[str, list[RunSource]]) -> list[Candidate]:
+    """Entries for the Ascend runs in ``folder`` (name -> its RunSources): one job entry for several."""
+    runs = {name: sources for name, sources in runs.items() if inside(base, folder / name) is not None}
+    if not runs:
+        return []
+    files = {name: [f for source in sources for f in source.sources()] for name, sources in runs.items()}
+    kinds = {sources[0].kind for sources in runs.values()}
+    if len(runs) > 1 and len(kinds) == 1 and kinds <= {"torch_npu", "msprof"}:    # one directory per rank
+        return [_candidate(base, folder.resolve(), f"{kinds.pop()} job", [f for fs in files.values() for f in fs])]
+    return [_candidate(base, (folder / name).resolve(), f"{sources[0].kind} run", files[name])
+            for name, sources in runs.items()]
 
 
 def _manifest_rank(run: Path) -> int | None:

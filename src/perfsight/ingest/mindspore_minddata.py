@@ -1,0 +1,107 @@
+"""MindSpore's data-pipeline (MindData) profiling files of one rank read into a RunBuilder as counters.
+
+* ``device_queue_profiling_N.txt`` (data sinking; else ``dataset_iterator_profiling_N.txt``): lines
+  ``type extra_info batch_num value [time_stamp]``. Type 1 is the size of the queue the host pipeline
+  fills for the device (``extra_info`` = its capacity): series ``minddata host_queue size`` (MindSpore
+  Insight's 主机队列). Type 0 is a time in ms of the batch (``extra_info`` 0 push, 1 batch, 2 pipeline):
+  series ``minddata push_time_ns`` / ``batch_time_ns`` / ``pipeline_time_ns`` in ns. The sample time is
+  ``time_stamp`` (ms); lines without one (older MindSpore) use the batch number as ``ts_ns``.
+* ``minddata_pipeline_raw_N.csv``: per pipeline operator, ``output_queue_size`` sampled every
+  ``sample_interval`` ms from 0: series ``minddata host pipeline {op_type}#{op_id} output_queue``; the
+  operator graph (workers, parent, children, queue length and usage) goes to meta.
+* ``minddata_cpu_utilization_N.json``: per ``time_stamp`` (ms) the machine's (``device_info``), the
+  process's and each pipeline operator's CPU utilisation (percent) and the machine's runnable processes
+  and context switches: series ``minddata cpu {device|process|op N} {metric}``.
+
+Queue series are named so the data analysis finds them (``queue`` in the name; ``host`` for a host-side
+queue). Timestamps are on MindSpore's host clock (or from 0), not on the step trace's device clock.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+from .ascend_build import RunBuilder
+from .ascend_csv import numbers, read_csv
+
+_MS = 1_000_000
+_TIME_KINDS = {0: "push_time_ns", 1: "batch_time_ns", 2: "pipeline_time_ns"}
+
+
+def add_device_queue(path: Path, builder: RunBuilder, *, rank: int, facts: dict) -> None:
+    series: dict[str, tuple[list, list]] = {}
+    capacity = None
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+        fields = line.split()
+        if not fields:
+            continue
+        try:
+            kind, extra, batch, value = (int(f) for f in fields[:4])
+            ts = int(fields[4]) * _MS if len(fields) > 4 else batch
+        except ValueError:
+            builder.warnings.append(f"{path.name}: line {number} is not 'type extra_info batch value [time]'")
+            continue
+        if kind == 1:
+            name, capacity = "minddata host_queue size", extra
+        elif kind == 0 and extra in _TIME_KINDS:
+            name, value = f"minddata {_TIME_KINDS[extra]}", value * _MS
+        else:
+            continue
+        times, values = series.setdefault(name, ([], []))
+        times.append(ts)
+        values.append(float(value))
+    for name, (times, values) in series.items():
+        builder.add_counter(_track(builder, name, rank), times, values)
+    if capacity is not None:
+        facts["mindspore_host_queue_capacity"] = capacity
+    builder.sources.append(str(path))
+
+
+def add_pipeline(path: Path, builder: RunBuilder, *, rank: int, facts: dict) -> None:
+    table = read_csv(path, required=["op_id", "op_type", "output_queue_size"])
+    interval = (numbers(table["sample_interval"]).to_pylist() if "sample_interval" in table.column_names
+                else [None] * table.num_rows)
+    for op_id, op_type, sizes, every in zip(table["op_id"].to_pylist(), table["op_type"].to_pylist(),
+                                            table["output_queue_size"].to_pylist(), interval):
+        values = _list(sizes, path, "output_queue_size")
+        if values:
+            step = int((every or 1) * _MS)
+            track = _track(builder, f"minddata host pipeline {op_type}#{op_id} output_queue", rank)
+            builder.add_counter(track, np.arange(len(values), dtype=np.int64) * step, values)
+    facts["mindspore_pipeline"] = table.drop_columns(["output_queue_size"]).to_pylist()
+    builder.sources.append(str(path))
+
+
+def add_cpu_utilization(path: Path, builder: RunBuilder, *, rank: int) -> None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        times = np.array([int(t) for t in data["time_stamp"]], dtype=np.int64) * _MS
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise InputError(f"{path}: not a MindData CPU utilisation file ({error}); expected JSON with "
+                         "time_stamp, device_info, process_info, op_info") from None
+    groups = [("device", data.get("device_info") or {}), ("process", data.get("process_info") or {})]
+    groups += [(f"op {op.get('op_id')}", op.get("metrics") or {}) for op in data.get("op_info") or []]
+    for who, metrics in groups:
+        for metric, values in metrics.items():
+            if isinstance(values, list) and len(values) == len(times):
+                builder.add_counter(_track(builder, f"minddata cpu {who} {metric}", rank), times,
+                                    [float(v) for v in values])
+    builder.sources.append(str(path))
+
+
+def _track(builder: RunBuilder, name: str, rank: int) -> int:
+    return builder.track("counter", "cpu", name, rank=rank, pid="MindData")
+
+
+def _list(text: str | None, path: Path, column: str) -> list[float]:
+    """``"[10, 20, 30]"`` -> [10.0, 20.0, 30.0]; empty -> []."""
+    if not text or not text.strip():
+        return []
+    try:
+        values = json.loads(text)
+    except ValueError:
+        raise InputError(f"{path}: column {column} holds {text!r}, not a list of numbers") from None
+    return [float(v) for v in values] if isinstance(values, list) else []

@@ -1,0 +1,89 @@
+"""HCCL communication operators of a torch_npu profile described as analysis/cluster.py reads collectives.
+
+Owns adding to each ``comm`` operator slice's ``args`` the keys PyTorch writes on NCCL kernels (and
+``cluster.collectives`` reads): ``Collective name`` (``hcom_allReduce__586_0_1`` -> ``allreduce``),
+``dtype`` (HCCL's ``data_type``: ``FP32`` -> ``float32``), ``In msg nelems`` / ``Out msg nelems`` (HCCL's
+``count``, the elements the operator was called with), and from the operator's group: ``Process Group
+Name`` (the group name after ``@`` in communication.json's ``op@group`` keys), ``Process Group Desc`` (the
+framework's group name), ``Group size`` and ``Process Group Ranks`` (global ranks: torch_npu_meta.Group).
+The operator's entry of communication.json (same name, nearest ``Start Timestamp(us)``) is added too:
+``Communication Time Info`` (elapse, transit, wait, synchronization and idle times, ms) and
+``Communication Bandwidth Info`` (per transport: size MB, time ms, bandwidth GB/s, packet sizes).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .ascend_kinds import collective_name, torch_dtype
+from .torch_npu_kernels import merge_args, replace_rows
+from .torch_npu_meta import Group
+
+_INFO_KEYS = ("Communication Time Info", "Communication Bandwidth Info")
+
+
+def describe(slices: pa.Table, communication: Path | None, groups: dict[str, Group], warnings: list[str]) -> pa.Table:
+    """``slices`` (torch_npu_trace.Trace.slices layout) with the args of its HCCL operators completed."""
+    rows = np.flatnonzero(pc.and_(pc.equal(slices["kind"], "comm"), pc.equal(slices["role"], "communication"))
+                          .to_numpy(zero_copy_only=False))
+    if not len(rows):
+        return slices
+    entries = _entries(communication, warnings) if communication is not None else {}
+    names = slices["name"].take(pa.array(rows)).to_pylist()
+    starts = slices["start_ns"].take(pa.array(rows)).to_pylist()
+    args = slices["args"].take(pa.array(rows)).to_pylist()
+    patches = [json.dumps(_patch(name, start, _object(text), entries, groups))
+               for name, start, text in zip(names, starts, args)]
+    return replace_rows(slices, "args", rows, merge_args(pa.array(args, pa.string()), pa.array(patches, pa.string())))
+
+
+def _entries(path: Path, warnings: list[str]) -> dict[str, list[tuple[float, str, dict]]]:
+    """Operator name -> [(start us, group name, {Communication Time Info, Communication Bandwidth Info})]."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        warnings.append(f"{path.name}: not readable JSON ({error}); communication groups and times unknown")
+        return {}
+    found: dict[str, list] = {}
+    for step in document.values() if isinstance(document, dict) else ():
+        for kind in step.values() if isinstance(step, dict) else ():
+            for key, entry in kind.items() if isinstance(kind, dict) else ():
+                if "@" not in key or not isinstance(entry, dict):
+                    continue
+                name, group = key.rsplit("@", 1)
+                time_info = entry.get("Communication Time Info") or {}
+                start = time_info.get("Start Timestamp(us)") if isinstance(time_info, dict) else None
+                info = {k: entry[k] for k in _INFO_KEYS if k in entry}
+                found.setdefault(name, []).append((start if isinstance(start, (int, float)) else None, group, info))
+    return found
+
+
+def _patch(name: str, start_ns: int, args: dict, entries: dict, groups: dict[str, Group]) -> dict:
+    candidates = entries.get(name, [])
+    timed = [c for c in candidates if c[0] is not None]
+    entry = (min(timed, key=lambda c: abs(c[0] * 1000 - start_ns)) if timed else
+             candidates[0] if candidates else None)
+    group_name = args.get("group_name") or (entry[1] if entry else None)
+    group = groups.get(group_name) if group_name else None
+    count = args.get("count")
+    patch = {"Collective name": collective_name(name), "dtype": torch_dtype(args.get("data_type")),
+             "In msg nelems": count if type(count) is int else None,
+             "Out msg nelems": count if type(count) is int else None, "Process Group Name": group_name}
+    if group is not None:
+        patch.update({"Process Group Desc": group.name, "Group size": len(group.ranks),
+                      "Process Group Ranks": "[" + ", ".join(map(str, group.ranks)) + "]"})
+    if entry is not None:
+        patch.update(entry[2])
+    return {key: value for key, value in patch.items() if value is not None}
+
+
+def _object(text: str | None) -> dict:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,239 @@
+"""Device slices of a torch_npu profiler database: TASK (with COMPUTE_TASK_INFO and TASK_PMU_INFO),
+COMMUNICATION_OP and COMMUNICATION_TASK_INFO, as source columns.
+
+Owns which device rows become which slices (the kind of a hardware task type is ascend_kinds.task_kind's),
+the communication groups (members, group-local to global ranks) and the ``args`` of device slices.
+
+* A TASK row with a COMPUTE_TASK_INFO row is a computing task: kind ``kernel``, ``task_type`` the info's
+  task type (AI_CORE, AI_VECTOR_CORE, MIX_AIC, MIX_AIV, AI_CPU, DSA_SQE, ...), ``name`` the kernel name,
+  ``op_type`` its OP Type, input shapes/dtypes from the info, PMU metrics (TASK_PMU_INFO) in ``args``.
+* A COMMUNICATION_OP row is one collective or send/recv as the device ran it (msprof's communication
+  operator, the unit of msprof-analyze's hccl_sum and step trace): kind ``comm``, ``task_type``
+  ``HCCL``, on the stream its HCCL tasks ran on, with the collective metadata analysis/cluster.py reads
+  in ``args`` (``Collective name``, ``dtype``, ``In msg nelems`` and ``Out msg nelems`` = HCCL's
+  ``count``, ``Group size``, ``Process Group Name`` = the HCCL comm name, ``Process Group Desc`` = the
+  framework's group name, ``Process Group Ranks`` as global ranks, ``Src Rank``/``Dst Rank`` for p2p).
+  Its ``op_type`` is the OP Type (``hcom_allReduce_``); where the database writes ``N/A`` there (level0
+  profiles), the name without its instance suffix (``hcom_allReduce__576_0_1`` -> ``hcom_allReduce_``).
+* A TASK row with a COMMUNICATION_TASK_INFO row is one step of such an operator (Notify_Wait, Memcpy,
+  Reduce_Inline...) on one HCCL plane: kind ``other`` (the operator already counts that time as
+  communication; counting its steps too would count it twice), on a track per (stream, plane), with the
+  link facts (src/dst rank, transport, size, link type) in ``args``; level0 profiles name no plane
+  (4294967295): their steps share one track per stream (``plane`` -1).
+* A TASK row without info that encloses tasks with info (same device, stream, task id and connection,
+  ``contextId`` 4294967295 while theirs is a real context) is the launch container of an FFTS+ or HCCL
+  task: dropped, as torch_npu's own text export drops it (its time is its sub-tasks' time).
+* Any other TASK row: ``ascend_kinds.task_kind`` of its hardware task type (MEMCPY_ASYNC -> ``memcpy``,
+  EVENT_RECORD / EVENT_WAIT -> ``sync``, PROFILING_ENABLE -> ``other``, ...), which is its ``task_type``.
+
+Group ranks: META_DATA ``parallel_group_info`` (torch_npu >= 2.5: HCCL comm name -> group_name,
+group_rank, global_ranks) maps a group-local rank to a global rank. Without it the group's members are
+the local ranks its HCCL tasks name (src/dst rank) and are taken as global ranks (true for the default
+group; the reader records a parse warning saying so).
+"""
+from __future__ import annotations
+
+import json
+
+import duckdb
+import pyarrow as pa
+
+from .ascend_csv import dtypes_json, shapes_json
+from .ascend_kinds import collective_name, task_kind, torch_dtype
+from .torch_npu_db_host import INT, TEXT, enum_table, numbered
+from .torch_npu_db_source import Database
+
+INVALID = 4294967295          # Ascend's "no value" for 32-bit ids (contextId, modelId, ranks, planes)
+
+
+def read_device(db: Database, con: duckdb.DuckDBPyConnection, parallel_groups: dict,
+                rank: int | None) -> tuple[pa.Table, dict[str, dict]]:
+    """The device slices in source order (TASK rows, then COMMUNICATION_OP rows), as source columns:
+    ``device``, ``stream``, ``plane`` (HCCL sub-tasks), ``name``, ``op_type``, ``kind``, ``task_type``,
+    ``start_ns``, ``dur_ns``, ``connection_id``, ``input_shapes``, ``input_dtypes``, ``args``; and the
+    communication groups (``_groups``). ``parallel_groups`` is META_DATA's parallel_group_info (may be
+    empty), ``rank`` this rank (for p2p peers when that is missing). ``con`` has ``strings`` registered."""
+    con.register("task", numbered(db.read("TASK", {
+        "start_ns": ("startNs", INT), "end_ns": ("endNs", INT), "device": ("deviceId", INT),
+        "connection_id": ("connectionId", INT), "global_task_id": ("globalTaskId", INT),
+        "type": ("taskType", INT), "context_id": ("contextId", INT), "stream": ("streamId", INT),
+        "task_id": ("taskId", INT), "model_id": ("modelId", INT)})))
+    con.register("compute", db.read("COMPUTE_TASK_INFO", {
+        "global_task_id": ("globalTaskId", INT), "name": ("name", INT), "block_dim": ("blockDim", INT),
+        "mix_block_dim": ("mixBlockDim", INT), "type": ("taskType", INT), "op_type": ("opType", INT),
+        "input_formats": ("inputFormats", INT), "input_dtypes": ("inputDataTypes", INT),
+        "input_shapes": ("inputShapes", INT), "output_formats": ("outputFormats", INT),
+        "output_dtypes": ("outputDataTypes", INT), "output_shapes": ("outputShapes", INT),
+        "attr_info": ("attrInfo", INT), "wait_ns": ("waitNs", INT)}))
+    con.register("pmu", db.read("TASK_PMU_INFO", {
+        "global_task_id": ("globalTaskId", INT), "name": ("name", INT), "value": ("value", pa.float64())}))
+    con.register("comm_task", db.read("COMMUNICATION_TASK_INFO", {
+        "global_task_id": ("globalTaskId", INT), "name": ("name", INT), "type": ("taskType", INT),
+        "plane": ("planeId", INT), "group_name": ("groupName", INT), "notify_id": ("notifyId", INT),
+        "rdma_type": ("rdmaType", INT), "src_rank": ("srcRank", INT), "dst_rank": ("dstRank", INT),
+        "transport": ("transportType", INT), "size": ("size", INT), "data_type": ("dataType", INT),
+        "link_type": ("linkType", INT), "op_id": ("opId", INT)}))
+    con.register("comm_op", numbered(db.read("COMMUNICATION_OP", {
+        "name": ("opName", INT), "start_ns": ("startNs", INT), "end_ns": ("endNs", INT),
+        "connection_id": ("connectionId", INT), "group_name": ("groupName", INT), "op_id": ("opId", INT),
+        "relay": ("relay", INT), "retry": ("retry", INT), "data_type": ("dataType", INT),
+        "alg_type": ("algType", INT), "count": ("count", pa.float64()), "op_type": ("opType", INT),
+        "wait_ns": ("waitNs", INT)})))
+    for table in ("ENUM_HCCL_DATA_TYPE", "ENUM_HCCL_TRANSPORT_TYPE", "ENUM_HCCL_LINK_TYPE", "ENUM_HCCL_RDMA_TYPE"):
+        con.register(table.lower(), enum_table(db, table))
+    hardware = con.sql("SELECT DISTINCT s.value FROM task t JOIN strings s ON s.id = t.type").fetchall()
+    con.register("task_kinds", pa.table({"type_name": pa.array([value for (value,) in hardware], TEXT),
+                                         "kind": pa.array([task_kind(value) for (value,) in hardware], TEXT)}))
+    tasks = con.sql(_TASK_SQL.format(invalid=INVALID)).to_arrow_table()
+    tasks = tasks.set_column(tasks.schema.get_field_index("input_shapes"), "input_shapes",
+                             shapes_json(tasks["input_shapes"]))
+    tasks = tasks.set_column(tasks.schema.get_field_index("input_dtypes"), "input_dtypes",
+                             dtypes_json(tasks["input_dtypes"]))
+    ops = con.sql(_OP_SQL.format(invalid=INVALID)).to_arrow_table()
+    groups = _groups(ops, parallel_groups)
+    return pa.concat_tables([tasks, _with_op_args(ops, groups, rank)]), groups
+
+
+def _groups(ops: pa.Table, parallel_groups: dict) -> dict[str, dict]:
+    """Per HCCL comm name of the operators: ``ranks`` (global), ``source`` and the framework's ``name``;
+    with ``group_rank`` (this rank's place in the group) when parallel_group_info says it."""
+    groups = {}
+    for name, local in zip(ops["group"].to_pylist(), ops["local_ranks"].to_pylist()):
+        info = parallel_groups.get(name)
+        if name is None or name in groups:
+            continue
+        if isinstance(info, dict) and info.get("global_ranks"):
+            groups[name] = {"ranks": list(info["global_ranks"]), "source": "parallel_group_info",
+                            "name": info.get("group_name") or None, "group_rank": info.get("group_rank")}
+        elif local:
+            groups[name] = {"ranks": sorted(set(local)), "source": "HCCL tasks' group-local ranks taken as global "
+                            "(no parallel_group_info)", "name": None, "group_rank": None}
+        else:
+            groups[name] = {"ranks": [], "source": "unknown (no parallel_group_info, no ranks in the HCCL tasks)",
+                            "name": None, "group_rank": None}
+    return groups
+
+
+def _with_op_args(ops: pa.Table, groups: dict[str, dict], rank: int | None) -> pa.Table:
+    """Communication operators: the collective metadata analysis/cluster.py reads, as ``args``."""
+    args = []
+    for row in ops.select(["name", "group", "op_ranks", "data_type", "count", "facts"]).to_pylist():
+        group = groups.get(row["group"]) or {"ranks": [], "source": None, "name": None, "group_rank": None}
+        members = group["ranks"]
+        collective = collective_name(row["name"])
+        facts = {"Collective name": collective, "dtype": torch_dtype(row["data_type"]), "In msg nelems": row["count"],
+                 "Out msg nelems": row["count"], "Group size": len(members) or None,
+                 "Process Group Name": row["group"], "Process Group Desc": group["name"],
+                 "Process Group Ranks": json.dumps(members) if members else None}
+        if collective in ("send", "recv"):
+            mapped = group["source"] == "parallel_group_info"
+            own = group["group_rank"] if mapped else rank
+            peers = [local for local in sorted(set(row["op_ranks"] or [])) if local != own]
+            if peers and (not mapped or peers[0] < len(members)):
+                facts["Dst Rank" if collective == "send" else "Src Rank"] = members[peers[0]] if mapped else peers[0]
+        facts.update(json.loads(row["facts"]))
+        args.append(json.dumps({key: value for key, value in facts.items() if value is not None}))
+    return ops.drop_columns(["group", "local_ranks", "op_ranks", "data_type", "count", "facts"]).append_column(
+        "args", pa.array(args, TEXT))
+
+
+_TASK_SQL = """
+WITH infos AS (SELECT DISTINCT device, stream, task_id, connection_id
+               FROM task WHERE coalesce(context_id, {invalid}) <> {invalid}),
+metrics AS (SELECT p.global_task_id, json_group_object(s.value, p.value) AS pmu
+            FROM pmu p JOIN strings s ON s.id = p.name GROUP BY ALL),
+rows AS (
+    SELECT t.*, h.value AS hardware, c.global_task_id IS NOT NULL AS computing,
+           m.global_task_id IS NOT NULL AS communicating,
+           c.name AS kernel_name, c.type AS compute_type, c.op_type, c.block_dim, c.mix_block_dim,
+           c.input_formats, c.input_dtypes, c.input_shapes, c.output_formats, c.output_dtypes,
+           c.output_shapes, c.attr_info, c.wait_ns,
+           m.name AS op_name, m.type AS step_type, m.plane, m.group_name, m.notify_id, m.rdma_type, m.src_rank, m.dst_rank,
+           m.transport, m.size, m.data_type, m.link_type, m.op_id
+    FROM task t
+    LEFT JOIN compute c USING (global_task_id)
+    LEFT JOIN comm_task m USING (global_task_id)
+    LEFT JOIN strings h ON h.id = t.type
+)
+SELECT r.device, r.stream, CASE WHEN communicating THEN coalesce(nullif(r.plane, {invalid}), -1) END AS plane,
+       coalesce(CASE WHEN computing THEN cn.value WHEN communicating THEN mn.value END, r.hardware, '') AS name,
+       CASE WHEN computing THEN co.value WHEN communicating THEN mn.value ELSE r.hardware END AS op_type,
+       CASE WHEN computing THEN 'kernel' WHEN communicating THEN 'other' ELSE coalesce(k.kind, 'other') END AS kind,
+       CASE WHEN computing THEN ct.value ELSE r.hardware END AS task_type,
+       r.start_ns, greatest(r.end_ns - r.start_ns, 0) AS dur_ns, r.connection_id,
+       CASE WHEN computing THEN cs.value END AS input_shapes,
+       CASE WHEN computing THEN cd.value END AS input_dtypes,
+       nullif(json_merge_patch('{{}}', json_object(
+           'Task Id', r.task_id, 'Stream Id', r.stream, 'Context Id', nullif(r.context_id, {invalid}),
+           'Model Id', nullif(r.model_id, {invalid}), 'Hardware Task Type', r.hardware,
+           'Block Dim', r.block_dim, 'Mix Block Dim', r.mix_block_dim, 'Input Formats', cf.value,
+           'Output Shapes', replace(os.value, '"', ''), 'Output Data Types', od.value, 'Output Formats', of.value,
+           'Attr Info', nullif(ai.value, 'N/A'), 'Wait Time(ns)', r.wait_ns,
+           'plane id', r.plane, 'group', g.value, 'notify id', r.notify_id, 'rdma type', rt.name,
+           'src rank', nullif(r.src_rank, {invalid}), 'dst rank', nullif(r.dst_rank, {invalid}),
+           'transport type', tt.name, 'size(Byte)', r.size, 'data type', dt.name, 'link type', lt.name,
+           'op id', r.op_id, 'op name', mo.value, 'pmu', p.pmu)), '{{}}') AS args
+FROM rows r
+LEFT JOIN task_kinds k ON k.type_name = r.hardware
+LEFT JOIN metrics p USING (global_task_id)
+LEFT JOIN strings cn ON cn.id = r.kernel_name
+LEFT JOIN strings co ON co.id = r.op_type
+LEFT JOIN strings ct ON ct.id = r.compute_type
+LEFT JOIN strings cs ON cs.id = r.input_shapes
+LEFT JOIN strings cd ON cd.id = r.input_dtypes
+LEFT JOIN strings cf ON cf.id = r.input_formats
+LEFT JOIN strings os ON os.id = r.output_shapes
+LEFT JOIN strings od ON od.id = r.output_dtypes
+LEFT JOIN strings of ON of.id = r.output_formats
+LEFT JOIN strings ai ON ai.id = r.attr_info
+LEFT JOIN strings mn ON mn.id = r.step_type
+LEFT JOIN strings mo ON mo.id = r.op_name
+LEFT JOIN strings g ON g.id = r.group_name
+LEFT JOIN enum_hccl_rdma_type rt ON rt.id = r.rdma_type
+LEFT JOIN enum_hccl_transport_type tt ON tt.id = r.transport
+LEFT JOIN enum_hccl_data_type dt ON dt.id = r.data_type
+LEFT JOIN enum_hccl_link_type lt ON lt.id = r.link_type
+WHERE computing OR communicating OR coalesce(r.context_id, {invalid}) <> {invalid}
+   OR NOT EXISTS (SELECT 1 FROM infos i WHERE i.device = r.device AND i.stream = r.stream
+                  AND i.task_id = r.task_id AND i.connection_id = r.connection_id)
+ORDER BY r.row
+"""
+
+_OP_SQL = """
+WITH steps AS (
+    SELECT m.op_id, t.device, t.stream, m.src_rank, m.dst_rank
+    FROM comm_task m JOIN task t USING (global_task_id)
+), placed AS (
+    SELECT op_id, min(device) AS device, min(stream) AS stream,
+           list(DISTINCT src_rank) FILTER (WHERE src_rank <> {invalid}) AS sources,
+           list(DISTINCT dst_rank) FILTER (WHERE dst_rank <> {invalid}) AS targets
+    FROM steps GROUP BY op_id
+), launch_stream AS (   -- an operator without sub-tasks: the stream of the task its launch created
+    SELECT connection_id, min(device) AS device, min(stream) AS stream FROM task GROUP BY connection_id
+), group_members AS (
+    SELECT o.group_name, list(DISTINCT r) AS ranks
+    FROM comm_op o JOIN placed p USING (op_id), unnest(list_concat(p.sources, p.targets)) AS u(r)
+    GROUP BY o.group_name
+)
+SELECT coalesce(p.device, l.device, 0) AS device, coalesce(p.stream, l.stream, -1) AS stream,
+       NULL::BIGINT AS plane, coalesce(n.value, '') AS name,
+       CASE WHEN ot.value IS NULL OR ot.value IN ('', 'N/A', 'NA') THEN regexp_replace(n.value, '(_[0-9]+)+$', '')
+            ELSE ot.value END AS op_type, 'comm' AS kind,
+       'HCCL' AS task_type, o.start_ns, greatest(o.end_ns - o.start_ns, 0) AS dur_ns, o.connection_id,
+       NULL::VARCHAR AS input_shapes, NULL::VARCHAR AS input_dtypes,
+       g.value AS "group", gm.ranks AS local_ranks, list_distinct(list_concat(p.sources, p.targets)) AS op_ranks,
+       dt.name AS data_type,
+       o.count::BIGINT AS count, json_merge_patch('{{}}', json_object(
+           'group_name', g.value, 'data_type', dt.name, 'alg_type', a.value, 'count', o.count::BIGINT,
+           'relay', o.relay, 'retry', o.retry, 'wait_ns', o.wait_ns, 'op id', o.op_id)) AS facts
+FROM comm_op o
+LEFT JOIN placed p USING (op_id)
+LEFT JOIN launch_stream l USING (connection_id)
+LEFT JOIN group_members gm USING (group_name)
+LEFT JOIN strings n ON n.id = o.name
+LEFT JOIN strings ot ON ot.id = o.op_type
+LEFT JOIN strings g ON g.id = o.group_name
+LEFT JOIN strings a ON a.id = o.alg_type
+LEFT JOIN enum_hccl_data_type dt ON dt.id = o.data_type
+ORDER BY o.row
+"""

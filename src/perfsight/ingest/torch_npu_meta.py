@@ -1,0 +1,168 @@
+"""The facts of one torch_npu profile directory (``*_ascend_pt``/``*_ascend_ms``): its rank, world size,
+device, communication groups and the profiler's own configuration, from ``profiler_info_{rank}.json``,
+``profiler_metadata.json`` and the CSV exports' device column.
+
+Owns:
+
+* the rank: ``profiler_info``'s ``rank_id`` (when >= 0), else ``profiler_metadata``'s
+  ``distributed_args.rank``, else the number in the ``profiler_info_{N}.json`` file name; None when
+  nothing says;
+* the device index: the first ``NPU:N`` of memory_record.csv / npu_module_mem.csv / operator_memory.csv
+  (``Device Type`` / ``Device``), else kernel_details' ``Device_id``, else 0; its properties (``npu``,
+  the ``chip_name`` when the profile says it);
+* the communication groups (``groups``): per HCCL group name (the hash after ``@`` in communication
+  operator names), its global ranks from ``parallel_group_info`` (``{name: {group_name, group_rank,
+  global_ranks}}``) under the same name, else from the only entry there of the group's size (the
+  matrix's largest group-local rank + 1) that holds this rank; else the group-local ranks its
+  ``communication_matrix.json`` links name, taken as global ranks (as msprof-analyze does without the
+  metadata). ``source`` says which;
+* the world size: ``distributed_args.world_size``, else the size of the largest group;
+* the facts for meta (``FACT_KEYS``): the profiler's configuration, versions, environment variables.
+
+A missing or unreadable JSON file is tolerated (the fact is unknown) and reported in ``warnings``.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow.compute as pc
+
+from .ascend_csv import read_csv
+
+OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+_INFO_NAME = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
+_NPU = re.compile(r"NPU:?\s*(\d+)", re.IGNORECASE)
+_LINK = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
+_VERSION_KEY = re.compile(r"version", re.IGNORECASE)
+
+
+@dataclass
+class Group:
+    """One HCCL communication group: global ranks and where they came from."""
+
+    ranks: list[int]
+    source: str                  # where the ranks come from (parallel_group_info, or the matrix's local ranks)
+    name: str | None = None      # the framework's group name (parallel_group_info's group_name)
+
+
+@dataclass
+class Facts:
+    rank: int | None = None
+    device: int = 0
+    world_size: int | None = None
+    device_properties: list[dict] = field(default_factory=list)
+    groups: dict[str, Group] = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def read_facts(run_dir: Path, rank: int | None) -> Facts:
+    """Everything above for ``run_dir``; ``rank`` (when given) overrides the files'."""
+    facts = Facts()
+    info_path = next((p for p in sorted(run_dir.glob("profiler_info*.json")) if _INFO_NAME.match(p.name)), None)
+    info = _json(info_path, facts) if info_path else {}
+    metadata_path = run_dir / "profiler_metadata.json"
+    metadata = _json(metadata_path, facts) if metadata_path.is_file() else {}
+    distributed = metadata.get("distributed_args") if isinstance(metadata.get("distributed_args"), dict) else {}
+    facts.rank = rank if rank is not None else _first_int(
+        info.get("rank_id"), distributed.get("rank"),
+        _INFO_NAME.match(info_path.name).group(1) if info_path else None)
+    facts.device = _device(run_dir / OUTPUT_DIR)
+    chip = info.get("chip_name") or metadata.get("chip_name")
+    facts.device_properties = [{"id": facts.device, "type": "npu",
+                                "name": f"Ascend {chip}" if isinstance(chip, str) else "Ascend NPU"}]
+    facts.groups = _groups(metadata.get("parallel_group_info"), run_dir / OUTPUT_DIR / "communication_matrix.json",
+                           facts)
+    facts.world_size = _first_int(distributed.get("world_size"),
+                                  max((len(g.ranks) for g in facts.groups.values()), default=None))
+    facts.meta = {
+        "profiler_config": info.get("config"),
+        "profiler_info": {k: v for k, v in info.items() if k != "config"} or None,
+        "environment": metadata.get("ENV_VARIABLES"),
+        "framework_versions": {k: v for source in (info, metadata) for k, v in source.items()
+                               if _VERSION_KEY.search(k) and isinstance(v, (str, int, float))} or None,
+        "communication_groups": {h: {"ranks": g.ranks, "source": g.source, "name": g.name}
+                                 for h, g in facts.groups.items()} or None,
+    }
+    return facts
+
+
+def _json(path: Path, facts: Facts):
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        facts.warnings.append(f"{path.name}: not readable JSON ({error}); its facts are unknown")
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _first_int(*values) -> int | None:
+    for value in values:
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            continue
+        if number >= 0:
+            return number
+    return None
+
+
+def _device(output: Path) -> int:
+    for name, column in (("memory_record.csv", "device_type"), ("npu_module_mem.csv", "device_type"),
+                         ("operator_memory.csv", "device_type"), ("kernel_details.csv", "device_id")):
+        path = output / name
+        if not path.is_file():
+            continue
+        table = read_csv(path)
+        if column not in table.column_names:
+            continue
+        for text in pc.unique(table[column].drop_null()).to_pylist()[:8]:
+            found = _NPU.search(text) if column == "device_type" else re.fullmatch(r"\s*(\d+)\s*", text)
+            if found:
+                return int(found.group(1))
+    return 0
+
+
+def _groups(info, matrix_path: Path, facts: Facts) -> dict[str, Group]:
+    """Groups of parallel_group_info under their keys, and the groups the communication matrix names: the
+    parallel_group_info entry of the same key, else the only entry of the same size holding this rank,
+    else the matrix's group-local ranks taken as global."""
+    if isinstance(info, str):
+        try:
+            info = json.loads(info)
+        except ValueError:
+            info = None
+    groups: dict[str, Group] = {}
+    for key, group in info.items() if isinstance(info, dict) else ():
+        ranks = group.get("global_ranks") if isinstance(group, dict) else None
+        if isinstance(ranks, list) and ranks and all(type(r) is int for r in ranks):
+            groups[str(key)] = Group(ranks, "parallel_group_info", group.get("group_name") or None)
+    known = list(groups.values())
+    for key, local in (_matrix_ranks(_json(matrix_path, facts)) if matrix_path.is_file() else {}).items():
+        if key in groups:
+            continue
+        fits = [g for g in known if len(g.ranks) == max(local) + 1 and (facts.rank is None or facts.rank in g.ranks)]
+        groups[key] = (Group(fits[0].ranks, "parallel_group_info (the only group of its size holding this rank)",
+                             fits[0].name) if len(fits) == 1
+                       else Group(sorted(local), "communication_matrix (group-local ranks taken as global)"))
+    return groups
+
+
+def _matrix_ranks(matrix: dict) -> dict[str, set[int]]:
+    """Group hash -> the group-local ranks named by its links (``{step: {collective|p2p: {op@hash:
+    {"src-dst": ...}}}}``)."""
+    found: dict[str, set[int]] = {}
+    for step in matrix.values() if isinstance(matrix, dict) else ():
+        for kind in step.values() if isinstance(step, dict) else ():
+            for op, links in kind.items() if isinstance(kind, dict) else ():
+                if "@" not in op or not isinstance(links, dict):
+                    continue
+                ranks = found.setdefault(op.rsplit("@", 1)[1], set())
+                for link in links:
+                    pair = _LINK.match(link)
+                    if pair:
+                        ranks.update(int(r) for r in pair.groups())
+    return {key: ranks for key, ranks in found.items() if ranks}

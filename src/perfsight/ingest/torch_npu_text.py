@@ -1,0 +1,122 @@
+"""Reading torch_npu's text profile (a ``*_ascend_pt`` / ``*_ascend_ms`` directory with
+``ASCEND_PROFILER_OUTPUT/``) into the canonical tables.
+
+Public: ``is_torch_npu_dir`` and ``read_torch_npu_text``. This module assembles the tables; the work is
+split: torch_npu_meta (rank, device, world size, communication groups, facts), torch_npu_trace
+(trace_view.json: slices, rows, counters, flows), torch_npu_kernels (kernel_details.csv joined to the
+device tasks, or standing in for them without a trace), torch_npu_comm (HCCL operators described for
+analysis/cluster.py), torch_npu_links (operator <-> task links, flows, memory records' operators),
+torch_npu_memory (memory_record / operator_memory / npu_module_mem), ascend_build.RunBuilder (ids, display
+order, nesting, steps by time, launch flows by correlation) and ascend_kinds (Ascend's vocabularies).
+
+The other files of the directory are torch_npu's own summaries of the same events (op_statistic.csv,
+api_statistic.csv, step_trace_time.csv, operator_details.csv, l2_cache.csv): perfsight computes them from
+the tables (the cross-check tests compare). Missing optional files are tolerated; without trace_view.json
+and kernel_details.csv there is nothing to read (InputError).
+
+Ids: slice ids are ``id_offset`` + the slice's row, track ids ``track_offset`` + the track's display
+position, as read_kineto's, so several ranks can be read one after the other and merged.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import InputError
+from ..tables import RunTables, conform
+from .ascend_build import RunBuilder
+from .torch_npu_comm import describe
+from .torch_npu_kernels import enrich, read_kernels, tasks_from_kernels
+from .torch_npu_links import host_tracks, link, memory_operators
+from .torch_npu_memory import read_memory
+from .torch_npu_meta import OUTPUT_DIR, read_facts
+from .torch_npu_trace import read_trace
+
+TIMED_FILES = ("trace_view.json", "kernel_details.csv")
+_SLICE_COLUMNS = ("track", "kind", "name", "op_type", "task_type", "start_ns", "dur_ns", "step", "correlation_id",
+                  "external_id", "input_shapes", "input_dtypes", "args")
+
+
+def is_torch_npu_dir(path: Path) -> bool:
+    """A directory holding ``ASCEND_PROFILER_OUTPUT/`` with trace_view.json or kernel_details.csv (torch_npu
+    names it ``{worker}_{pid}_{time}_ascend_pt``; renamed copies are recognised by their content)."""
+    output = Path(path) / OUTPUT_DIR
+    return output.is_dir() and any((output / name).is_file() for name in TIMED_FILES)
+
+
+def sources(run_dir: Path) -> list[Path]:
+    """The files the tables are built from (meta ``source_files``, and a cache's fingerprint)."""
+    run_dir = Path(run_dir)
+    output = run_dir / OUTPUT_DIR
+    names = [*TIMED_FILES, "communication.json", "communication_matrix.json", "memory_record.csv",
+             "operator_memory.csv", "npu_module_mem.csv"]
+    found = [output / name for name in names if (output / name).is_file()]
+    return found + sorted(run_dir.glob("profiler_info*.json")) + sorted(run_dir.glob("profiler_metadata.json"))
+
+
+def read_torch_npu_text(run_dir: Path, *, rank: int | None = None, id_offset: int = 0,
+                        track_offset: int = 0) -> RunTables:
+    """The canonical tables of one torch_npu text profile (one rank). ``rank`` overrides the files'."""
+    run_dir = Path(run_dir)
+    output = run_dir / OUTPUT_DIR
+    if not is_torch_npu_dir(run_dir):
+        raise InputError(f"{run_dir}: not a torch_npu profile; expected {OUTPUT_DIR}/ with trace_view.json or "
+                         "kernel_details.csv")
+    facts = read_facts(run_dir, rank)
+    builder = RunBuilder(warnings=list(facts.warnings), sources=[str(path) for path in sources(run_dir)])
+    kernels_path = output / "kernel_details.csv"
+    kernels = read_kernels(kernels_path, builder.warnings) if kernels_path.is_file() else None
+    if (output / "trace_view.json").is_file():
+        trace = read_trace(output / "trace_view.json", builder, rank=facts.rank, device=facts.device)
+        slices, flows, track_keys = trace.slices, trace.flows, trace.track_keys
+        if kernels is not None:
+            slices = enrich(slices, kernels, name=kernels_path.name, warnings=builder.warnings)
+    else:
+        slices = tasks_from_kernels(kernels, builder, rank=facts.rank, device=facts.device)
+        flows, track_keys = _no_flows(), {}
+    communication = output / "communication.json"
+    slices = describe(slices, communication if communication.is_file() else None, facts.groups, builder.warnings)
+    links = link(slices, flows, track_keys, id_offset, builder.warnings)
+    slices = slices.append_column("external_id", links.external_id)
+    builder.add_slices({name: slices[name] for name in _SLICE_COLUMNS})
+    records = read_memory(output, builder, rank=facts.rank, device=facts.device)
+    tables = builder.finish({"source_format": "torch_npu", "base_time_ns": "", "rank": facts.rank,
+                             "world_size": facts.world_size, "device_properties": facts.device_properties,
+                             **{k: v for k, v in facts.meta.items() if v is not None}},
+                            id_offset=id_offset, track_offset=track_offset)
+    tables.flows = pa.concat_tables([tables.flows, links.flows])
+    tables.memory = _memory(records, slices, links, tables, track_keys, id_offset)
+    return tables
+
+
+def _no_flows() -> pa.Table:
+    return pa.table({name: pa.array([], type) for name, type in (
+        ("pid", pa.string()), ("tid", pa.string()), ("ts_ns", pa.int64()), ("ph", pa.string()),
+        ("cat", pa.string()), ("id", pa.string()), ("file", pa.int32()))})
+
+
+def _memory(records: pa.Table, slices: pa.Table, links, tables: RunTables, track_keys: dict,
+            id_offset: int) -> pa.Table:
+    """Memory rows with the operator (slice id) and the host thread (track id) behind each record (the
+    thread of the steps when no operator runs)."""
+    operator = memory_operators(records, slices, links.nesting) if records.num_rows else []
+    local_to_final = _final_tracks(tables.tracks, track_keys)
+    tracks = slices["track"].to_numpy()
+    main = next((local_to_final[t] for t in host_tracks(slices) if t in local_to_final), None)
+    track_ids = [local_to_final.get(int(tracks[row]), main) if row >= 0 else main for row in operator]
+    return conform("memory", pa.table({
+        "ts_ns": records["ts_ns"], "bytes": records["bytes"], "total_allocated": records["total_allocated"],
+        "total_reserved": records["total_reserved"], "device": records["device"],
+        "track_id": pa.array(track_ids, pa.int32()),
+        "op_slice_id": pa.array([id_offset + row if row >= 0 else None for row in operator], pa.int64()),
+    }))
+
+
+def _final_tracks(tracks: pa.Table, track_keys: dict[tuple[str, str], int]) -> dict[int, int]:
+    """Local row -> final track id of the host threads (the builder keeps pid and tid)."""
+    threads = tracks.filter(pc.equal(tracks["kind"], "thread"))
+    final = {(p, t): i for p, t, i in zip(threads["pid"].to_pylist(), threads["tid"].to_pylist(),
+                                          threads["track_id"].to_pylist())}
+    return {local: final[key] for key, local in track_keys.items() if key in final}

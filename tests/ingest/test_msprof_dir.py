@@ -1,0 +1,243 @@
+"""msprof PROF_ directories: the planted CANN 7+ export (mindstudio_profiler_output, seed-derived: there is no
+real sample of it), the real older per-iteration PROF_ directories of ../shared/data, and a database-only
+directory made from a real profiler database."""
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+
+from perfsight.analysis import breakdown, ops, steps
+from perfsight.errors import InputError
+from perfsight.ingest.msprof_dir import is_msprof_dir, msprof_sources, read_msprof_dir
+from tests.ingest.ascend_planted import OUT, T0, assert_valid, rows, write_msprof_dir
+
+LEGACY = "ascend/mindspore_legacy/profiler"
+LEGACY_DIRS = ["PROF_000001_20230818142704322_COJGGGCANRMICFBC", "PROF_000001_20230818142704567_GQFAMHBKGODKJMLA"]
+DB_RANK1 = "ascend/torch_npu/db/level1/rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_1.db"
+
+
+def ns(offset_us: str) -> int:
+    return int((Decimal(T0) + Decimal(offset_us)) * 1000)
+
+
+@pytest.fixture
+def planted(tmp_path) -> Path:
+    return write_msprof_dir(tmp_path)
+
+
+# --- the planted CANN 7+ export ---------------------------------------------------------------------------
+
+def test_planted_export_reads_into_valid_tables_with_exact_times(planted):
+    tables = read_msprof_dir(planted)
+    assert_valid(tables)
+    meta = tables.meta_dict()
+    assert meta["source_format"] == "msprof" and json.loads(meta["rank"]) == 3   # info.json.0's rank_id
+    assert set(tables.tracks["rank"].to_pylist()) == {3}
+    device = {r["name"]: (r["start_ns"], r["dur_ns"]) for r in tables.slices.to_pylist()
+              if r["kind"] in ("kernel", "comm", "sync")}
+    assert device == {"MatMul_0": (ns("20.125"), 30500), "Add_1": (ns("100.001"), 4250),
+                      "MatMul_2": (ns("200.999"), 20000), "EVENT_RECORD": (ns("250"), 20),
+                      "hcom_allReduce__1_0_1": (ns("300.5"), 50000)}
+    assert rows(tables.slices, name="Notify_Wait")[0]["kind"] == "other"      # an HCCL part, counted once
+    warnings = json.loads(meta["parse_warnings"])
+    assert any("Overlap Analysis" in w for w in warnings)
+
+
+def test_op_summary_completes_the_timeline_tasks(planted):
+    slices = read_msprof_dir(planted).slices
+    matmul = rows(slices, name="MatMul_0")[0]
+    assert (matmul["op_type"], matmul["task_type"], matmul["kind"]) == ("MatMul", "AI_CORE", "kernel")
+    assert json.loads(matmul["input_shapes"]) == [[2, 3], [3, 4]]
+    assert json.loads(matmul["input_dtypes"]) == ["FLOAT16", "FLOAT16"]
+    args = json.loads(matmul["args"])
+    assert args["block_dim"] == 8 and args["aicore_time(us)"] == 28.1 and args["Task Id"] == 5
+    assert rows(slices, name="Add_1")[0]["task_type"] == "AI_VECTOR_CORE"
+
+
+def test_op_statistic_of_the_tables_equals_msprofs_own(planted):
+    tables = read_msprof_dir(planted)
+    ours = {r["op_type"]: (r["count"], r["total_ns"])
+            for r in ops.op_statistic(tables).to_pylist() if r["task_type"] not in ("HCCL", "EVENT_RECORD")}
+    theirs = {r["op_type"]: (int(r["count"]), int(Decimal(r["Total Time(us)"]) * 1000))
+              for r in json.loads(tables.meta_dict()["msprof_op_statistic"])}
+    assert ours == theirs == {"MatMul": (2, 50500), "Add": (1, 4250)}
+    assert {r["API Name"] for r in json.loads(tables.meta_dict()["msprof_api_statistic"])} == {"aclnnMatmul",
+                                                                                                "aclnnAdd"}
+
+
+def test_cann_calls_launch_their_tasks_and_steps_come_from_the_step_trace(planted):
+    tables = read_msprof_dir(planted)
+    slices = tables.slices
+    by_id = {r["id"]: r for r in slices.to_pylist()}
+    launched = sorted((by_id[f["src_id"]]["name"], by_id[f["dst_id"]]["name"]) for f in tables.flows.to_pylist())
+    assert launched == [("AscendCL@aclnnAdd", "Add_1"), ("AscendCL@aclnnMatmul", "MatMul_0"),
+                        ("AscendCL@aclnnMatmul", "MatMul_2"), ("Hccl@hcom_allReduce", "hcom_allReduce__1_0_1")]
+    trace = steps.step_trace(tables).to_pylist()
+    assert [(r["step"], r["start_ns"], r["iteration_ns"]) for r in trace] == [
+        (1, ns("0"), 150_000), (2, ns("150"), 250_000)]
+    assert {r["name"]: r["step"] for r in slices.to_pylist() if r["name"] in
+            ("MatMul_0", "Add_1", "MatMul_2", "hcom_allReduce__1_0_1")} == {
+        "MatMul_0": 1, "Add_1": 1, "MatMul_2": 2, "hcom_allReduce__1_0_1": 2}
+    phases = rows(slices, name="FP_BP Time 1")[0]
+    assert (phases["kind"], phases["start_ns"], phases["dur_ns"]) == ("annotation", ns("10"), 110_000)
+
+
+def test_slices_are_read_in_slice_order_even_when_their_stamps_run_backwards(planted):
+    tables = read_msprof_dir(planted)
+    assert rows(tables.slices, kind="step") == [rows(tables.slices, name=f"Iteration {n}")[0] for n in (1, 2)]
+    files = [Path(p).name for p in json.loads(tables.meta_dict()["source_files"])]
+    timeline = [f for f in files if f.startswith("msprof_slice")]
+    assert timeline == ["msprof_slice_0_20250109120010.json", "msprof_slice_1_20250109115959.json"]
+    assert all(p.is_file() for p in msprof_sources(planted))
+
+
+def test_memory_in_kb_becomes_bytes(planted):
+    tables = read_msprof_dir(planted)
+    series = {t["track_id"]: t["name"] for t in tables.tracks.to_pylist() if t["kind"] == "counter"}
+    values = {}
+    for sample in tables.counters.to_pylist():
+        values.setdefault(series[sample["track_id"]], []).append(sample["value"])
+    assert values["npu.mem.app.ddr_bytes"] == [1536.0, 2048.0]
+    assert values["npu.mem.app.hbm_bytes"] == [1024.0 ** 2, 2 * 1024.0 ** 2]
+    assert values["APP/DDR bytes"] == [2048.0]                         # the timeline's NPU MEM counter, KB
+
+
+def test_task_time_stands_in_without_timeline_and_op_summary(planted):
+    for path in (planted / OUT).glob("msprof_slice_*.json"):
+        path.unlink()
+    for path in (planted / OUT).glob("op_summary_*.csv"):
+        path.unlink()
+    tables = read_msprof_dir(planted)
+    assert_valid(tables)
+    tasks = {r["name"]: (r["kind"], r["task_type"], r["start_ns"], r["dur_ns"], r["step"])
+             for r in tables.slices.to_pylist() if r["kind"] == "kernel"}
+    assert tasks == {"MatMul_0": ("kernel", "AI_CORE", ns("20.125"), 30500, 1),
+                     "Add_1": ("kernel", "AI_VECTOR_CORE", ns("100.001"), 4250, 1)}
+
+
+def test_a_missing_required_column_names_the_file_and_the_column(planted):
+    path = next((planted / OUT).glob("op_summary_slice_1_*.csv"))
+    header, *lines = path.read_text().splitlines()
+    path.write_text("\n".join([header.replace("Task Start Time(us)", "Start")] + lines) + "\n")
+    with pytest.raises(InputError, match=r"op_summary_slice_1_20250109115959\.csv: missing required column "
+                                         r"start_us \(as 'Start Time\(us\)' or 'Task Start Time\(us\)'"):
+        read_msprof_dir(planted)
+
+
+def test_an_unknown_column_is_kept_and_a_missing_optional_one_tolerated(planted):
+    path = next((planted / OUT).glob("op_summary_slice_0_*.csv"))
+    header, *lines = path.read_text().splitlines()
+    header = header.replace("Input Data Types", "Brand New Metric")           # unknown; dtypes now absent
+    path.write_text("\n".join([header] + lines) + "\n")
+    matmul = rows(read_msprof_dir(planted).slices, name="MatMul_0")[0]
+    assert json.loads(matmul["args"])["Brand New Metric"] == "FLOAT16;FLOAT16"
+    assert matmul["input_dtypes"] is None and json.loads(matmul["input_shapes"]) == [[2, 3], [3, 4]]
+
+
+def test_a_truncated_timeline_keeps_its_valid_part_with_a_warning(planted):
+    path = next((planted / OUT).glob("msprof_slice_1_*.json"))
+    text = path.read_text()
+    path.write_text(text[:text.index('"MatMul_2"') + 30])                   # cut inside MatMul_2's event
+    tables = read_msprof_dir(planted)
+    assert_valid(tables)
+    names = set(tables.slices["name"].to_pylist())
+    assert {"MatMul_0", "Add_1", "AscendCL@aclnnMatmul"} <= names and "EVENT_RECORD" not in names
+    warnings = json.loads(tables.meta_dict()["parse_warnings"])
+    assert any(w.startswith("msprof_slice_1_") and ("truncated" in w or "kept the events before" in w)
+               for w in warnings), warnings
+
+
+def test_what_is_and_is_not_an_msprof_directory(planted, tmp_path, shared_data):
+    assert is_msprof_dir(planted)
+    assert all(is_msprof_dir(shared_data / LEGACY / d) for d in LEGACY_DIRS)
+    ours = tmp_path / "PROF_20250101000000000_1_abcd"
+    (ours / "device_0").mkdir(parents=True)
+    (ours / "manifest.json").write_text("{}")
+    assert not is_msprof_dir(ours)                                        # perfsight's own run
+    assert not is_msprof_dir(shared_data / LEGACY) and not is_msprof_dir(tmp_path)
+    empty = tmp_path / "PROF_000002_20250101000000000_EMPTYDIRECTORYAB"
+    (empty / "device_0" / "data").mkdir(parents=True)
+    with pytest.raises(InputError, match="holds no msprof exports"):
+        read_msprof_dir(empty)
+    with pytest.raises(InputError, match="not an msprof PROF_ directory"):
+        read_msprof_dir(ours)
+
+
+# --- the real older PROF_ directories (per-iteration timelines) -------------------------------------------
+
+def _overlap_rows(path: Path) -> dict[str, Decimal]:
+    """msprof's own Overlap Analysis totals of one per-iteration timeline (us)."""
+    events = json.loads(path.read_text(), parse_float=Decimal)
+    processes = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"}
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+               if e.get("ph") == "M" and e["name"] == "thread_name"}
+    totals: dict[str, Decimal] = {}
+    for e in events:
+        if e.get("ph") == "X" and processes.get(e["pid"]) == "Overlap Analysis":
+            name = threads[(e["pid"], e["tid"])]
+            totals[name] = totals.get(name, Decimal(0)) + Decimal(e["dur"])
+    return totals
+
+
+@pytest.mark.parametrize("name", LEGACY_DIRS)
+def test_real_per_iteration_timelines_match_msprofs_own_figures(shared_data, name):
+    prof = shared_data / LEGACY / name
+    tables = read_msprof_dir(prof)
+    assert_valid(tables)
+    device = int(next(prof.glob("device_*")).name.split("_")[1])
+    assert json.loads(tables.meta_dict()["rank"]) == device                  # info.json's rank_id
+    timeline = next(prof.glob("device_*/timeline"))
+    # step times: the step_trace JSON's Iteration Time(ns), each iteration
+    step_file = json.loads(next(timeline.glob("step_trace_*_1.json")).read_text(), parse_float=Decimal)
+    expected = {e["args"]["Iteration ID"]: int(e["args"]["Iteration Time(ns)"])
+                for e in step_file if e.get("cat") == "Iteration Time"}
+    trace = steps.step_trace(tables)
+    assert dict(zip(trace["step"].to_pylist(), trace["iteration_ns"].to_pylist())) == expected
+    # computation and communication per iteration: msprof's Overlap Analysis rows of that iteration's file
+    overlap = {r["step"]: r for r in breakdown.overlap(tables).to_pylist() if r["step"] is not None}
+    for step, row in overlap.items():
+        theirs = _overlap_rows(next(timeline.glob(f"msprof_*_{step}.json")))
+        assert row["computation_ns"] == int(theirs["Computing"] * 1000), step
+        assert row["communication_ns"] == int(theirs["Communication"] * 1000), step
+        assert row["pure_communication_ns"] == int(theirs["Communication(Not Overlapped)"] * 1000), step
+
+
+def test_real_monotonic_timeline_is_shifted_to_the_epoch(shared_data):
+    prof = shared_data / LEGACY / LEGACY_DIRS[0]
+    tables = read_msprof_dir(prof)
+    start = json.loads((prof / "device_0" / "start_info.0").read_text())
+    offset = int(start["collectionTimeBegin"]) * 1000 - int(start["clockMonotonicRaw"])
+    first = rows(tables.slices, name="Iteration 1")[0]
+    assert first["kind"] == "step" and first["start_ns"] == 56635864652490 + offset   # ts 56635864652.490005 us
+    assert tables.meta_dict()["base_time_ns"] == str(offset)
+    assert 1692340024 < first["start_ns"] // 10 ** 9 < 1692340083                 # inside the collection
+
+
+# --- a database-only directory ----------------------------------------------------------------------------
+
+def test_database_only_directory_reads_through_the_profiler_database_reader(shared_data, tmp_path):
+    prof = tmp_path / "PROF_000001_20250109120000000_DATABASEONLYDIR"
+    (prof / "device_1" / "data").mkdir(parents=True)
+    database = prof / "msprof_20250109120500.db"
+    shutil.copy(shared_data / DB_RANK1, database)
+    with sqlite3.connect(database) as con:                                 # msprof writes no PyTorch tables
+        for table in ("PYTORCH_API", "PYTORCH_CALLCHAINS", "CONNECTION_IDS", "OP_MEMORY", "MEMORY_RECORD"):
+            con.execute(f"DROP TABLE {table}")
+        expected = dict(con.execute("""
+            SELECT o.value, count(*) FROM COMPUTE_TASK_INFO c JOIN TASK t USING (globalTaskId)
+            JOIN STRING_IDS o ON o.id = c.opType GROUP BY o.value""").fetchall())
+    tables = read_msprof_dir(prof)
+    assert_valid(tables)
+    assert tables.meta_dict()["source_format"] == "msprof"
+    kernels = tables.slices.filter(pc.equal(tables.slices["kind"], "kernel"))
+    counted: dict[str, int] = {}
+    for op_type in kernels["op_type"].drop_null().to_pylist():
+        counted[op_type] = counted.get(op_type, 0) + 1
+    assert {k: v for k, v in counted.items() if k in expected} == expected
+    assert tables.flows.num_rows > 0
