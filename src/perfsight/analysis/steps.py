@@ -128,7 +128,11 @@ FROM timed ORDER BY rank, step
 
 def step_trace(tables: RunTables, *, fp_point: str | None = None, bp_point: str | None = None) -> pa.Table:
     """One row per (rank, step) with the phase boundaries and durations described in the module
-    docstring (schema ``STEP_TRACE``; times and durations int64 ns)."""
+    docstring (schema ``STEP_TRACE``; times and durations int64 ns). Without ``fp_point``/``bp_point``,
+    the ones a reader declared in meta (sources that record their own phase slices, e.g. MindSpore's
+    ``fp_and_bp``) are used, else the points are found automatically."""
+    meta = tables.meta_dict()
+    fp_point, bp_point = fp_point or meta.get("fp_point") or None, bp_point or meta.get("bp_point") or None
     query = _STEP_TRACE_SQL.format(
         backward_name=_BACKWARD_NAME,
         fp=_FP_NAMED if fp_point else _FP_AUTO,
