@@ -7,6 +7,7 @@ The Python API is the first surface:
     perfsight.open(path)                                                 a run and its analyses
     perfsight.load(path)                                                 a run's canonical tables
     perfsight.export(path, ...)                                          msprof-shaped files
+    perfsight.tune.tune(model, batch) or perfsight.tune_model(...)       operator tuning into a bank
 
 Importing perfsight does not import torch; analysis-only use works without it.
 """
@@ -21,6 +22,9 @@ _LAZY = {
     "Run": ("perfsight.run", "Run"),
     "load": ("perfsight.api", "load"),
     "export": ("perfsight.api", "export"),
+    "apply_bank": ("perfsight.tune.apply", "apply_bank"),
+    "tuned": ("perfsight.tune.apply", "tuned"),
+    "tune_model": ("perfsight.tune", "tune"),
     "PerfsightError": ("perfsight.errors", "PerfsightError"),
     "OptionError": ("perfsight.errors", "OptionError"),
 }

@@ -90,6 +90,44 @@ def _add_run(sub) -> None:
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
 
 
+def _add_tune(sub) -> None:
+    tune = sub.add_parser("tune", help="tune the operators of an unmodified training script into a tuning bank",
+                          description="Operator tuning (OPAT), after Ascend's AOE: perfsight tune --mode op -- "
+                                      "python train.py args... The script runs unmodified; its first --steps "
+                                      "optimizer steps are recorded, then every tunable operator signature is "
+                                      "timed on synthetic inputs against its candidates, the winners go to the "
+                                      "bank and the result file aoe_result_opat_*.json goes to "
+                                      "$PERFSIGHT_WORK_PATH (or the working directory). The script then continues untuned to its "
+                                      "end, so give it few steps. Exit code: the script's when it fails, 2 when "
+                                      "tuning could not be done (an unmet precondition), else 0. Settings "
+                                      "also come from AOE_MODE, TUNE_BANK_PATH, REPEAT_TUNE; flags win.")
+    tune.add_argument("--mode", choices=("op", "subgraph"),
+                      help="op: operator tuning (default; AOE_MODE=2); subgraph: not implemented yet")
+    tune.add_argument("--bank", help="the tuning bank directory (default $TUNE_BANK_PATH or "
+                                     "~/.perfsight/tune_bank)")
+    tune.add_argument("--repeat", action="store_true", default=None,
+                      help="re-tune signatures the bank already holds (REPEAT_TUNE=True)")
+    tune.add_argument("--steps", type=_positive_int, default=2, help="optimizer steps to record (default 2, "
+                                                                      "the fewest that shows static shapes)")
+    tune.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
+
+
+def cmd_tune(args) -> int:
+    from .tune.launch import run_tuning
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise OptionError("tune: no command given; usage: perfsight tune --mode op -- python train.py ...")
+    code, status = run_tuning(command, mode=args.mode, bank=args.bank, repeat=args.repeat, steps=args.steps)
+    if "error" in status:
+        print(f"perfsight: tuning not done: {status['error']}", file=sys.stderr)
+    else:
+        summary = ", ".join(f"{k}={v}" for k, v in status["repo_summary"].items())
+        print(f"perfsight: tuning result in {status['report']}\nperfsight: tuning bank {status['bank']}\n"
+              f"perfsight: {summary}", file=sys.stderr)
+    return code or (2 if "error" in status else 0)
+
+
 def _port(text: str) -> int:
     try:
         value = int(text)
@@ -134,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("-o", "--output", default="perfsight_demo", help="output directory (default ./perfsight_demo)")
     demo.add_argument("--steps", type=int, default=30, help="training steps (default 30)")
     _add_run(sub)
+    _add_tune(sub)
     analyse = sub.add_parser("analyse", aliases=["analyze"], help="print the analyses of a run or trace",
                              description="Analyse a perfsight run, a PROF_ directory or parent, a torch.profiler "
                                          "trace or a folder of them (one per rank), and print a report.")
@@ -243,7 +282,7 @@ def cmd_options(args) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "export": cmd_export, "demo": cmd_demo, "options": cmd_options,
+COMMANDS = {"run": cmd_run, "tune": cmd_tune, "export": cmd_export, "demo": cmd_demo, "options": cmd_options,
             "analyse": cmd_analyse, "analyze": cmd_analyse, "insight": cmd_insight}
 
 

@@ -11,3 +11,12 @@ class OptionError(PerfsightError, ValueError):
 
 class InputError(PerfsightError):
     """A file or directory given to perfsight cannot be read as a run."""
+
+
+class TuneBankError(PerfsightError):
+    """A tuning bank cannot be used as asked: it is read-only, stale (tuned under other library versions) or
+    unreadable."""
+
+
+class TunePreconditionError(PerfsightError):
+    """A precondition of tuning does not hold (profiling on, dynamic shapes, too little disk or memory)."""

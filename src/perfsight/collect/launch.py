@@ -3,6 +3,8 @@
 The options are validated here, before anything starts (a bad option never reaches the training).
 The child gets them as PERFSIGHT_OPTIONS and gets perfsight's boot directory on PYTHONPATH, whose
 sitecustomize starts the profiler in every Python process that trains (torchrun workers included).
+``boot_environment`` and ``run_child`` are shared with ``perfsight tune`` (tune/launch.py), whose
+child gets PERFSIGHT_TUNE the same way.
 """
 from __future__ import annotations
 
@@ -19,11 +21,25 @@ from .rundir import resolve_output_root
 BOOT_DIR = Path(__file__).parent / "boot"
 
 
-def child_environment(given: dict, environ=os.environ) -> dict[str, str]:
-    env = dict(environ)
-    env["PERFSIGHT_OPTIONS"] = json.dumps(given)
+def boot_environment(variables: dict[str, str], environ=os.environ) -> dict[str, str]:
+    """``environ`` plus ``variables``, with the boot directory first on PYTHONPATH."""
+    env = {**environ, **variables}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BOOT_DIR), environ.get("PYTHONPATH", "")) if p)
     return env
+
+
+def child_environment(given: dict, environ=os.environ) -> dict[str, str]:
+    return boot_environment({"PERFSIGHT_OPTIONS": json.dumps(given)}, environ)
+
+
+def run_child(command: list[str], env: dict[str, str], verb: str) -> int:
+    """Run ``command`` to its end and return its exit code (130 when interrupted)."""
+    try:
+        return subprocess.call(command, env=env)
+    except FileNotFoundError:
+        raise options_mod.OptionError(f"{verb}: command not found: {command[0]!r}") from None
+    except KeyboardInterrupt:
+        return 130
 
 
 def run_profiled(command: list[str], given: dict, environ=os.environ) -> tuple[int, list[Path]]:
@@ -32,12 +48,7 @@ def run_profiled(command: list[str], given: dict, environ=os.environ) -> tuple[i
     root = resolve_output_root(opts.output, environ)
     given = {**given, "output": str(root)}      # children resolve the same directory whatever their cwd
     started_ns = time.time_ns()
-    try:
-        code = subprocess.call(command, env=child_environment(given, environ))
-    except FileNotFoundError:
-        raise options_mod.OptionError(f"run: command not found: {command[0]!r}") from None
-    except KeyboardInterrupt:
-        code = 130
+    code = run_child(command, child_environment(given, environ), "run")
     return code, runs_started_since(root, started_ns)
 
 

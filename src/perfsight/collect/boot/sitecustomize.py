@@ -1,5 +1,6 @@
-"""Put on PYTHONPATH by ``perfsight run``: start profiling in an unmodified script, then hand over
-to any other sitecustomize the environment had."""
+"""Put on PYTHONPATH by ``perfsight run`` and ``perfsight tune``: start profiling (PERFSIGHT_OPTIONS) or
+tuning (PERFSIGHT_TUNE) in an unmodified script, then hand over to any other sitecustomize the
+environment had."""
 import os
 import sys
 
@@ -19,10 +20,12 @@ def _chain_next_sitecustomize() -> None:
 
 try:
     from perfsight.collect.autostart import activate_from_env
+    from perfsight.tune.autostart import activate_from_env as activate_tuning_from_env
 except ImportError:
-    sys.stderr.write(f"perfsight: {sys.executable} cannot import perfsight, so this process is not profiled; "
-                     "run the command with the Python perfsight is installed in\n")
+    sys.stderr.write(f"perfsight: {sys.executable} cannot import perfsight, so this process is not profiled "
+                     "or tuned; run the command with the Python perfsight is installed in\n")
 else:
     activate_from_env()
+    activate_tuning_from_env()
 finally:
     _chain_next_sitecustomize()

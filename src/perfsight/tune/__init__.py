@@ -1,0 +1,31 @@
+"""perfsight tune: operator (OPAT) and subgraph (SGAT) auto-tuning with a tuning bank, after Ascend's AOE.
+
+Modules:
+
+- env:        the tuning settings from the environment (AOE_MODE, TUNE_BANK_PATH, REPEAT_TUNE, ...)
+- device:     the device fingerprint that names a bank directory, and the library versions a bank depends on
+- bank:       the tuning bank (entries, update modes, repo_summary counters, staleness, locking) and the
+              read-only built-in rules of builtin_bank.json
+- files:      whole-file atomic JSON writes shared by the bank and the reports
+- report:     the result files aoe_result_opat_{timestamp}_{pid}.json, rewritten as tuning goes
+- capture:    the operators of real training steps (ATen ops with shapes, strides, module names; the
+              tunable calls; the static-shape check)
+- candidates: per tunable signature, the Format / Impl / Schedule alternatives and how to run them
+- measure:    interleaved serial timing, correctness against the default, the decision rule
+- opat:       operator tuning: capture -> candidates -> measure -> bank -> report
+- apply:      the bank applied to a training run without rewriting the model (``tuned()``, ``apply_bank``)
+- session:    one tuning task: settings, the seed's preconditions, bank, result file, OPAT (``tune``)
+- autostart:  ``perfsight tune -- python train.py``: records a script's first steps, then tunes them
+
+The public entry points are ``perfsight.tune.tune(model, batch)`` (also ``perfsight.tune_model``),
+``perfsight.tuned()`` and ``perfsight.apply_bank(model)`` (perfsight's top-level lazy exports; they need
+torch). Importing this package does not import torch.
+"""
+
+
+def tune(model=None, batch=None, **options):
+    """Tune the operators of ``model`` on an example ``batch`` (or ``step=`` a one-step function) into the
+    tuning bank and write the result file; see ``perfsight.tune.session.tune`` for the options."""
+    from perfsight.tune.session import tune as run_task
+
+    return run_task(model, batch, **options)

@@ -1,0 +1,128 @@
+"""Operator auto-tuning (OPAT): capture -> candidates -> measure -> bank -> report.
+
+``tune_operators(step, bank=...)`` captures the tunable calls of two real steps (``tune_captured`` takes a
+capture made elsewhere, e.g. of a script's own steps), and for each distinct
+signature times the default and every candidate (Format, Impl, Schedule) on synthetic inputs of that
+signature (forward, plus backward for training signatures), checks each against the default, and stores
+the outcome with all candidates' timings in the bank (``Bank.put`` decides the update mode). A signature
+whose bank entry already holds a strategy is not re-tuned unless ``repeat`` (the seed's REPEAT_TUNE).
+With an ``OpatReport``, each operator is reported as it is done; the caller finishes the report.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from perfsight.tune.bank import Bank, Entry, RepoSummary
+from perfsight.tune.candidates import DEFAULT, Candidate, candidates_for, run, synthetic_call
+from perfsight.tune.capture import Capture, capture
+from perfsight.tune.measure import Measurement, measure
+
+
+@dataclass
+class OperatorResult:
+    """One tuned signature: its bank key, where the model calls it, the measurement and the update mode."""
+
+    key: str
+    op_name: str
+    signature: dict
+    update_mode: str
+    measurement: Measurement | None = None  # None when the bank already held a strategy (not re-tuned)
+    error: str = ""
+
+
+@dataclass
+class OpatResult:
+    operators: list[OperatorResult] = field(default_factory=list)
+    summary: RepoSummary = field(default_factory=RepoSummary)
+    static: bool = True
+    dynamic: list[dict] = field(default_factory=list)
+
+
+def _runner(sig: dict, candidate: Candidate, call, grad_out) -> Callable[[], tuple]:
+    """A zero-argument call of the op under ``candidate``: outputs, then input gradients when training."""
+    func, args, kwargs = call
+    needs_grad = [v for v in kwargs.values() if isinstance(v, torch.Tensor) and v.requires_grad]
+
+    def go():
+        if not sig["train"]:
+            with torch.no_grad():
+                return (run(candidate, func, args, kwargs),)
+        out = run(candidate, func, args, kwargs)
+        return (out, *torch.autograd.grad(out, needs_grad, grad_outputs=grad_out, allow_unused=True))
+    return go
+
+
+def tune_signature(sig: dict, *, timer: Callable[[], int] | None = None, warmup: int = 3,
+                   repeats: int = 15, margin: float = 0.03) -> Measurement | None:
+    """Measure the default and the candidates of one signature (None if it has no candidates)."""
+    candidates = candidates_for(sig)
+    if not candidates:
+        return None
+    call = synthetic_call(sig)
+    with torch.no_grad():
+        shape = run(DEFAULT, *call).shape
+    grad_out = torch.randn(shape, generator=torch.Generator().manual_seed(1)) if sig["train"] else None
+    return measure(_runner(sig, DEFAULT, call, grad_out),
+                   [(c.name, c.mode, c.params, _runner(sig, c, call, grad_out)) for c in candidates],
+                   timer=timer or time.perf_counter_ns, warmup=warmup, repeats=repeats, margin=margin)
+
+
+def _entry(key: str, sig: dict, m: Measurement) -> Entry:
+    default = m.default.as_dict()
+    default["params"] = {"threads": m.threads, "load": [round(v, 2) for v in m.load]}  # timing conditions
+    return Entry(key=key, kind="op", signature=sig,
+                 candidates=[default, *(t.as_dict() for t in m.candidates)],
+                 winner=m.winner.name if m.winner else None,
+                 default_us=round(m.default.median_us, 3),
+                 winner_us=round(m.winner.median_us, 3) if m.winner else None)
+
+
+def tune_operators(step: Callable[[], object], *, model: torch.nn.Module | None = None, **tuning) -> OpatResult:
+    """Tune every tunable operator signature of two steps of ``step`` (``model`` names them by module path);
+    ``tuning`` is ``tune_captured``'s keywords."""
+    return tune_captured(capture(step, model=model, steps=2), **tuning)
+
+
+def tune_captured(captured: Capture, *, bank: Bank, report=None, timer: Callable[[], int] | None = None,
+                  repeat: bool = False, warmup: int = 3, repeats: int = 15, margin: float = 0.03) -> OpatResult:
+    """Tune every tunable operator signature of ``captured``."""
+    result = OpatResult(static=captured.static, dynamic=captured.dynamic)
+    where: dict[str, list[str]] = {}
+    signatures: dict[str, dict] = {}
+    for record in captured.tunable:
+        key = bank.key("op", record.signature)
+        signatures[key] = record.signature
+        where.setdefault(key, []).append(record.module or "?")
+    for key, sig in signatures.items():
+        op_name = ",".join(dict.fromkeys(where[key])) + "/" + sig["op"]
+        before = bank.get("op", key)
+        if before is not None and before.strategy() is not None and not repeat:
+            outcome = OperatorResult(key, op_name, sig, "reserve")
+        else:
+            try:
+                m = tune_signature(sig, timer=timer, warmup=warmup, repeats=repeats, margin=margin)
+            except Exception as exc:  # one operator failing to tune does not stop the others
+                result.operators.append(OperatorResult(key, op_name, sig, "", error=f"{type(exc).__name__}: {exc}"))
+                if report is not None:
+                    report.failed(op_name)
+                continue
+            if m is None:
+                continue
+            outcome = OperatorResult(key, op_name, sig, bank.put(_entry(key, sig, m), repeat=repeat), m)
+        result.operators.append(outcome)
+        result.summary.record(outcome.update_mode)
+        if report is not None:
+            m = outcome.measurement
+            if m is not None:
+                after = m.winner or m.default
+                report.operator(op_name, sig["op"], after.mode, before_us=m.default.median_us,
+                                after_us=after.median_us, update_mode=outcome.update_mode)
+            else:  # kept from the bank: its stored figures
+                mode = next((c.get("mode", "") for c in before.candidates if c.get("name") == before.winner), "")
+                report.operator(op_name, sig["op"], mode, before_us=before.default_us or 0.0,
+                                after_us=before.winner_us or 0.0, update_mode=outcome.update_mode)
+    return result

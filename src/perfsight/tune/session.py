@@ -1,0 +1,203 @@
+"""One tuning task: settings, the seed's preconditions, bank, result file, OPAT, and what came out.
+
+``tune(model, batch)`` (exported as ``perfsight.tune.tune`` and ``perfsight.tune_model``) captures two
+steps of ``model`` on ``batch`` (or of ``step()``), checks the preconditions, tunes every tunable operator
+signature into the bank and writes ``aoe_result_opat_*.json``. ``tune_capture`` does the same for a capture
+made elsewhere (``perfsight tune -- python train.py``, see tune/autostart.py).
+
+The preconditions, after the seed's "before tuning" list; a failed one raises ``TunePreconditionError``
+naming what was found and what is needed, before anything is tuned:
+
+- profiling off: no perfsight Profiler and no torch.profiler active (they would distort the timings);
+- static shapes: no forward op changes shapes between the captured steps;
+- free disk: ``MIN_FREE_DISK`` where the bank and the result file go. The seed asks 20 GB for AOE's
+  compiled kernels; perfsight's bank is JSON of a few KB per signature, so 1 GiB is ample;
+- free memory: ``MIN_FREE_MEMORY`` plus, per parallel tuning (TUNING_PARALLEL_NUM), four times the
+  tensors of the largest signature (its inputs, output, gradients and a candidate's copies). The seed's
+  figure is the model's memory times TUNING_PARALLEL_NUM, since AOE tunes in separate processes;
+  perfsight tunes one signature at a time in the training process.
+"""
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+from perfsight.errors import OptionError, TunePreconditionError
+from perfsight.tune.env import OPERATOR, SUBGRAPH, TuneSettings
+
+MODES = {"op": OPERATOR, "subgraph": SUBGRAPH}
+MIN_FREE_DISK = 1 << 30
+MIN_FREE_MEMORY = 512 << 20
+_ITEM_BYTES = {"float64": 8, "int64": 8, "complex64": 8, "float16": 2, "bfloat16": 2, "int16": 2,
+               "bool": 1, "int8": 1, "uint8": 1}
+
+
+@dataclass(frozen=True)
+class Precondition:
+    name: str
+    ok: bool
+    found: str
+    needed: str
+
+    def __str__(self) -> str:
+        return f"{self.name}: {'ok' if self.ok else 'FAILED'} (found {self.found}; needed {self.needed})"
+
+
+@dataclass
+class TuneResult:
+    """``report``: the result file; ``bank``: the bank directory; ``winners``: op_name -> winning candidate
+    of the signatures tuned now; ``opat``: every operator's outcome and measurement."""
+
+    report: Path
+    bank: Path
+    repo_summary: dict
+    winners: dict[str, str]
+    preconditions: list[Precondition] = field(default_factory=list)
+    opat: object = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The settings of one task: the environment's (TuneSettings) with the caller's arguments on top."""
+
+    settings: TuneSettings
+    repeat: bool
+    result_dir: Path
+
+    @property
+    def bank_path(self) -> Path:
+        return self.settings.bank_path
+
+
+def plan(mode: str | None = None, bank: str | Path | None = None, repeat: bool | None = None,
+         result_dir: str | Path | None = None, environ=None) -> Plan:
+    """Validate the mode and merge the arguments over the environment's settings."""
+    settings = TuneSettings.from_env() if environ is None else TuneSettings.from_env(environ)
+    if mode is None:
+        mode = "subgraph" if settings.mode == SUBGRAPH else "op"
+    if mode not in MODES:
+        raise OptionError(f"tuning mode {mode!r} is not allowed; allowed: op (operator tuning, OPAT), "
+                          "subgraph (subgraph tuning, SGAT)")
+    if mode == "subgraph":
+        raise OptionError("subgraph tuning (SGAT: --mode subgraph, AOE_MODE=1) is not implemented yet; "
+                          "use operator tuning (--mode op, AOE_MODE=2)")
+    if bank is not None:
+        bank = Path(bank).expanduser().absolute()
+        if bank.exists() and not bank.is_dir():
+            raise OptionError(f"the tuning bank {bank} is a file: expected a directory (created if missing)")
+        settings = replace(settings, bank_path=bank)
+    result = Path(result_dir).expanduser().absolute() if result_dir is not None else settings.work_path
+    return Plan(settings, settings.repeat_tune if repeat is None else bool(repeat), result)
+
+
+def _existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.2f} GiB"
+
+
+def check_profiling_off() -> Precondition:
+    import torch
+
+    from perfsight.collect.profiler import active_profiler
+
+    found = [name for name, on in (("a perfsight Profiler", active_profiler() is not None),
+                                   ("torch.profiler", torch._C._autograd._profiler_enabled())) if on]
+    return Precondition("profiling off", not found, " and ".join(found) + " active" if found else "none active",
+                        "no profiler while tuning (stop it, or unset PERFSIGHT_OPTIONS / PROFILING_OPTIONS)")
+
+
+def check_static(captured) -> Precondition:
+    if captured.steps < 2:
+        return Precondition("static shapes", False, f"{captured.steps} step captured", "2 steps to compare")
+    if captured.static:
+        return Precondition("static shapes", True, f"the same shapes in {captured.steps} steps", "static shapes")
+    first = captured.dynamic[0]
+    where = f"{first['module'] or 'top level'}/{first['op']} shapes {first['shapes']}"
+    return Precondition("static shapes", False, f"{len(captured.dynamic)} ops change shape (first: {where})",
+                        "static shapes (dynamic operators are not supported): fix the input size")
+
+
+def check_disk(*paths: Path) -> list[Precondition]:
+    checks = []
+    for path in dict.fromkeys(_existing(p) for p in paths):
+        free = shutil.disk_usage(path).free
+        checks.append(Precondition(f"free disk at {path}", free >= MIN_FREE_DISK, _gib(free), _gib(MIN_FREE_DISK)))
+    return checks
+
+
+def signature_bytes(sig: dict) -> int:
+    total = 0
+    for spec in sig["tensors"].values():
+        count = 1
+        for size in spec["shape"]:
+            count *= size
+        total += count * _ITEM_BYTES.get(spec["dtype"], 4)
+    return total
+
+
+def check_memory(captured, parallel: int) -> Precondition:
+    import psutil
+
+    largest = max((signature_bytes(r.signature) for r in captured.tunable), default=0)
+    needed = MIN_FREE_MEMORY + 4 * largest * parallel
+    free = psutil.virtual_memory().available
+    return Precondition("free memory", free >= needed, _gib(free),
+                        f"{_gib(needed)} ({_gib(MIN_FREE_MEMORY)} + 4 x {largest} bytes x {parallel} parallel)")
+
+
+def preconditions(captured, the_plan: Plan) -> list[Precondition]:
+    """Every precondition, checked; raises TunePreconditionError naming the failed ones."""
+    checks = [check_profiling_off(), check_static(captured),
+              *check_disk(the_plan.bank_path, the_plan.result_dir),
+              check_memory(captured, the_plan.settings.tuning_parallel_num)]
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        raise TunePreconditionError("cannot tune: " + "; ".join(map(str, failed)))
+    return checks
+
+
+def tune_capture(captured, the_plan: Plan, *, tuning_name: str, **measuring) -> TuneResult:
+    """Check the preconditions on ``captured``, tune it into the bank and write the result file."""
+    from perfsight.tune import opat
+    from perfsight.tune.bank import Bank
+    from perfsight.tune.report import INCOMPLETE, OpatReport
+
+    checks = preconditions(captured, the_plan)
+    bank = Bank.open(the_plan.settings)
+    bank.check_fresh()
+    report = OpatReport(the_plan.result_dir, tuning_name)
+    try:
+        outcome = opat.tune_captured(captured, bank=bank, report=report, repeat=the_plan.repeat, **measuring)
+    except BaseException:
+        report.finish(INCOMPLETE)
+        raise
+    report.finish()
+    winners = {o.op_name: o.measurement.winner.name for o in outcome.operators
+               if o.measurement is not None and o.measurement.winner is not None}
+    return TuneResult(report.path, bank.directory, outcome.summary.as_dict(), winners, checks, outcome)
+
+
+def tune(model=None, batch=None, *, step: Callable[[], object] | None = None, mode: str | None = None,
+         bank: str | Path | None = None, repeat: bool | None = None, steps: int = 2,
+         result_dir: str | Path | None = None, **measuring) -> TuneResult:
+    """Tune the operators of ``model`` on ``batch`` (a tensor or a tuple of model inputs; the loss is the
+    output's mean), or of ``step()`` (``model`` then only names the operators). Arguments left None come
+    from the environment (AOE_MODE, TUNE_BANK_PATH, REPEAT_TUNE, ASCEND_WORK_PATH; see tune/env.py)."""
+    from perfsight.tune.capture import capture, train_step
+
+    the_plan = plan(mode, bank, repeat, result_dir)
+    if steps < 2:
+        raise OptionError(f"steps={steps} is too few: at least 2 steps are needed to check for static shapes")
+    if step is None:
+        if model is None or batch is None:
+            raise OptionError("tune needs a model and an example batch, or step=a function running one step")
+        step = train_step(model, batch)
+    name = type(model).__name__ if model is not None else getattr(step, "__name__", "step")
+    return tune_capture(capture(step, model=model, steps=steps), the_plan, tuning_name=name, **measuring)
