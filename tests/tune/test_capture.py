@@ -45,3 +45,17 @@ def test_inference_signatures_and_shape_changes_are_reported():
     assert not captured.static
     conv = next(d for d in captured.dynamic if d["module"] == "conv1" and d["op"] == "convolution.default")
     assert conv["shapes"][0][0] == [2, 3, 8, 8] and conv["shapes"][1][0] == [2, 3, 12, 12]
+
+
+def test_optimizer_state_is_not_a_shape_change():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
+
+    def step():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    assert capture(step, model=model, steps=2).static

@@ -182,13 +182,19 @@ class Recording:
 
     def _dynamic(self) -> list[dict]:
         """Forward ops present in every step whose shapes change (the backward follows the forward; the
-        first step's gradient copies and later steps' accumulations are not shape changes)."""
+        first step's gradient copies and later steps' accumulations are not shape changes). When modules
+        are named, only ops inside the model's forward count: the optimizer's first step creates its state
+        (momentum, Adam moments) outside the model, which is not a shape change of the model."""
         every = self.aten.shapes[:self.steps]
         if len(every) < 2:
             return []
+        common = set.intersection(*(set(s) for s in every))
+        inside = any(module for module, *_ in common)
         dynamic = []
-        for key in sorted(set.intersection(*(set(s) for s in every)), key=str):
+        for key in sorted(common, key=str):
             shapes = [s[key] for s in every]
+            if inside and not key[0]:
+                continue
             if key[1] == "forward" and any(other != shapes[0] for other in shapes[1:]):
                 module, phase, op, index = key
                 dynamic.append({"module": module, "phase": phase, "op": op, "index": index, "shapes": shapes})
