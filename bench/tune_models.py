@@ -1,0 +1,226 @@
+"""Operator tuning of two bundled models (issue 6): tuning time, and the end-to-end training step with the
+tuned bank against the untuned model.
+
+The models (tiny, for a 2-core CPU; sizes are flags):
+
+    cnn          a depthwise separable CNN: conv stem, blocks of depthwise 3x3 conv + BatchNorm + ReLU and
+                 pointwise 1x1 conv + BatchNorm + ReLU, global pooling, linear head; synthetic images
+    transformer  a pre-norm transformer encoder: token embedding, blocks of attention
+                 (F.scaled_dot_product_attention) and an MLP (linear, GELU, linear), linear head; synthetic
+                 tokens
+
+For each model: one training step (zero_grad, forward, cross-entropy, backward, SGD step) is tuned with
+``perfsight.tune.tune`` (operator tuning) into a fresh temporary bank, after one untimed step that creates
+the optimizer's momentum buffers (else the capture's static-shape check flags the first step's buffer
+creation). The tuning time is the wall time of that call: capture, every candidate of every signature,
+bank and result file. Then
+``perfsight.tune.verify.verify`` times whole training steps with and without the bank, interleaved, torch
+pinned to 1 thread. Reported: the untuned and tuned step medians with p10-p90, the speed-up (untuned
+median over tuned median) with the p10-p90 of the per-round paired ratios, the verdict (a win only when
+the gain beats the noise), the winners the bank holds and the bank's repo_summary. The same check against
+an empty bank ("empty bank speed-up") measures what running under ``perfsight.tuned`` costs by itself (its
+function mode sees every torch function call) with no winner applied.
+
+    PYTHONPATH=src python bench/tune_models.py                       # the table (~30 s)
+    PYTHONPATH=src python bench/tune_models.py --markdown            # the bench/RESULTS.md section
+    PYTHONPATH=src python bench/tune_models.py --append bench/RESULTS.md
+    PYTHONPATH=src python bench/tune_models.py --tiny --rounds 2     # smoke run
+
+This is a benchmark, not a test: nothing here asserts on a time.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from collect_overhead import machine_facts  # bench/ scripts import their siblings
+from stats import load_average
+
+TITLE = "## Operator tuning of two bundled models (issue 6)"
+
+
+class SeparableBlock(torch.nn.Module):
+    def __init__(self, channels: int):
+        super().__init__()
+        self.depthwise = torch.nn.Conv2d(channels, channels, 3, padding=1, groups=channels, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(channels)
+        self.pointwise = torch.nn.Conv2d(channels, channels, 1, bias=False)
+        self.bn2 = torch.nn.BatchNorm2d(channels)
+
+    def forward(self, x):
+        return torch.relu(self.bn2(self.pointwise(torch.relu(self.bn1(self.depthwise(x))))))
+
+
+class SeparableCNN(torch.nn.Module):
+    def __init__(self, width: int, blocks: int, classes: int = 10):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, width, 3, stride=2, padding=1, bias=False)
+        self.bn = torch.nn.BatchNorm2d(width)
+        self.blocks = torch.nn.Sequential(*(SeparableBlock(width) for _ in range(blocks)))
+        self.head = torch.nn.Linear(width, classes)
+
+    def forward(self, x):
+        x = self.blocks(torch.relu(self.bn(self.stem(x))))
+        return self.head(x.mean((2, 3)))
+
+
+class EncoderBlock(torch.nn.Module):
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = torch.nn.LayerNorm(dim), torch.nn.LayerNorm(dim)
+        self.qkv, self.proj = torch.nn.Linear(dim, 3 * dim), torch.nn.Linear(dim, dim)
+        self.up, self.down = torch.nn.Linear(dim, 4 * dim), torch.nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        b, n, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        x = x + self.proj(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, d))
+        return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+
+class TinyTransformer(torch.nn.Module):
+    def __init__(self, dim: int, heads: int, blocks: int, vocab: int = 256, classes: int = 10):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, dim)
+        self.blocks = torch.nn.Sequential(*(EncoderBlock(dim, heads) for _ in range(blocks)))
+        self.head = torch.nn.Linear(dim, classes)
+
+    def forward(self, tokens):
+        return self.head(self.blocks(self.embed(tokens)).mean(1))
+
+
+def models(tiny: bool) -> dict:
+    """name -> (description, model, inputs, labels), seeded."""
+    torch.manual_seed(0)
+    batch, image, width, blocks = (2, 16, 8, 1) if tiny else (16, 64, 32, 3)
+    seq, dim, heads, layers = (8, 16, 2, 1) if tiny else (64, 64, 4, 2)
+    labels = torch.randint(0, 10, (batch,))
+    return {
+        "cnn": (f"depthwise separable CNN, blocks: {blocks}, width {width}, batch {batch}x3x{image}x{image}",
+                SeparableCNN(width, blocks), torch.randn(batch, 3, image, image), labels),
+        "transformer": (f"transformer encoder, blocks: {layers}, dim {dim}, {heads} heads, batch {batch}x{seq} tokens",
+                        TinyTransformer(dim, heads, layers), torch.randint(0, 256, (batch, seq)), labels),
+    }
+
+
+def training_step(model, inputs, labels):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        F.cross_entropy(model(inputs), labels).backward()
+        optimizer.step()
+    return step
+
+
+def run(args) -> list[dict]:
+    import perfsight.tune
+    from perfsight.tune.verify import verify
+
+    torch.set_num_threads(1)
+    rows = []
+    for name, (description, model, inputs, labels) in models(args.tiny).items():
+        step = training_step(model, inputs, labels)
+        step()  # the optimizer's first step creates its momentum buffers: the capture's shape check
+        with tempfile.TemporaryDirectory(prefix="perfsight_tune_bench_") as tmp:
+            start = time.perf_counter()
+            result = perfsight.tune.tune(model, step=step, bank=Path(tmp) / "bank", result_dir=Path(tmp) / "out",
+                                         warmup=args.tune_warmup, repeats=args.tune_repeats)
+            tuning_s = time.perf_counter() - start
+            verdict = verify(step, bank=Path(tmp) / "bank", rounds=args.rounds, warmup=args.warmup, threads=1)
+            empty = verify(step, bank=Path(tmp) / "empty", rounds=args.rounds, warmup=args.warmup, threads=1)
+        rows.append({"model": name, "description": description, "tuning_s": tuning_s,
+                     "summary": result.repo_summary, "winners": result.winners, "verdict": verdict, "empty": empty})
+        if not args.quiet:
+            print(f"{name}: {verdict}\n{name}, empty bank: {empty}", file=sys.stderr)
+    return rows
+
+
+def _ms(timing) -> tuple[str, str]:
+    from perfsight.tune.verify import milliseconds
+
+    median, low, high = milliseconds(timing)
+    return f"{median:.2f}", f"{low:.2f}-{high:.2f}"
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| model | tuning s | signatures | untuned ms/step | p10-p90 | tuned ms/step | p10-p90 | speed-up "
+             "[p10-p90 paired] | verdict | empty bank speed-up [p10-p90] | winners in the bank |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"]
+    for row in rows:
+        v, empty = row["verdict"], row["empty"]
+        low, high = v.speedup_range
+        e_low, e_high = empty.speedup_range
+        winners = ", ".join(f"{op}: {w}" for op, w in sorted(row["winners"].items())) or "none"
+        lines.append(f"| {row['model']} | {row['tuning_s']:.1f} | {row['summary']['total_num']} | "
+                     f"{' | '.join(_ms(v.untuned))} | {' | '.join(_ms(v.tuned))} | {v.speedup:.3f}x "
+                     f"[{low:.3f}, {high:.3f}] | {v.verdict} | {empty.speedup:.3f}x [{e_low:.3f}, {e_high:.3f}] | "
+                     f"{winners} |")
+    return "\n".join(lines)
+
+
+def markdown(rows: list[dict], args, load_before: str, wall_s: float) -> str:
+    facts = machine_facts(1)
+    models_text = "\n".join(f"- `{row['model']}`: {row['description']}" for row in rows)
+    summaries = "; ".join(f"{row['model']}: " + ", ".join(f"{k}={v}" for k, v in row["summary"].items())
+                          for row in rows)
+    applied = "; ".join(f"{row['model']}: " + (", ".join(f"{n} x{c}" for n, c in sorted(row["verdict"].applied.items()))
+                                               or "none") for row in rows)
+    command = "PYTHONPATH=src python bench/tune_models.py " + " ".join(args.argv_shown)
+    return f"""{TITLE}
+
+Operator tuning (`perfsight.tune.tune`, mode op) of one training step (zero_grad, forward, cross-entropy, backward, SGD step) of two bundled models, each into a fresh temporary bank after one untimed step that creates the optimizer's momentum buffers (the capture's static-shape check would flag their creation), then the end-to-end check (`perfsight.tune.verify.verify`): whole training steps with and without the bank (`perfsight.tuned`), {args.rounds} interleaved rounds (the first side alternating) after {args.warmup} warm-up round(s), torch pinned to 1 thread. Produced by `bench/tune_models.py`; a benchmark, not a test.
+
+{models_text}
+
+*tuning s* is the wall time of `perfsight.tune.tune` (capture of 2 steps, every candidate of every signature timed {args.tune_repeats} times after {args.tune_warmup} warm-up run(s), bank, result file); *signatures* the bank's total_num. The speed-up is the untuned median over the tuned median, with the p10-p90 of the per-round paired ratios; the bank "wins end to end" only when the tuned median beats the untuned one by more than the noise of both (half their IQR), the tuner's own rule. *empty bank speed-up* is the same check against an empty bank, run right after: what running under `perfsight.tuned` costs by itself (its TorchFunctionMode sees every torch function call) when no winner applies.
+
+{table(rows)}
+
+repo_summary: {summaries}. Winner calls applied during the timed and warm-up tuned steps: {applied}.
+
+Machine: {facts['cpu']}, {facts['cores']} cores ({facts['usable_cores']} usable), torch {facts['torch']}, 1 torch thread, Python {facts['python']}, {facts['platform']}. Load average (1, 5, 15 min) before / after: {load_before} / {load_average()}. Benchmark wall time: {wall_s:.0f} s.
+
+Reproduce (from the repository root):
+
+    {command}
+"""
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=100, help="timed interleaved rounds of verify (default 100)")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed rounds before them (default 5)")
+    parser.add_argument("--tune-repeats", type=int, default=15, help="timed repeats per candidate (default 15)")
+    parser.add_argument("--tune-warmup", type=int, default=3, help="warm-up runs per candidate (default 3)")
+    parser.add_argument("--tiny", action="store_true", help="tiny models (smoke runs)")
+    parser.add_argument("--markdown", action="store_true", help="print the bench/RESULTS.md section")
+    parser.add_argument("--append", type=Path, help="append the markdown section to this file")
+    parser.add_argument("--quiet", action="store_true", help="no per-model lines on stderr")
+    args = parser.parse_args(argv)
+    args.argv_shown = [a for a in (sys.argv[1:] if argv is None else argv) if a not in ("--quiet",)]
+    load_before = load_average()
+    start = time.perf_counter()
+    rows = run(args)
+    wall_s = time.perf_counter() - start
+    if args.markdown or args.append:
+        section = markdown(rows, args, load_before, wall_s)
+        if args.append:
+            with args.append.open("a", encoding="utf-8") as out:
+                out.write("\n" + section)
+        if args.markdown:
+            print(section)
+    else:
+        print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""Verifying a tuning bank end to end: whole training steps timed with and without it.
+
+``verify(step, bank=...)`` runs ``step`` (a function doing one whole training step: forward, loss,
+backward, optimizer step) untuned and under ``perfsight.tuned(bank)`` (tune/apply.py), interleaved: each
+round runs one step of each, the first side alternating from round to round (A,B then B,A) so neither
+always follows the other. Before the timed rounds, ``warmup`` rounds are run and not timed. torch runs at a
+recorded thread count (``threads``, default the current one) and the 1-minute load average is recorded
+before and after.
+
+The verdict reuses the tuner's decision rule (``measure.decide``): the bank wins end to end only when the
+tuned step's median beats the untuned median by more than the noise of both (half their interquartile
+range) plus ``margin``; otherwise the verdict says plainly that it does not win end to end. The speed-up is
+the untuned median over the tuned median; its spread is the p10-p90 of the per-round paired ratios.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from perfsight.tune.apply import default_bank, tuned
+from perfsight.tune.bank import Bank
+from perfsight.tune.measure import Timing, _load, _quantile, decide
+
+WINS = "wins end to end"
+NO_WIN = "does not win end to end"
+
+
+@dataclass
+class Verdict:
+    """The two sides' step times (``Timing``, samples in ns), the speed-up and whether the bank wins."""
+
+    untuned: Timing
+    tuned: Timing
+    ratios: list[float]   # per round: untuned step / tuned step
+    wins: bool
+    threads: int
+    load: tuple[float, float]  # 1-minute load average before and after
+    applied: dict[str, int]    # winner name -> calls run under it, over every tuned step (warm-up too)
+    bank: Path
+
+    @property
+    def speedup(self) -> float:
+        return self.untuned.median_us / self.tuned.median_us if self.tuned.median_us else float("nan")
+
+    @property
+    def speedup_range(self) -> tuple[float, float]:
+        return _quantile(self.ratios, 0.1), _quantile(self.ratios, 0.9)
+
+    @property
+    def verdict(self) -> str:
+        return WINS if self.wins else NO_WIN
+
+    def __str__(self) -> str:
+        low, high = self.speedup_range
+        applied = ", ".join(f"{name} x{count}" for name, count in sorted(self.applied.items())) or "none"
+        return (f"the tuning bank {self.verdict}: speed-up {self.speedup:.3f}x (p10-p90 of paired rounds "
+                f"{low:.3f}-{high:.3f}); step {_ms(self.untuned)} untuned, {_ms(self.tuned)} tuned; "
+                f"{len(self.ratios)} rounds at {self.threads} thread(s), load {self.load[0]:.2f} -> "
+                f"{self.load[1]:.2f}; winners applied: {applied}")
+
+
+def milliseconds(t: Timing) -> tuple[float, float, float]:
+    """A side's median, p10 and p90 step time in milliseconds."""
+    return t.median_us / 1e3, _quantile(t.samples_ns, 0.1) / 1e6, _quantile(t.samples_ns, 0.9) / 1e6
+
+
+def _ms(t: Timing) -> str:
+    return "{:.2f} ms (p10-p90 {:.2f}-{:.2f})".format(*milliseconds(t))
+
+
+def verify(step: Callable[[], object], *, bank: Bank | str | Path | None = None, rounds: int = 20,
+           warmup: int = 3, threads: int | None = None, margin: float = 0.0,
+           timer: Callable[[], int] = time.perf_counter_ns) -> Verdict:
+    """Time ``step`` with and without ``bank`` (a Bank, a bank root directory, or None for the default
+    bank), interleaved for ``rounds`` rounds after ``warmup`` untimed ones; return the Verdict."""
+    if rounds < 2:
+        raise ValueError(f"rounds={rounds}: at least 2 rounds are needed to estimate the noise")
+    if not isinstance(bank, Bank):
+        bank = default_bank() if bank is None else Bank(Path(bank).expanduser(), read_only=True)
+    before_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    untuned, with_bank = Timing("untuned", {}, "default"), Timing("tuned", {}, "bank")
+    applied: dict[str, int] = {}
+
+    def run(side: Timing) -> int:
+        start = timer()
+        if side is untuned:
+            step()
+        else:
+            with tuned(bank) as mode:
+                step()
+            for name, count in mode.used.items():
+                applied[name] = applied.get(name, 0) + count
+        return timer() - start
+
+    load_before = _load()
+    try:
+        for i in range(warmup + rounds):
+            order = (untuned, with_bank) if i % 2 == 0 else (with_bank, untuned)
+            times = {side.name: run(side) for side in order}
+            if i >= warmup:
+                untuned.samples_ns.append(times["untuned"])
+                with_bank.samples_ns.append(times["tuned"])
+        used_threads = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before_threads)
+    ratios = [a / b for a, b in zip(untuned.samples_ns, with_bank.samples_ns) if b]
+    wins = decide(untuned, [with_bank], margin) is not None
+    return Verdict(untuned, with_bank, ratios, wins, used_threads, (load_before, _load()), applied, bank.directory)
