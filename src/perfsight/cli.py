@@ -102,7 +102,8 @@ def _add_tune(sub) -> None:
                                       "tuning could not be done (an unmet precondition), else 0. Settings "
                                       "also come from AOE_MODE, TUNE_BANK_PATH, REPEAT_TUNE; flags win.")
     tune.add_argument("--mode", choices=("op", "subgraph"),
-                      help="op: operator tuning (default; AOE_MODE=2); subgraph: not implemented yet")
+                      help="op: operator tuning (default; AOE_MODE=2); subgraph: not implemented yet for a "
+                           "script (use perfsight.tune.tune(model, batch, mode='subgraph'))")
     tune.add_argument("--bank", help="the tuning bank directory (default $TUNE_BANK_PATH or "
                                      "~/.perfsight/tune_bank)")
     tune.add_argument("--repeat", action="store_true", default=None,

@@ -55,8 +55,6 @@ def test_an_active_profiler_is_refused(tmp_path):
         perfsight.tune.tune(model, x, bank=tmp_path / "bank", result_dir=tmp_path / "out")
 
 
-def test_subgraph_mode_is_not_implemented_yet(tmp_path):
-    with pytest.raises(OptionError, match="subgraph tuning .* is not implemented yet"):
-        perfsight.tune.tune(*example(), mode="subgraph", bank=tmp_path)
+def test_an_unknown_mode_is_refused(tmp_path):
     with pytest.raises(OptionError, match="tuning mode 'graph' is not allowed"):
         perfsight.tune.tune(*example(), mode="graph", bank=tmp_path)

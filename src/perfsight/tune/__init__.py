@@ -13,8 +13,12 @@ Modules:
 - candidates: per tunable signature, the Format / Impl / Schedule alternatives and how to run them
 - measure:    interleaved serial timing, correctness against the default, the decision rule
 - opat:       operator tuning: capture -> candidates -> measure -> bank -> report
-- apply:      the bank applied to a training run without rewriting the model (``tuned()``, ``apply_bank``)
-- session:    one tuning task: settings, the seed's preconditions, bank, result file, OPAT (``tune``)
+- regions:    the regions of subgraph tuning (module subtrees with enough FLOPs) and their bank keys
+- sgat:       subgraph tuning: regions -> eager vs torch.compile variants -> measure -> repay rule -> bank
+- apply:      the bank applied to a training run without rewriting the model (``tuned()``, ``apply_bank``,
+              ``apply_subgraphs``)
+- session:    one tuning task: settings, the seed's preconditions, bank, result file, OPAT and/or SGAT
+              (``tune``)
 - autostart:  ``perfsight tune -- python train.py``: records a script's first steps, then tunes them
 
 The public entry points are ``perfsight.tune.tune(model, batch)`` (also ``perfsight.tune_model``),

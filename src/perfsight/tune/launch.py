@@ -25,6 +25,10 @@ def run_tuning(command: list[str], *, mode: str | None = None, bank: str | None 
     """Run ``command``, tuning its first ``steps`` steps; returns its exit code and the child's status
     (``report``, ``bank``, ``repo_summary``, ``winners``, ``preconditions``, or ``error``)."""
     the_plan = plan(mode, bank, repeat, None, environ)
+    if the_plan.stages != ("op",):
+        raise OptionError("subgraph tuning (SGAT: --mode subgraph, AOE_MODE=1) is not implemented yet for an "
+                          "unmodified script: use operator tuning (--mode op, AOE_MODE=2), or "
+                          "perfsight.tune.tune(model, batch, mode='subgraph') from Python")
     if steps < 2:
         raise OptionError(f"--steps {steps} is too few: at least 2 steps are needed to check for static shapes")
     profiling = [name for name in options_mod.ENV_VARIABLES if environ.get(name, "").strip()]

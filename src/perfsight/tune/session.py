@@ -1,9 +1,13 @@
-"""One tuning task: settings, the seed's preconditions, bank, result file, OPAT, and what came out.
+"""One tuning task: settings, the seed's preconditions, bank, result file, OPAT and SGAT, what came out.
 
 ``tune(model, batch)`` (exported as ``perfsight.tune.tune`` and ``perfsight.tune_model``) captures two
-steps of ``model`` on ``batch`` (or of ``step()``), checks the preconditions, tunes every tunable operator
-signature into the bank and writes ``aoe_result_opat_*.json``. ``tune_capture`` does the same for a capture
-made elsewhere (``perfsight tune -- python train.py``, see tune/autostart.py).
+steps of ``model`` on ``batch`` (or of ``step()``), checks the preconditions, then runs its stages in
+order: ``op`` tunes every tunable operator signature (tune/opat.py), ``subgraph`` every region
+(tune/sgat.py), into the bank and ``aoe_result_opat_*.json`` (one task per stage). ``mode="both"`` runs
+both, by default in the seed's advised order ``order="subgraph,op"``: the operators inside regions that
+got a compiled winner are then not operator-tuned (compiled code does not run them). With
+``order="op,subgraph"`` the regions are tuned against plain eager. ``tune_capture`` runs the op stage
+for a capture made elsewhere (``perfsight tune -- python train.py``, see tune/autostart.py).
 
 The preconditions, after the seed's "before tuning" list; a failed one raises ``TunePreconditionError``
 naming what was found and what is needed, before anything is tuned:
@@ -27,7 +31,9 @@ from typing import Callable
 from perfsight.errors import OptionError, TunePreconditionError
 from perfsight.tune.env import OPERATOR, SUBGRAPH, TuneSettings
 
-MODES = {"op": OPERATOR, "subgraph": SUBGRAPH}
+MODES = {"op": OPERATOR, "subgraph": SUBGRAPH, "both": None}
+ORDERS = ("subgraph,op", "op,subgraph")
+_SGAT_OPTIONS = ("expected_steps", "modes", "compiler", "min_share", "max_share")
 MIN_FREE_DISK = 1 << 30
 MIN_FREE_MEMORY = 512 << 20
 _ITEM_BYTES = {"float64": 8, "int64": 8, "complex64": 8, "float16": 2, "bfloat16": 2, "int16": 2,
@@ -47,8 +53,9 @@ class Precondition:
 
 @dataclass
 class TuneResult:
-    """``report``: the result file; ``bank``: the bank directory; ``winners``: op_name -> winning candidate
-    of the signatures tuned now; ``opat``: every operator's outcome and measurement."""
+    """``report``: the result file; ``bank``: the bank directory; ``winners``: op_name (or region paths)
+    -> winning candidate of what was tuned now; ``opat`` / ``sgat``: every operator's / region's outcome
+    and measurement; ``repo_summary``: the op stage's when it ran, else the subgraph stage's."""
 
     report: Path
     bank: Path
@@ -56,6 +63,7 @@ class TuneResult:
     winners: dict[str, str]
     preconditions: list[Precondition] = field(default_factory=list)
     opat: object = None
+    sgat: object = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,7 @@ class Plan:
     settings: TuneSettings
     repeat: bool
     result_dir: Path
+    stages: tuple[str, ...] = ("op",)
 
     @property
     def bank_path(self) -> Path:
@@ -72,24 +81,25 @@ class Plan:
 
 
 def plan(mode: str | None = None, bank: str | Path | None = None, repeat: bool | None = None,
-         result_dir: str | Path | None = None, environ=None) -> Plan:
-    """Validate the mode and merge the arguments over the environment's settings."""
+         result_dir: str | Path | None = None, environ=None, order: str | None = None) -> Plan:
+    """Validate the mode (op, subgraph or both) and the order of both, and merge the arguments over the
+    environment's settings."""
     settings = TuneSettings.from_env() if environ is None else TuneSettings.from_env(environ)
     if mode is None:
         mode = "subgraph" if settings.mode == SUBGRAPH else "op"
     if mode not in MODES:
         raise OptionError(f"tuning mode {mode!r} is not allowed; allowed: op (operator tuning, OPAT), "
-                          "subgraph (subgraph tuning, SGAT)")
-    if mode == "subgraph":
-        raise OptionError("subgraph tuning (SGAT: --mode subgraph, AOE_MODE=1) is not implemented yet; "
-                          "use operator tuning (--mode op, AOE_MODE=2)")
+                          "subgraph (subgraph tuning, SGAT), both")
+    if order is not None and order not in ORDERS:
+        raise OptionError(f"tuning order {order!r} is not allowed; allowed: {', '.join(ORDERS)}")
+    stages = tuple((order or ORDERS[0]).split(",")) if mode == "both" else (mode,)
     if bank is not None:
         bank = Path(bank).expanduser().absolute()
         if bank.exists() and not bank.is_dir():
             raise OptionError(f"the tuning bank {bank} is a file: expected a directory (created if missing)")
         settings = replace(settings, bank_path=bank)
     result = Path(result_dir).expanduser().absolute() if result_dir is not None else settings.work_path
-    return Plan(settings, settings.repeat_tune if repeat is None else bool(repeat), result)
+    return Plan(settings, settings.repeat_tune if repeat is None else bool(repeat), result, stages)
 
 
 def _existing(path: Path) -> Path:
@@ -163,15 +173,25 @@ def preconditions(captured, the_plan: Plan) -> list[Precondition]:
     return checks
 
 
-def tune_capture(captured, the_plan: Plan, *, tuning_name: str, **measuring) -> TuneResult:
-    """Check the preconditions on ``captured``, tune it into the bank and write the result file."""
-    from perfsight.tune import opat
+def _opened_bank(the_plan: Plan):
     from perfsight.tune.bank import Bank
-    from perfsight.tune.report import INCOMPLETE, OpatReport
 
-    checks = preconditions(captured, the_plan)
     bank = Bank.open(the_plan.settings)
     bank.check_fresh()
+    return bank
+
+
+def tune_capture(captured, the_plan: Plan, *, tuning_name: str, bank=None, skip: tuple[str, ...] = (),
+                 **measuring) -> TuneResult:
+    """Check the preconditions on ``captured`` (unless a ``bank`` is given: checked already), tune its
+    operators - except those inside the module paths ``skip`` - into the bank and write the result file."""
+    from perfsight.tune import opat
+    from perfsight.tune.report import INCOMPLETE, OpatReport
+
+    checks = preconditions(captured, the_plan) if bank is None else []
+    bank = bank or _opened_bank(the_plan)
+    if skip:
+        captured = replace(captured, tunable=[r for r in captured.tunable if not _inside(r.module, skip)])
     report = OpatReport(the_plan.result_dir, tuning_name)
     try:
         outcome = opat.tune_captured(captured, bank=bank, report=report, repeat=the_plan.repeat, **measuring)
@@ -184,20 +204,73 @@ def tune_capture(captured, the_plan: Plan, *, tuning_name: str, **measuring) -> 
     return TuneResult(report.path, bank.directory, outcome.summary.as_dict(), winners, checks, outcome)
 
 
-def tune(model=None, batch=None, *, step: Callable[[], object] | None = None, mode: str | None = None,
-         bank: str | Path | None = None, repeat: bool | None = None, steps: int = 2,
-         result_dir: str | Path | None = None, **measuring) -> TuneResult:
-    """Tune the operators of ``model`` on ``batch`` (a tensor or a tuple of model inputs; the loss is the
-    output's mean), or of ``step()`` (``model`` then only names the operators). Arguments left None come
-    from the environment (AOE_MODE, TUNE_BANK_PATH, REPEAT_TUNE, ASCEND_WORK_PATH; see tune/env.py)."""
-    from perfsight.tune.capture import capture, train_step
+def _inside(module: str, paths: tuple[str, ...]) -> bool:
+    return any(not p or module == p or module.startswith(p + ".") for p in paths)  # '': the root
 
-    the_plan = plan(mode, bank, repeat, result_dir)
+
+def tune_regions(model, step, the_plan: Plan, bank, *, tuning_name: str, **options) -> TuneResult:
+    """The subgraph stage: tune the regions of ``model`` run by ``step`` into ``bank``; write the result file."""
+    from perfsight.tune.report import FAILED, SgatReport
+    from perfsight.tune.sgat import tune_subgraphs
+
+    report = SgatReport(the_plan.result_dir, tuning_name)
+    try:
+        outcome = tune_subgraphs(model, step, bank=bank, report=report, repeat=the_plan.repeat, **options)
+    except BaseException:
+        report.finish(FAILED)
+        raise
+    report.finish()
+    winners = {",".join(s.names): s.measurement.winner.name for s in outcome.subgraphs
+               if s.measurement is not None and s.measurement.winner is not None}
+    return TuneResult(report.path, bank.directory, outcome.summary.as_dict(), winners, sgat=outcome)
+
+
+def tune(model=None, batch=None, *, step: Callable[[], object] | None = None, mode: str | None = None,
+         order: str | None = None, bank: str | Path | None = None, repeat: bool | None = None, steps: int = 2,
+         result_dir: str | Path | None = None, **measuring) -> TuneResult:
+    """Tune the operators (mode "op"), the regions ("subgraph") or both ("both", in ``order``) of ``model``
+    on ``batch`` (a tensor or a tuple of model inputs; the op stage's loss is the output's mean; the
+    subgraph stage runs a training step in training mode, a forward without grad in eval mode), or of
+    ``step()`` (``model`` then only names the operators; the subgraph stage needs it). ``measuring``: the
+    timing keywords (timer, warmup, repeats, margin) and the subgraph stage's (expected_steps, modes,
+    compiler, min_share, max_share; see ``sgat.tune_subgraphs``). Arguments left None come from the
+    environment (AOE_MODE, TUNE_BANK_PATH, REPEAT_TUNE, ASCEND_WORK_PATH; see tune/env.py)."""
+    from perfsight.tune.capture import capture, train_step
+    from perfsight.tune.sgat import as_step
+
+    the_plan = plan(mode, bank, repeat, result_dir, order=order)
     if steps < 2:
         raise OptionError(f"steps={steps} is too few: at least 2 steps are needed to check for static shapes")
-    if step is None:
-        if model is None or batch is None:
-            raise OptionError("tune needs a model and an example batch, or step=a function running one step")
-        step = train_step(model, batch)
-    name = type(model).__name__ if model is not None else getattr(step, "__name__", "step")
-    return tune_capture(capture(step, model=model, steps=steps), the_plan, tuning_name=name, **measuring)
+    if step is None and (model is None or batch is None):
+        raise OptionError("tune needs a model and an example batch, or step=a function running one step")
+    if "subgraph" in the_plan.stages and model is None:
+        raise OptionError("subgraph tuning needs the model (its modules are the regions) besides step=")
+    op_step = step or train_step(model, batch)
+    name = type(model).__name__ if model is not None else getattr(op_step, "__name__", "step")
+    captured = capture(op_step, model=model, steps=steps)
+    checks = preconditions(captured, the_plan)
+    the_bank = _opened_bank(the_plan)
+    sgat_options = {k: measuring.pop(k) for k in _SGAT_OPTIONS if k in measuring}
+    results: dict[str, TuneResult] = {}
+    for stage in the_plan.stages:
+        if stage == "op":
+            compiled = tuple(path for s in (results["subgraph"].sgat.subgraphs if "subgraph" in results else ())
+                             if _compiled(the_bank, s.key) for path in s.names)
+            results[stage] = tune_capture(captured, the_plan, tuning_name=name, bank=the_bank, skip=compiled,
+                                          **measuring)
+        else:
+            results[stage] = tune_regions(model, step or as_step(model, batch), the_plan, the_bank,
+                                          tuning_name=name, **measuring, **sgat_options)
+    result = results.get("op") or results["subgraph"]
+    result.preconditions = checks
+    if "subgraph" in results:
+        result.sgat = results["subgraph"].sgat
+        result.winners = {**results["subgraph"].winners, **result.winners}
+    return result
+
+
+def _compiled(bank, key: str) -> bool:
+    """Whether the bank's subgraph winner for ``key`` is a compiled variant."""
+    entry = bank.get("subgraph", key) if key else None
+    record = next((c for c in entry.candidates if c.get("name") == entry.winner), None) if entry else None
+    return bool(record and record.get("params", {}).get("compile"))

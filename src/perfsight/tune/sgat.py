@@ -1,0 +1,308 @@
+"""Subgraph auto-tuning (SGAT): regions -> eager vs torch.compile variants -> measure -> repay rule -> bank.
+
+``tune_subgraphs(model, step_or_batch, bank=...)`` finds the regions (tune/regions.py) and, for each
+distinct region signature, times on the region's real inputs (copied from one step):
+
+- eager with channels_last inputs (regions with 4-D inputs);
+- ``torch.compile`` in each mode this PyTorch has among default, max-autotune-no-cudagraphs and lite
+  (reduce-overhead too on a GPU), with the inputs as given and, for 4-D inputs, channels_last;
+- for inference regions (called without grad), the default mode with inductor freezing, set through
+  ``torch._inductor.config.patch(freezing=True)`` around the first, compiling call (``options=`` ignores
+  it in 2.13; patching every call would cost ~18 us each). Frozen code has the weights as constants: it
+  is only tried and applied for calls without grad, and a later weight update is not seen by it.
+
+Every compiled candidate compiles its own code object (instances of one class otherwise share compiled
+code), and its first call - the compile, forward and backward in training - is timed as its compile
+time. measure.py then times eager and the candidates serially, interleaved, and checks each against
+eager (outputs, and input and parameter gradients in training). Only candidates that repay their compile
+time may win, and ``measure.decide`` picks among them:
+
+    (eager_ms - candidate_ms) * calls_per_step * expected_steps > compile_ms
+
+where calls_per_step counts the calls of that signature in one step (repeated blocks share compiled code).
+Every candidate's timing, compile time and verdict go to the bank (kind "subgraph"); an ``SgatReport``
+gets each region and the whole step timed before tuning and after, with the winners applied
+(``apply.apply_subgraphs``). The model is left as it was found: buffers (BatchNorm statistics) and
+gradients are restored and nothing stays compiled (a ``step`` that runs an optimizer still moves weights).
+"""
+from __future__ import annotations
+
+import time
+import types
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from itertools import count
+from typing import Callable
+
+import torch
+
+from perfsight.tune.bank import Bank, Entry, RepoSummary
+from perfsight.tune.capture import train_step
+from perfsight.tune.measure import Measurement, Timing, decide, measure
+from perfsight.tune.regions import Region, find_regions
+
+MODES = ("default", "max-autotune-no-cudagraphs", "lite", "reduce-overhead")
+AS_GIVEN, CHANNELS_LAST = "as_given", "channels_last"
+_codes = count()
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One way to run a region: eager or a ``torch.compile`` mode, an input memory format, freezing."""
+
+    name: str
+    compile: str | None = None
+    format: str = AS_GIVEN
+    freezing: bool = False
+
+    @property
+    def params(self) -> dict:
+        return {"compile": self.compile, "format": self.format, "freezing": self.freezing}
+
+    @property
+    def mode(self) -> str:
+        return "Compile" if self.compile else "Format"
+
+
+def available_modes(device: str = "cpu") -> list[str]:
+    """The compile modes of MODES this PyTorch knows (reduce-overhead, CUDA graphs, only on a GPU)."""
+    known = torch._inductor.list_mode_options()
+    return [m for m in MODES if m in known and (m != "reduce-overhead" or device == "cuda")]
+
+
+def _tensor_specs(described):
+    if isinstance(described, dict) and "shape" in described:
+        yield described
+    elif isinstance(described, (list, dict)):
+        for value in (described.values() if isinstance(described, dict) else described):
+            yield from _tensor_specs(value)
+
+
+def variants(sig: dict, modes: list[str] | None = None) -> list[Variant]:
+    """The non-eager-default variants of a region signature."""
+    specs = list(_tensor_specs([sig["inputs"], sig["kwargs"]]))
+    device = next((s["device"] for s in specs), "cpu")
+    formats = [AS_GIVEN] + ([CHANNELS_LAST] if any(len(s["shape"]) == 4 for s in specs) else [])
+    out = [Variant("eager+channels_last", None, CHANNELS_LAST)] if CHANNELS_LAST in formats else []
+    for mode in available_modes(device) if modes is None else modes:
+        out += [Variant(f"compile_{mode}" + ("" if f == AS_GIVEN else f"+{f}"), mode, f) for f in formats]
+    if not sig["train"] and (modes is None or "default" in modes):
+        out += [Variant("compile_default+freezing" + ("" if f == AS_GIVEN else f"+{f}"), "default", f, True)
+                for f in formats]
+    return out
+
+
+def _formatted(tree, fmt: str):
+    if fmt != CHANNELS_LAST:
+        return tree
+    return torch.utils._pytree.tree_map_only(
+        torch.Tensor, lambda t: t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t, tree)
+
+
+def variant_call(fn: Callable, variant: Variant) -> Callable:
+    """``fn`` run under ``variant``: inputs in its memory format, compiled in its mode, frozen if asked.
+    The tuner times exactly this and ``apply`` runs exactly this."""
+    run = torch.compile(fn, mode=variant.compile) if variant.compile else fn
+    first = [variant.freezing]
+
+    def call(*args, **kwargs):
+        args, kwargs = _formatted((args, kwargs), variant.format)
+        if first[0]:  # the first call compiles: under freezing (a later recompile is not frozen)
+            with torch._inductor.config.patch(freezing=True):
+                out = run(*args, **kwargs)
+            first[0] = False
+            return out
+        return run(*args, **kwargs)
+    return call
+
+
+def own_code(fn: Callable) -> Callable:
+    """A function calling ``fn`` whose code object is new, so compiling it shares no compiled code (nor
+    the recompile limit) with any other compile."""
+    def call(*args, **kwargs):
+        return fn(*args, **kwargs)
+    code = call.__code__.replace(co_name=f"perfsight_sgat_{next(_codes)}")
+    return types.FunctionType(code, call.__globals__, code.co_name, None, call.__closure__)
+
+
+def _outputs(value) -> list[torch.Tensor]:
+    return [t for t in torch.utils._pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+
+
+def _runner(call: Callable, region: Region, grad_outs: list | None) -> Callable[[], tuple]:
+    """One call of the region: its outputs, then the input and parameter gradients when training."""
+    args, kwargs = region.args, region.kwargs
+    wrt = [t for t in _outputs((args, kwargs)) if t.requires_grad]
+    wrt += [p for p in region.module.parameters() if p.requires_grad]
+
+    def go():
+        if grad_outs is None:
+            with torch.no_grad():
+                return tuple(_outputs(call(*args, **kwargs)))
+        outs = _outputs(call(*args, **kwargs))
+        pairs = [(o, g) for o, g in zip(outs, grad_outs) if o.requires_grad]
+        grads = torch.autograd.grad([o for o, _ in pairs], wrt, grad_outputs=[g for _, g in pairs],
+                                    allow_unused=True)
+        return (*outs, *grads)
+    return go
+
+
+def _failing(exc: Exception) -> Callable:
+    def fail():
+        raise exc
+    return fail
+
+
+@dataclass
+class SubgraphResult:
+    """One tuned region signature: bank key, instances, update mode, measurement and compile times (s)."""
+
+    key: str
+    names: list[str]
+    signature: dict
+    update_mode: str
+    measurement: Measurement | None = None  # None when the bank already held a strategy (not re-tuned)
+    compile_s: dict[str, float] = field(default_factory=dict)
+    repays: dict[str, bool] = field(default_factory=dict)
+    error: str = ""
+
+
+@dataclass
+class SgatResult:
+    subgraphs: list[SubgraphResult] = field(default_factory=list)
+    summary: RepoSummary = field(default_factory=RepoSummary)
+    baseline_ms: float = 0.0
+    result_ms: float = 0.0
+
+
+def tune_region(region: Region, *, expected_steps: int, modes: list[str] | None = None,
+                compiler: Callable = variant_call, timer: Callable[[], int] = time.perf_counter_ns,
+                warmup: int = 3, repeats: int = 15, margin: float = 0.03) -> SubgraphResult:
+    """Measure eager and every variant of one region; the winner must repay its compile time."""
+    sig = region.signature
+    eager = _runner(region.module, region, None)
+    grad_outs = None
+    if sig["train"]:
+        generator = torch.Generator().manual_seed(1)
+        with torch.no_grad():
+            grad_outs = [torch.randn(o.shape, generator=generator).to(o) for o in eager()]
+        eager = _runner(region.module, region, grad_outs)
+    result = SubgraphResult("", region.names, sig, "")
+    candidates = []
+    for variant in variants(sig, modes):
+        runner = _runner(compiler(own_code(region.module), variant), region, grad_outs)
+        start = timer()
+        try:
+            runner()
+        except Exception as exc:  # a variant that cannot compile this region is not valid
+            runner = _failing(exc)
+        result.compile_s[variant.name] = (timer() - start) / 1e9 if variant.compile else 0.0
+        candidates.append((variant.name, variant.mode, variant.params, runner))
+    m = measure(eager, candidates, timer=timer, warmup=warmup, repeats=repeats, margin=margin)
+    for t in m.candidates:
+        saved_ms = (m.default.median_us - t.median_us) / 1e3 * region.calls * expected_steps
+        result.repays[t.name] = t.ok and bool(t.samples_ns) and saved_ms > result.compile_s[t.name] * 1e3
+    m.winner = decide(m.default, [t for t in m.candidates if result.repays[t.name]], margin)
+    result.measurement = m
+    return result
+
+
+def _entry(key: str, result: SubgraphResult, expected_steps: int, calls: int) -> Entry:
+    m = result.measurement
+    default = m.default.as_dict()
+    default["params"] = {"threads": m.threads, "load": [round(v, 2) for v in m.load],
+                         "expected_steps": expected_steps, "calls_per_step": calls}
+    records = [dict(t.as_dict(), compile_s=round(result.compile_s[t.name], 3), repays=result.repays[t.name])
+               for t in m.candidates]
+    return Entry(key=key, kind="subgraph", signature=result.signature, candidates=[default, *records],
+                 winner=m.winner.name if m.winner else None, default_us=round(m.default.median_us, 3),
+                 winner_us=round(m.winner.median_us, 3) if m.winner else None)
+
+
+def _step_ms(step: Callable[[], object], timer: Callable[[], int], warmup: int, repeats: int) -> float:
+    timing = Timing("step", {}, "step")
+    for _ in range(warmup):
+        step()
+    for _ in range(repeats):
+        start = timer()
+        step()
+        timing.samples_ns.append(timer() - start)
+    return timing.median_us / 1e3
+
+
+@contextmanager
+def _preserved(model: torch.nn.Module):
+    buffers = [(b, b.detach().clone()) for b in model.buffers()]
+    grads = [(p, None if p.grad is None else p.grad.detach().clone()) for p in model.parameters()]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for buffer, saved in buffers:
+                buffer.copy_(saved)
+        for param, grad in grads:
+            param.grad = grad
+
+
+def as_step(model: torch.nn.Module, step_or_batch) -> Callable[[], object]:
+    """``step_or_batch`` if it is a step function; else a step on that batch: a training step (forward,
+    mean loss, backward) when the model is in training mode, a forward without grad otherwise."""
+    if callable(step_or_batch) and not isinstance(step_or_batch, torch.Tensor):
+        return step_or_batch
+    if model.training:
+        return train_step(model, step_or_batch)
+    batch = step_or_batch if isinstance(step_or_batch, (tuple, list)) else (step_or_batch,)
+
+    def infer():
+        with torch.no_grad():
+            return model(*batch)
+    return infer
+
+
+def tune_subgraphs(model: torch.nn.Module, step_or_batch, *, bank: Bank, report=None,
+                   timer: Callable[[], int] | None = None, repeat: bool = False, expected_steps: int = 10_000,
+                   modes: list[str] | None = None, compiler: Callable = variant_call, min_share: float = 0.05,
+                   max_share: float = 0.5, warmup: int = 3, repeats: int = 15, margin: float = 0.03) -> SgatResult:
+    """Tune every region of ``model`` (see the module docstring); ``expected_steps`` is how many steps the
+    compile time must be repaid over; ``modes`` limits the compile modes (default: all available);
+    ``compiler(fn, variant)`` builds a variant's call (``variant_call``; tests pass a fake)."""
+    from perfsight.tune.apply import apply_subgraphs
+
+    timer = timer or time.perf_counter_ns
+    step = as_step(model, step_or_batch)
+    result = SgatResult()
+    measuring = {"timer": timer, "warmup": warmup, "repeats": repeats, "margin": margin}
+    with _preserved(model):
+        result.baseline_ms = result.result_ms = _step_ms(step, timer, warmup, repeats)
+        for region in find_regions(model, step, min_share=min_share, max_share=max_share):
+            key = bank.key("subgraph", region.signature)
+            before = bank.get("subgraph", key)
+            if before is not None and before.strategy() is not None and not repeat:
+                outcome = SubgraphResult(key, region.names, region.signature, "reserve")
+            else:
+                try:
+                    outcome = tune_region(region, expected_steps=expected_steps, modes=modes, compiler=compiler,
+                                          **measuring)
+                except Exception as exc:  # one region failing to tune does not stop the others
+                    result.subgraphs.append(SubgraphResult(key, region.names, region.signature, "",
+                                                           error=f"{type(exc).__name__}: {exc}"))
+                    continue
+                outcome.key = key
+                outcome.update_mode = bank.put(_entry(key, outcome, expected_steps, region.calls), repeat=repeat)
+            result.subgraphs.append(outcome)
+            result.summary.record(outcome.update_mode)
+            if report is not None:
+                m = outcome.measurement
+                before_us, after_us = ((m.default.median_us, (m.winner or m.default).median_us) if m is not None
+                                       else (before.default_us or 0.0, before.winner_us or 0.0))
+                report.subgraph(key, before_ms=before_us / 1e3, after_ms=after_us / 1e3,
+                                update_mode=outcome.update_mode)
+        applied = apply_subgraphs(model, bank, compiler=compiler)
+        try:
+            if applied.installed:
+                result.result_ms = _step_ms(step, timer, max(warmup, 1), repeats)
+        finally:
+            applied.remove()
+    if report is not None:
+        report.model(result.baseline_ms, result.result_ms)
+    return result

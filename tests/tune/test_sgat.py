@@ -1,0 +1,179 @@
+"""Subgraph tuning: the repay rule on a deterministic fake clock and fake compiles, apply, the session,
+and one tiny real torch.compile run."""
+import json
+
+import pytest
+import torch
+
+import perfsight.tune
+from perfsight.errors import OptionError
+from perfsight.tune.apply import apply_subgraphs
+from perfsight.tune.bank import Bank
+from perfsight.tune.report import SgatReport
+from perfsight.tune.session import plan
+from perfsight.tune.sgat import Variant, tune_subgraphs, variants
+
+EAGER_US = 100
+COST_US = {"compile_default": 50, "compile_lite": 80, "compile_default+freezing": 40}
+COMPILE_S = {"compile_default": 10.0, "compile_lite": 0.001, "compile_default+freezing": 1000.0}
+
+
+class Clock:
+    """A fake nanosecond clock: each reading advances it by 1 us; runs advance it by their cost."""
+
+    def __init__(self):
+        self.now = 0
+
+    def __call__(self) -> int:
+        self.now += 1_000
+        return self.now
+
+
+def mlp():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8)))
+    return model.eval(), torch.randn(4, 8)
+
+
+def faked(model, clock):
+    """Eager calls of the region cost EAGER_US; the fake compiler's calls cost COST_US (and COMPILE_S once)."""
+    model[0].register_forward_pre_hook(lambda _m, _a: setattr(clock, "now", clock.now + EAGER_US * 1000))
+
+    def compiler(fn, variant):
+        first = [True]
+
+        def call(*args, **kwargs):
+            clock.now += (COST_US[variant.name] - EAGER_US) * 1000
+            if first[0] and variant.compile:
+                clock.now += int(COMPILE_S[variant.name] * 1e9)
+                first[0] = False
+            return fn(*args, **kwargs)
+        return call
+    return compiler
+
+
+@pytest.mark.parametrize("expected_steps, winner", [(10, None), (1000, "compile_lite"),
+                                                    (1_000_000, "compile_default")])
+def test_a_compiled_variant_wins_only_when_it_repays_its_compile_time(tmp_path, expected_steps, winner):
+    model, x = mlp()
+    clock = Clock()
+    bank = Bank(tmp_path / "bank", fingerprint="test")
+    report = SgatReport(tmp_path / "out", "mlp")
+    params = list(model.parameters())
+    result = tune_subgraphs(model, x, bank=bank, report=report, timer=clock, expected_steps=expected_steps,
+                            modes=["default", "lite"], compiler=faked(model, clock), max_share=1.0,
+                            warmup=1, repeats=3)
+    [sub] = result.subgraphs
+    assert sub.names == ["0"] and not sub.signature["train"]
+    assert sub.compile_s == pytest.approx({n: s + 1e-6 * (COST_US[n] + 1) for n, s in COMPILE_S.items()})
+    # (eager - candidate) * calls_per_step * expected_steps > compile time
+    assert sub.repays == {n: (EAGER_US - COST_US[n]) * 1e-6 * expected_steps > sub.compile_s[n] for n in COST_US}
+    m = sub.measurement
+    assert m.default.median_us == EAGER_US + 1 and (m.winner.name if m.winner else None) == winner
+    entry = bank.get("subgraph", sub.key)
+    assert entry.winner == winner and {c["name"]: c.get("repays") for c in entry.candidates} == {
+        "default": None, **sub.repays}
+    assert sub.update_mode == ("add" if winner else "unsatisfied")
+    sgat = json.loads(report.path.read_text())[report.name][1]["SGAT"]
+    assert sgat["model_baseline_performance(ms)"] == pytest.approx((EAGER_US + 1) / 1e3)
+    after = COST_US[winner] + 1 if winner else EAGER_US + 1
+    assert sgat["model_result_performance(ms)"] == pytest.approx(after / 1e3)
+    assert len(sgat["repo_modified_subgraphs"]["add_repo_subgraphs"]) == (1 if winner else 0)
+    assert all(p is q for p, q in zip(params, model.parameters()))
+    assert model[0]._compiled_call_impl is None  # nothing stays applied
+
+
+def test_variants_per_signature():
+    sig = {"inputs": [{"shape": [2, 3, 8, 8], "device": "cpu"}], "kwargs": {}, "train": True}
+    names = [v.name for v in variants(sig, ["default"])]
+    assert names == ["eager+channels_last", "compile_default", "compile_default+channels_last"]
+    sig["train"] = False
+    assert "compile_default+freezing+channels_last" in [v.name for v in variants(sig, ["default"])]
+    assert [v.compile for v in variants(sig)].count("reduce-overhead") == 0  # CUDA graphs: GPU only
+    assert Variant("x", "lite").params == {"compile": "lite", "format": "as_given", "freezing": False}
+
+
+def test_apply_runs_known_signatures_and_falls_through(tmp_path):
+    model, x = mlp()
+    clock = Clock()
+    bank = Bank(tmp_path / "bank", fingerprint="test")
+    compiler = faked(model, clock)
+    tune_subgraphs(model, x, bank=bank, timer=clock, expected_steps=1000, modes=["lite"], compiler=compiler,
+                   max_share=1.0, warmup=1, repeats=3)
+    applied = apply_subgraphs(model, bank, compiler=compiler)
+    assert applied.installed == ["0"]
+    with torch.no_grad():
+        expected = model[0]._call_impl(x)
+        torch.testing.assert_close(model(x), expected)
+        model(torch.randn(5, 8))  # untuned shape: eager
+    model(x)  # with grad: only inference was tuned
+    assert dict(applied.used) == {"compile_lite": 1}
+    applied.remove()
+
+
+def test_a_frozen_winner_is_left_once_a_weight_changes(tmp_path):
+    model, x = mlp()
+    clock = Clock()
+    bank = Bank(tmp_path / "bank", fingerprint="test")
+    compiler = faked(model, clock)
+    result = tune_subgraphs(model, x, bank=bank, timer=clock, expected_steps=10**9, modes=["default"],
+                            compiler=compiler, max_share=1.0, warmup=1, repeats=3)
+    assert result.subgraphs[0].measurement.winner.name == "compile_default+freezing"
+    applied = apply_subgraphs(model, bank, compiler=compiler)
+    with torch.no_grad():
+        model(x)
+        model[0][0].weight.mul_(2)  # an optimizer step
+        torch.testing.assert_close(model(x), model[0]._call_impl(x))
+    assert dict(applied.used) == {"compile_default+freezing": 1}
+    applied.remove()
+    assert model[0]._compiled_call_impl is None
+
+
+def test_session_modes_and_orders(tmp_path):
+    assert plan("subgraph", tmp_path).stages == ("subgraph",)
+    assert plan("both", tmp_path).stages == ("subgraph", "op")
+    assert plan("both", tmp_path, order="op,subgraph").stages == ("op", "subgraph")
+    assert plan(None, tmp_path, environ={"AOE_MODE": "1"}).stages == ("subgraph",)
+    with pytest.raises(OptionError, match="tuning order 'op' is not allowed"):
+        plan("both", tmp_path, order="op")
+    model, x = mlp()
+    clock = Clock()
+    result = perfsight.tune.tune(model, x, mode="subgraph", bank=tmp_path / "bank", result_dir=tmp_path / "out",
+                                 timer=clock, expected_steps=1000, modes=["lite"], compiler=faked(model, clock),
+                                 max_share=1.0, warmup=1, repeats=3)
+    assert result.winners == {"0": "compile_lite"} and result.repo_summary["repo_add_num"] == 1
+    [(_, task)] = json.loads(result.report.read_text()).items()
+    assert task[1]["SGAT"]["repo_summary"]["total_num"] == 1
+    assert all(c.ok for c in result.preconditions)
+
+
+@pytest.mark.slow
+def test_one_real_compile_of_a_small_mlp_in_inference(tmp_path):
+    torch.set_num_threads(1)
+    model, x = mlp()
+    bank = Bank(tmp_path / "bank", fingerprint="test")
+    result = tune_subgraphs(model, x, bank=bank, modes=["default"], max_share=1.0, expected_steps=1000,
+                            warmup=2, repeats=10)
+    [sub] = result.subgraphs
+    m = sub.measurement
+    assert [t.name for t in m.candidates] == ["compile_default", "compile_default+freezing"]
+    assert all(t.ok for t in m.candidates), [t.reason for t in m.candidates]
+    assert all(s > 0 for s in sub.compile_s.values())
+    print({"eager_us": m.default.median_us, **{t.name: t.median_us for t in m.candidates},
+           "compile_s": sub.compile_s, "repays": sub.repays, "winner": m.winner and m.winner.name,
+           "model_ms": (result.baseline_ms, result.result_ms)})
+
+
+@pytest.mark.parametrize("order, op_tuned", [("subgraph,op", 0), ("op,subgraph", 2)])
+def test_both_stages_in_either_order(tmp_path, order, op_tuned):
+    torch.set_num_threads(1)
+    model, x = mlp()
+    clock = Clock()
+    result = perfsight.tune.tune(model, x, mode="both", order=order, bank=tmp_path / "bank",
+                                 result_dir=tmp_path / "out", timer=clock, expected_steps=1000, modes=["lite"],
+                                 compiler=faked(model, clock), max_share=1.0, warmup=1, repeats=3)
+    # subgraph first: the linears inside the compiled region are not operator-tuned
+    assert len(result.opat.operators) == op_tuned and result.winners["0"] == "compile_lite"
+    tasks = json.loads(result.report.read_text()).values()
+    assert [next(iter(t[1])) if len(t) > 1 else None for t in tasks][-2:] == (
+        ["SGAT", None] if order == "subgraph,op" else ["OPAT", "SGAT"])
