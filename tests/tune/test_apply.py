@@ -85,3 +85,13 @@ def test_the_top_level_names_are_the_apply_functions():
     from perfsight.tune import apply
 
     assert perfsight.tuned is apply.tuned and perfsight.apply_bank is apply.apply_bank
+
+
+def test_a_bank_without_winners_intercepts_nothing(tmp_path):
+    import torch
+
+    import perfsight
+    from perfsight.tune.bank import Bank
+
+    with perfsight.tuned(Bank(tmp_path)) as mode:
+        assert not mode.active and torch._C._len_torch_function_stack() == 0

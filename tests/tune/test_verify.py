@@ -28,9 +28,15 @@ class FakeClock:
         self.steps.append(under_bank)
 
 
-def test_a_clear_speed_up_wins(tmp_path):
+@pytest.fixture
+def bank(tmp_path) -> Bank:
+    """A bank with operator winners (one without any is not applied at all, so the fake clock would not see it)."""
+    return planted_bank(tmp_path, *example())
+
+
+def test_a_clear_speed_up_wins(bank):
     clock = FakeClock(untuned=10_000_000, tuned=8_000_000)
-    verdict = verify(clock.step, bank=Bank(tmp_path, fingerprint="test"), rounds=8, warmup=1, timer=clock)
+    verdict = verify(clock.step, bank=bank, rounds=8, warmup=1, timer=clock)
     assert verdict.wins and verdict.verdict == WINS
     assert clock.steps[:4] == [False, True, True, False]  # interleaved, the first side alternating
     assert len(verdict.untuned.samples_ns) == len(verdict.tuned.samples_ns) == len(verdict.ratios) == 8
@@ -40,13 +46,13 @@ def test_a_clear_speed_up_wins(tmp_path):
     assert str(verdict).startswith("the tuning bank wins end to end: speed-up 1.2")
 
 
-def test_a_gain_within_the_noise_does_not_win(tmp_path):
+def test_a_gain_within_the_noise_does_not_win(bank):
     clock = FakeClock(untuned=10_000_000, tuned=9_900_000, jitter=(0, 1_000_000, -1_000_000, 500_000))
-    verdict = verify(clock.step, bank=Bank(tmp_path, fingerprint="test"), rounds=8, warmup=0, timer=clock)
+    verdict = verify(clock.step, bank=bank, rounds=8, warmup=0, timer=clock)
     assert not verdict.wins and verdict.verdict == NO_WIN
     assert "does not win end to end" in str(verdict)
     slower = FakeClock(untuned=10_000_000, tuned=12_000_000)
-    assert not verify(slower.step, bank=Bank(tmp_path, fingerprint="test"), rounds=4, timer=slower).wins
+    assert not verify(slower.step, bank=bank, rounds=4, timer=slower).wins
 
 
 def test_a_real_step_under_a_planted_bank_restores_the_threads(tmp_path):

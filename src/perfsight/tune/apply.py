@@ -54,14 +54,16 @@ def _fresh(bank: Bank) -> bool:
 
 
 class TunedMode(TorchFunctionMode):
-    """Runs each tunable call under its bank winner; ``used`` counts the calls per winner name."""
+    """Runs each tunable call under its bank winner; ``used`` counts the calls per winner name. ``active``
+    is False for a stale bank or one without operator winners: then nothing is intercepted at all (the
+    interception alone costs ~10% of a small model's step, bench/RESULTS.md)."""
 
     def __init__(self, bank: Bank):
         super().__init__()
         self.bank = bank
         self.used: Counter = Counter()
         self._winners: dict[str, Candidate | None] = {}
-        self.active = _fresh(bank)
+        self.active = _fresh(bank) and any(entry.winner for entry in bank.entries("op").values())
 
     def winner(self, sig: dict) -> Candidate | None:
         text = json.dumps(sig, sort_keys=True)
@@ -88,7 +90,11 @@ class TunedMode(TorchFunctionMode):
 @contextmanager
 def tuned(bank: Bank | None = None) -> Iterator[TunedMode]:
     """``with perfsight.tuned(): step()`` runs the tunable ops of the block under the bank's winners."""
-    with TunedMode(bank if bank is not None else default_bank()) as mode:
+    mode = TunedMode(bank if bank is not None else default_bank())
+    if not mode.active:
+        yield mode
+        return
+    with mode:
         yield mode
 
 
@@ -104,7 +110,7 @@ class AppliedBank:
         def leave(_module, _inputs, _output):
             mode.__exit__(None, None, None)
         self._handles = [model.register_forward_pre_hook(enter),
-                         model.register_forward_hook(leave, always_call=True)]
+                         model.register_forward_hook(leave, always_call=True)] if mode.active else []
 
     def remove(self) -> None:
         for handle in self._handles:
