@@ -33,7 +33,7 @@ def test_markdown_section_has_both_models_and_is_appended(tmp_path):
     rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in table[2:]]
     assert [row[0] for row in rows] == ["cnn", "transformer"]
     for row in rows:
-        assert float(row[1]) > 0 and int(row[2]) > 0          # tuning time, signatures
+        assert float(row[1]) >= 0 and int(row[2]) > 0         # tuning time (tiny here: may print 0.0), signatures
         assert float(row[3]) > 0 and float(row[5]) > 0         # untuned and tuned ms/step
         low, high = map(float, row[4].split("-"))
         assert low <= float(row[3]) <= high
