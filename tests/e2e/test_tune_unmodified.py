@@ -54,3 +54,23 @@ def test_dynamic_shapes_in_the_script_exit_2_after_it_ran(tmp_path):
     assert result.returncode == 2 and "done" in result.stdout
     assert "tuning not done: cannot tune: static shapes: FAILED" in result.stderr
     assert not list(tmp_path.glob("aoe_result_opat_*.json"))
+
+
+def test_perfsight_run_applies_the_bank_of_tune_bank_path(tmp_path):
+    tuned = perfsight("tune", "--mode", "op", "--bank", tmp_path / "bank", "--", sys.executable,
+                      script("train_tiny.py"), "2", cwd=tmp_path)
+    assert tuned.returncode == 0, tuned.stderr
+    [bank] = (tmp_path / "bank").iterdir()
+    store = json.loads((bank / "opat.json").read_text())
+    for entry in store["entries"].values():       # make a winner of an alternative that was checked correct
+        entry["winner"] = next(c["name"] for c in entry["candidates"] if c.get("ok") and c["name"] != "default")
+    (bank / "opat.json").write_text(json.dumps(store))
+    result = perfsight("run", "-o", tmp_path / "prof", "--", sys.executable, script("train_tiny.py"), "3",
+                       cwd=tmp_path, env={"TUNE_BANK_PATH": str(tmp_path / "bank")})
+    assert result.returncode == 0, result.stderr
+    assert f"applying the tuning bank {bank}" in result.stderr and "step 2" in result.stdout
+    applied = int(result.stderr.split("tuning bank applied to ")[1].split(" calls")[0])
+    assert applied >= 2 * 3                     # two tunable linear calls per forward, three steps at least
+    plain = perfsight("run", "-o", tmp_path / "prof2", "--", sys.executable, script("train_tiny.py"), "1",
+                      cwd=tmp_path)
+    assert "tuning bank" not in plain.stderr    # without TUNE_BANK_PATH nothing is applied

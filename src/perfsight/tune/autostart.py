@@ -8,6 +8,8 @@ checks the preconditions and tunes the recorded signatures on synthetic inputs (
 and the script continues untuned with every hook removed. The outcome goes to the ``status`` file the
 launcher reads: ``{"report", "bank", "repo_summary", "winners", "error"}``. A failure never stops the
 script: it is written there and tuning is abandoned.
+
+``apply_bank_from_env``: under ``perfsight run`` with TUNE_BANK_PATH set, the script runs under the bank.
 """
 from __future__ import annotations
 
@@ -103,3 +105,32 @@ def activate_from_env(environ=os.environ) -> _Driver | None:
     _state["driver"] = driver = _Driver(config, os.path.basename(script))
     atexit.register(driver.finish)
     return driver
+
+
+def apply_bank_from_env(environ=os.environ):
+    """``perfsight run`` with TUNE_BANK_PATH set (and no tuning under way): the script runs under the bank's
+    operator winners for this device, once per process; a stale bank or one without winners is reported
+    and not applied. At exit, how many calls ran under a winner is printed."""
+    argv = list(getattr(sys, "orig_argv", sys.argv))
+    if not environ.get("TUNE_BANK_PATH") or environ.get(VARIABLE) or "applied" in _state or is_helper_process(argv):
+        return None
+    from perfsight.tune.apply import TunedMode
+    from perfsight.tune.bank import Bank
+    from perfsight.tune.env import TuneSettings
+
+    try:
+        bank = Bank(TuneSettings.from_env(environ).bank_path, read_only=True)
+        mode = TunedMode(bank)
+    except PerfsightError as exc:
+        print(f"perfsight: {exc}; the tuning bank is not applied", file=sys.stderr)
+        return None
+    if not mode.active:
+        print(f"perfsight: the tuning bank {bank.directory} holds no operator winners for this device and "
+              "these library versions; not applied", file=sys.stderr)
+        return None
+    mode.__enter__()
+    _state["applied"] = mode
+    print(f"perfsight: applying the tuning bank {bank.directory}", file=sys.stderr)
+    atexit.register(lambda: print(f"perfsight: tuning bank applied to {sum(mode.used.values())} calls "
+                                  f"({dict(mode.used)})", file=sys.stderr))
+    return mode
