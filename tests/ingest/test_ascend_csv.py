@@ -52,3 +52,10 @@ def test_missing_required_column_and_bad_times_are_clear_errors(tmp_path):
     table = read_csv(path, required=["start_us"])
     with pytest.raises(InputError, match=r"kernel_details.csv: column start_us holds '12.5x'"):
         ns_from_us(table["start_us"], "start_us", path)
+
+
+def test_json_object_tolerates_what_args_columns_hold():
+    from perfsight.ingest.ascend_csv import json_object
+
+    assert json_object('{"a": 1}') == {"a": 1}
+    assert json_object(None) == json_object("") == json_object("[1, 2]") == json_object("{broken") == {}

@@ -17,7 +17,6 @@ from __future__ import annotations
 import csv
 import json
 import re
-from decimal import Decimal
 from pathlib import Path
 from typing import Iterable
 
@@ -186,9 +185,13 @@ def _per_distinct(column: pa.Array | pa.ChunkedArray, convert) -> pa.Array:
     return pa.array(values, pa.string()).take(encoded.indices)
 
 
-def decimal_us_to_ns(text: str) -> int:
-    """One microsecond text -> exact ns (for single values read outside tables, e.g. JSON metadata)."""
-    return int((Decimal(text.strip()) * 1000).to_integral_value())
+def json_object(text: str | None) -> dict:
+    """An args-style JSON text as a dict; {} for null, malformed JSON or a JSON value that is not an object."""
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:

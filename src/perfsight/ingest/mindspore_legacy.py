@@ -50,7 +50,7 @@ import pyarrow.compute as pc
 from ..errors import InputError
 from ..tables import RunTables
 from .ascend_build import RunBuilder, add_steps
-from .ascend_csv import numbers, read_csv
+from .ascend_csv import json_object, numbers, read_csv
 from .kineto_decode import TraceStream
 from .kineto_events import event_tables
 from .mindspore_minddata import add_cpu_utilization, add_device_queue, add_pipeline
@@ -186,7 +186,7 @@ class _Ops:
             self.builder.warnings.append(f"{path.name}: {skipped} overlap and scope-name events not read "
                                          "(derived rows)")
         names, pids, tids = slices["name"].to_pylist(), slices["pid"].to_pylist(), slices["tid"].to_pylist()
-        args = [_args(text) for text in slices["args"].to_pylist()]
+        args = [json_object(text) for text in slices["args"].to_pylist()]
         rows = [{"name": args[i].get("fullname") or names[i], "short": names[i], "op_type": args[i].get("type"),
                  "input_shapes": _op_info(args[i])[0]} for i in ops]
         missing = self._join_dynamic(rows)
@@ -274,13 +274,6 @@ def _role(metadata, pid: str, tid: str) -> str:
     return _PIDS.get(int(pid), "ai_core") if pid.isdigit() else "ai_core"
 
 
-def _args(text: str | None) -> dict:
-    try:
-        value = json.loads(text) if text else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
 
 def _op_info(op_info: dict) -> tuple[str | None, str | None]:
     """(input shapes JSON, input dtypes JSON) of MindSpore's op_info (``input_0``, ``input_1``, ...)."""
@@ -306,7 +299,7 @@ def _framework(path: Path | None, builder: RunBuilder) -> dict[str, dict]:
     table = read_csv(path, required=["full_name"])
     found = {}
     for row in table.to_pylist():
-        shapes, dtypes = _op_info(_args(row.get("op_info")))
+        shapes, dtypes = _op_info(json_object(row.get("op_info")))
         info = {"op_type": row.get("kernel_type"), "input_shapes": shapes, "input_dtypes": dtypes,
                 "args": {k: row[k] for k in ("task_id", "stream_id", "block_dim", "subgraph", "op_name")
                          if row.get(k) is not None}}

@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .ascend_csv import json_object
 from .ascend_kinds import collective_name, torch_dtype
 from .torch_npu_kernels import merge_args, replace_rows
 from .torch_npu_meta import Group
@@ -36,7 +37,7 @@ def describe(slices: pa.Table, communication: Path | None, groups: dict[str, Gro
     names = slices["name"].take(pa.array(rows)).to_pylist()
     starts = slices["start_ns"].take(pa.array(rows)).to_pylist()
     args = slices["args"].take(pa.array(rows)).to_pylist()
-    patches = [json.dumps(_patch(name, start, _object(text), entries, groups))
+    patches = [json.dumps(_patch(name, start, json_object(text), entries, groups))
                for name, start, text in zip(names, starts, args)]
     return replace_rows(slices, "args", rows, merge_args(pa.array(args, pa.string()), pa.array(patches, pa.string())))
 
@@ -80,10 +81,3 @@ def _patch(name: str, start_ns: int, args: dict, entries: dict, groups: dict[str
         patch.update(entry[2])
     return {key: value for key, value in patch.items() if value is not None}
 
-
-def _object(text: str | None) -> dict:
-    try:
-        value = json.loads(text) if text else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
