@@ -7,7 +7,6 @@ and end, and the steps collected.
 """
 from __future__ import annotations
 
-import json
 import os
 import platform
 import socket
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from .. import __version__, layout
 from ..errors import OptionError
+from ..jsonfile import write_json_atomic
 
 WORK_PATH_ENV = "PERFSIGHT_WORK_PATH"
 DEFAULT_OUTPUT = "perfsight_data"
@@ -106,7 +106,4 @@ class RunDirectory:
         self.write_manifest()
 
     def write_manifest(self) -> None:
-        target = self.path / layout.MANIFEST
-        temp = target.with_suffix(".json.tmp")
-        temp.write_text(json.dumps(self.manifest, indent=2, default=str), encoding="utf-8")
-        os.replace(temp, target)
+        write_json_atomic(self.path / layout.MANIFEST, self.manifest, indent=2, sort_keys=False)

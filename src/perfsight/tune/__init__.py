@@ -6,7 +6,6 @@ Modules:
 - device:     the device fingerprint that names a bank directory, and the library versions a bank depends on
 - bank:       the tuning bank (entries, update modes, repo_summary counters, staleness, locking) and the
               read-only built-in rules of builtin_bank.json
-- files:      whole-file atomic JSON writes shared by the bank and the reports
 - report:     the result files aoe_result_opat_{timestamp}_{pid}.json, rewritten as tuning goes
 - capture:    the operators of real training steps (ATen ops with shapes, strides, module names; the
               tunable calls; the static-shape check)

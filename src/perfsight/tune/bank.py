@@ -35,7 +35,7 @@ from pathlib import Path
 from perfsight.errors import TuneBankError
 from perfsight.tune.device import device_facts, device_fingerprint, library_versions
 from perfsight.tune.env import TuneSettings, process_rank
-from perfsight.tune.files import write_json_atomic
+from perfsight.jsonfile import write_json_atomic
 
 KINDS = ("op", "subgraph")
 STORES = {"op": "opat.json", "subgraph": "sgat.json"}

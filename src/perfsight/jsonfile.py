@@ -1,5 +1,6 @@
-"""Whole-file JSON writes for the tuning bank and the result files: a reader sees the old file or the new
-one, never a torn one, and a finished write survives a crash (temp file, fsync, os.replace, fsync dir)."""
+"""Whole-file JSON writes (the run manifest, the tuning bank, the tuning result files): a reader sees the
+old file or the new one, never a torn one, and a finished write survives a crash (temp file, fsync,
+os.replace, fsync of the directory)."""
 from __future__ import annotations
 
 import json
@@ -8,11 +9,12 @@ import tempfile
 from pathlib import Path
 
 
-def write_json_atomic(path: Path, data: dict, *, indent: int = 1) -> None:
+def write_json_atomic(path: Path, data: dict, *, indent: int = 1, sort_keys: bool = True) -> None:
+    """Replace ``path`` with ``data`` as JSON (values JSON cannot hold are written as their str)."""
     handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(data, out, indent=indent, sort_keys=True, ensure_ascii=False)
+            json.dump(data, out, indent=indent, sort_keys=sort_keys, ensure_ascii=False, default=str)
             out.flush()
             os.fsync(out.fileno())
         os.replace(temp, path)
