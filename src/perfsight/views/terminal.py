@@ -41,10 +41,11 @@ def print_run_summary(run_dir: Path, written: list[Path], console: Console | Non
     console = console or Console()
     print_summary(str(run_dir), run_summary(load(run_dir), top=top), console)
     if written:
-        console.print(f"exported files in {written[0].parent}:")
+        console.print(f"exported files in {written[0].parent}:", soft_wrap=True)   # paths are never cut
         for path in written:
             console.print(f"  {path.name}")
-    console.print(f"browse it in the web UI: perfsight insight --summary-base-dir {run_dir.parent} --open")
+    console.print(f"browse it in the web UI: perfsight insight --summary-base-dir {run_dir.parent} --open",
+                  soft_wrap=True)
 
 
 def print_summary(title: str, summary: dict, console: Console | None = None) -> None:
