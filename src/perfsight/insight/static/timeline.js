@@ -3,8 +3,8 @@
    W/S zoom and A/D pan, wheel zoom, drag to pan, shift-drag to sum an area, click for a slice's details,
    search with next/previous. The server sends only the visible window at screen resolution
    (api_timeline.py; times are integer ns from the run's origin); this file only draws and asks.
-   No dependencies. Every trace string reaches the page through textContent or canvas fillText, never
-   as markup. Usage: new PerfsightTimeline(container, {apiBase: "/api/runs/<id>"}). */
+   Needs util.js (PS.el) only. Every trace string reaches the page through textContent or canvas fillText,
+   never as markup. Usage: new PerfsightTimeline(container, {apiBase: "/api/runs/<id>"}). */
 "use strict";
 
 (() => {
@@ -15,20 +15,7 @@
   const OVERLAP_COLORS = {"merged computation": "#3f9c5a", "merged communication": "#e0922f",
                           "pure communication": "#cf4a34", "free time": "#a3abb5"};
 
-  /* DOM helper: string children become text nodes (never markup). */
-  function el(tag, attrs, ...children) {
-    const node = document.createElement(tag);
-    for (const [key, value] of Object.entries(attrs || {})) {
-      if (value === null || value === undefined || value === false) continue;
-      if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
-      else node.setAttribute(key, value === true ? "" : String(value));
-    }
-    for (const child of children.flat()) {
-      if (child === null || child === undefined || child === false) continue;
-      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
-    }
-    return node;
-  }
+  const el = PS.el;                           // util.js: string children become text nodes, never markup
 
   function hue(name) {                        // FNV-1a of the name -> a stable hue
     let h = 2166136261;
