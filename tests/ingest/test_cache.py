@@ -13,8 +13,8 @@ def test_cached_tables_equal_the_parsed_ones_and_a_change_invalidates(shared_dat
     shutil.copy(shared_data / TRACE, trace)
     [run] = ingest.find_runs(trace)
     parsed = ingest.load(run)
+    cached = cache.read(run.cache_dir, run.sources())           # waits for the write made in the background
     assert run.cache_dir.is_dir() and (run.cache_dir / cache.FINGERPRINT).is_file()
-    cached = cache.read(run.cache_dir, run.sources())
     for name, table in parsed.items():
         assert getattr(cached, name).equals(table), name
     os.utime(trace, ns=(1, 1))                                  # the source changed: the cache is stale
@@ -32,6 +32,7 @@ def test_a_read_only_place_still_loads_without_a_cache(shared_data, tmp_path):
     try:
         [run] = ingest.find_runs(folder / "t.pt.trace.json.gz")
         assert ingest.load(run).slices.num_rows > 0
+        cache.wait()
         if os.geteuid() != 0:                                     # root may write anyway
             assert not run.cache_dir.exists()
         assert not list(folder.glob("*.tmp*"))

@@ -158,9 +158,10 @@ def load(run: RunSource, *, use_cache: bool = True) -> RunTables:
             cached = cache.read(run.cache_dir, sources)
             if cached is not None:
                 return cached
+        stamp = cache.fingerprint(sources) if use_cache else None  # before reading: a change meanwhile is stale
         tables = run.read()
         if use_cache:
-            cache.write(run.cache_dir, sources, tables)
+            cache.write_in_background(run.cache_dir, stamp, tables)
     return tables
 
 
