@@ -18,8 +18,8 @@ bank and result file. Then
 pinned to 1 thread. Reported: the untuned and tuned step medians with p10-p90, the speed-up (untuned
 median over tuned median) with the p10-p90 of the per-round paired ratios, the verdict (a win only when
 the gain beats the noise), the winners the bank holds and the bank's repo_summary. The same check against
-an empty bank ("empty bank speed-up") measures what running under ``perfsight.tuned`` costs by itself (its
-function mode sees every torch function call) with no winner applied.
+an empty bank ("empty bank speed-up") measures what running under ``perfsight.tuned`` costs by itself
+with no winner applied (it patches only the functions a bank has winners for: an empty bank, none).
 
     PYTHONPATH=src python bench/tune_models.py                       # the table (~30 s)
     PYTHONPATH=src python bench/tune_models.py --markdown            # the bench/RESULTS.md section
@@ -180,7 +180,7 @@ Operator tuning (`perfsight.tune.tune`, mode op) of one training step (zero_grad
 
 {models_text}
 
-*tuning s* is the wall time of `perfsight.tune.tune` (capture of 2 steps, every candidate of every signature timed {args.tune_repeats} times after {args.tune_warmup} warm-up run(s), bank, result file); *signatures* the bank's total_num. The speed-up is the untuned median over the tuned median, with the p10-p90 of the per-round paired ratios; the bank "wins end to end" only when the tuned median beats the untuned one by more than the noise of both (half their IQR), the tuner's own rule. *empty bank speed-up* is the same check against an empty bank, run right after: what running under `perfsight.tuned` costs by itself (its TorchFunctionMode sees every torch function call) when no winner applies.
+*tuning s* is the wall time of `perfsight.tune.tune` (capture of 2 steps, every candidate of every signature timed {args.tune_repeats} times after {args.tune_warmup} warm-up run(s), bank, result file); *signatures* the bank's total_num. The speed-up is the untuned median over the tuned median, with the p10-p90 of the per-round paired ratios; the bank "wins end to end" only when the tuned median beats the untuned one by more than the noise of both (half their IQR), the tuner's own rule. *empty bank speed-up* is the same check against an empty bank, run right after: what running under `perfsight.tuned` costs by itself when no winner applies (it patches only the functions the bank has winners for).
 
 {table(rows)}
 

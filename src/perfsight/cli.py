@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 
 from . import __version__
 from .errors import OptionError, PerfsightError
@@ -90,43 +91,94 @@ def _add_run(sub) -> None:
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
 
 
+def _compile_modes(text: str) -> list[str]:
+    return [mode.strip() for mode in text.split(",") if mode.strip()]
+
+
 def _add_tune(sub) -> None:
-    tune = sub.add_parser("tune", help="tune the operators of an unmodified training script into a tuning bank",
-                          description="Operator tuning (OPAT), after Ascend's AOE: perfsight tune --mode op -- "
-                                      "python train.py args... The script runs unmodified; its first --steps "
-                                      "optimizer steps are recorded, then every tunable operator signature is "
-                                      "timed on synthetic inputs against its candidates, the winners go to the "
-                                      "bank and the result file aoe_result_opat_*.json goes to "
-                                      "$PERFSIGHT_WORK_PATH (or the working directory). The script then continues untuned to its "
-                                      "end, so give it few steps. Exit code: the script's when it fails, 2 when "
-                                      "tuning could not be done (an unmet precondition), else 0. Settings "
-                                      "also come from AOE_MODE, TUNE_BANK_PATH, REPEAT_TUNE; flags win.")
-    tune.add_argument("--mode", choices=("op", "subgraph"),
-                      help="op: operator tuning (default; AOE_MODE=2); subgraph: not implemented yet for a "
-                           "script (use perfsight.tune.tune(model, batch, mode='subgraph'))")
+    from .tune.launch import TUNE_STEPS, VERIFY_STEPS, VERIFY_WARMUP
+    from .tune.session import ORDERS
+
+    tune = sub.add_parser(
+        "tune", help="tune an unmodified training script into a tuning bank, or verify the bank end to end",
+        description="\n".join((
+            "After Ascend's AOE; the script runs unmodified:",
+            "  perfsight tune --mode op -- python train.py args...        operator tuning (OPAT)",
+            "  perfsight tune --mode subgraph -- python train.py args...  subgraph tuning (SGAT)",
+            "  perfsight tune --verify -- python train.py args...         the bank's end-to-end speed-up", "",
+            textwrap.fill(
+                "Tuning records the script's first --steps optimizer steps, then times every tunable operator "
+                "signature on synthetic inputs against its candidates (op), or every region of the model (the "
+                "module forwarded first) in eager and torch.compile variants, replaying its last recorded "
+                "forward and backward (subgraph). The winners go to the bank, the result file "
+                "aoe_result_opat_*.json to $PERFSIGHT_WORK_PATH (or the working directory); the script then "
+                "continues untuned to its end, so give it few steps. --verify does not tune: it times whole "
+                "steps of the script, from optimizer step to optimizer step, alternately with and without the "
+                f"bank (after the first step and {2 * VERIFY_WARMUP} warm-up steps), and says whether the bank "
+                "wins end to end. Exit code: the script's when it fails, 2 when tuning or verifying could not be "
+                "done, else 0. "
+                "Settings also come from AOE_MODE (1 subgraph, 2 op), TUNE_BANK_PATH, REPEAT_TUNE; flags win.",
+                width=100))),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    tune.add_argument("--mode", choices=("op", "subgraph", "both"),
+                      help="op: operator tuning (default; AOE_MODE=2); subgraph: subgraph tuning (AOE_MODE=1); "
+                           "both: subgraph then op, as the seed advises (see --order)")
+    tune.add_argument("--order", choices=ORDERS, metavar="|".join(ORDERS),
+                      help="with --mode both: which stage goes first (default subgraph,op: operators inside "
+                           "compiled regions are then not operator-tuned)")
+    tune.add_argument("--compile-modes", type=_compile_modes, metavar="MODE[,MODE]",
+                      help="subgraph tuning: the torch.compile modes to try (default: each this PyTorch has of "
+                           "default, max-autotune-no-cudagraphs, lite); fewer modes tune faster")
     tune.add_argument("--bank", help="the tuning bank directory (default $TUNE_BANK_PATH or "
                                      "~/.perfsight/tune_bank)")
     tune.add_argument("--repeat", action="store_true", default=None,
                       help="re-tune signatures the bank already holds (REPEAT_TUNE=True)")
-    tune.add_argument("--steps", type=_positive_int, default=2, help="optimizer steps to record (default 2, "
-                                                                      "the fewest that shows static shapes)")
+    tune.add_argument("--verify", action="store_true",
+                      help="do not tune: time whole steps of the script with and without the existing bank, "
+                           "interleaved, and report the end-to-end speed-up")
+    tune.add_argument("--steps", type=_positive_int,
+                      help=f"tuning: optimizer steps to record (default {TUNE_STEPS}, the fewest that shows "
+                           f"static shapes); --verify: steps to time, half with the bank, an even number from 4 "
+                           f"(default {VERIFY_STEPS}; the script must make {1 + 2 * VERIFY_WARMUP} more)")
     tune.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
 
 
 def cmd_tune(args) -> int:
-    from .tune.launch import run_tuning
+    from .tune.launch import TUNE_STEPS, VERIFY_STEPS, run_tuning, run_verify
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
-        raise OptionError("tune: no command given; usage: perfsight tune --mode op -- python train.py ...")
-    code, status = run_tuning(command, mode=args.mode, bank=args.bank, repeat=args.repeat, steps=args.steps)
-    if "error" in status:
-        print(f"perfsight: tuning not done: {status['error']}", file=sys.stderr)
+        raise OptionError("tune: no command given; usage: perfsight tune [--mode op|subgraph|both | --verify] "
+                          "-- python train.py ...")
+    if args.order is not None and args.mode != "both":
+        raise OptionError(f"--order {args.order} goes with --mode both (given: --mode {args.mode or 'unset'})")
+    if args.verify:
+        tuning = [flag for flag, value in (("--mode", args.mode), ("--order", args.order), ("--repeat", args.repeat),
+                                           ("--compile-modes", args.compile_modes)) if value is not None]
+        if tuning:
+            raise OptionError(f"{tuning[0]} is not allowed with --verify, which does not tune; allowed with it: "
+                              "--bank, --steps")
+        code, status = run_verify(command, bank=args.bank, steps=args.steps or VERIFY_STEPS)
     else:
-        summary = ", ".join(f"{k}={v}" for k, v in status["repo_summary"].items())
-        print(f"perfsight: tuning result in {status['report']}\nperfsight: tuning bank {status['bank']}\n"
-              f"perfsight: {summary}", file=sys.stderr)
+        code, status = run_tuning(command, mode=args.mode, order=args.order, bank=args.bank, repeat=args.repeat,
+                                  steps=args.steps or TUNE_STEPS, compile_modes=args.compile_modes)
+    if "error" in status:
+        lines = [f"{'verification' if args.verify else 'tuning'} not done: {status['error']}"]
+    elif args.verify:
+        lines = [status["text"], f"{status['timed_steps']} steps timed after {status['warmup_steps']} warm-up "
+                                 f"steps, in this order: {', '.join(status['order'])}"]
+    else:
+        lines = [f"tuning result in {status['report']}", f"tuning bank {status['bank']}"]
+        for stage, done in status["stages"].items():
+            summary = ", ".join(f"{k}={v}" for k, v in done["repo_summary"].items())
+            winners = ", ".join(f"{where or '(the model)'}={name}" for where, name in done["winners"].items())
+            lines.append(f"{STAGE_NAMES[stage]}: {summary}; winners: {winners or 'none'}")
+    for line in lines:
+        print(f"perfsight: {line}", file=sys.stderr)
     return code or (2 if "error" in status else 0)
+
+
+STAGE_NAMES = {"subgraph": "subgraph tuning (SGAT)", "op": "operator tuning (OPAT)"}
 
 
 def _port(text: str) -> int:

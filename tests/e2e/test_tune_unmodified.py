@@ -1,5 +1,9 @@
-"""`perfsight tune --mode op -- python script.py` on an unmodified training script."""
+"""`perfsight tune --mode op|subgraph` and `perfsight tune --verify` on an unmodified training script, and
+`perfsight run` applying the bank."""
 import json
+import re
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -27,15 +31,31 @@ def test_tune_records_the_first_steps_and_fills_the_bank(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--mode", "subgraph"], "subgraph tuning (SGAT: --mode subgraph, AOE_MODE=1) is not implemented yet"),
     (["--steps", "1"], "at least 2 steps are needed"),
     (["--mode", "graph"], "invalid choice: 'graph'"),
+    (["--mode", "op", "--compile-modes", "lite"], "--compile-modes lite is for subgraph tuning only"),
+    (["--mode", "subgraph", "--compile-modes", "lite,fast"], "fast is not allowed; allowed (this PyTorch on this "
+                                                             "device): default, max-autotune-no-cudagraphs, lite"),
+    (["--order", "op,subgraph"], "--order op,subgraph goes with --mode both (given: --mode unset)"),
+    (["--verify", "--mode", "op"], "--mode is not allowed with --verify, which does not tune"),
+    (["--verify", "--steps", "5"], "--steps 5 is not allowed with --verify"),
+    (["--verify"], "there is no tuning bank at "),
 ])
 def test_bad_options_exit_2_before_the_script_starts(tmp_path, args, message):
     result = perfsight("tune", *args, "--bank", tmp_path / "bank", "--", sys.executable, script("train_tiny.py"),
                        "2", cwd=tmp_path)
     assert result.returncode == 2 and message in result.stderr and "step 0" not in result.stdout
     assert not (tmp_path / "bank").exists()
+
+
+@pytest.mark.parametrize("aoe_mode, message", [
+    ("1", "--compile-modes lite,fast: fast is not allowed"),         # subgraph tuning: its modes are checked
+    ("2", "--compile-modes lite,fast is for subgraph tuning only"),  # operator tuning
+])
+def test_aoe_mode_chooses_the_stage_when_no_mode_is_given(tmp_path, aoe_mode, message):
+    result = perfsight("tune", "--compile-modes", "lite,fast", "--bank", tmp_path / "bank", "--", sys.executable,
+                       script("train_tiny.py"), "2", cwd=tmp_path, env={"AOE_MODE": aoe_mode})
+    assert result.returncode == 2 and message in result.stderr and "step 0" not in result.stdout
 
 
 def test_tuning_needs_profiling_off(tmp_path):
@@ -74,3 +94,105 @@ def test_perfsight_run_applies_the_bank_of_tune_bank_path(tmp_path):
     plain = perfsight("run", "-o", tmp_path / "prof2", "--", sys.executable, script("train_tiny.py"), "1",
                       cwd=tmp_path)
     assert "tuning bank" not in plain.stderr    # without TUNE_BANK_PATH nothing is applied
+
+
+@pytest.fixture(scope="module")
+def subgraph_tuned(tmp_path_factory):
+    """`perfsight tune --mode subgraph` on train_tiny.py (4 steps, two recorded), one compile mode."""
+    where = tmp_path_factory.mktemp("sgat")
+    result = perfsight("tune", "--mode", "subgraph", "--compile-modes", "lite", "--bank", where / "bank", "--",
+                       sys.executable, script("train_tiny.py"), "4", cwd=where)
+    return where, result
+
+
+def test_subgraph_tuning_of_an_unmodified_script(subgraph_tuned, tmp_path):
+    where, result = subgraph_tuned
+    assert result.returncode == 0, result.stderr
+    [report] = where.glob("aoe_result_opat_*_*.json")
+    [bank] = (where / "bank").iterdir()
+    assert f"tuning result in {report}" in result.stderr and f"tuning bank {bank}" in result.stderr
+    assert re.search(r"subgraph tuning \(SGAT\): repo_add_num=\d, .*total_num=2; winners: ", result.stderr)
+    assert "operator tuning" not in result.stderr and not (bank / "opat.json").exists()
+    entries = json.loads((bank / "sgat.json").read_text())["entries"]
+    # the two linears of the replayed training step, each timed eager and compiled in the one mode asked
+    assert sorted(e["signature"]["inputs"][0]["shape"] for e in entries.values()) == [[8, 32], [8, 64]]
+    for entry in entries.values():
+        assert entry["signature"]["train"] and entry["signature"]["region"] == "torch.nn.modules.linear.Linear"
+        [default, compiled] = entry["candidates"]
+        assert default["samples"] == compiled["samples"] > 0 and compiled["name"] == "compile_lite"
+        assert compiled["compile_s"] > 0 and compiled["ok"], compiled["reason"]
+    [(name, task)] = json.loads(report.read_text()).items()
+    assert name.startswith("report_") and task[0]["basic"]["tuning_name"] == "train_tiny.py"
+    sgat = task[1]["SGAT"]
+    assert sgat["repo_summary"]["total_num"] == 2 and sgat["model_baseline_performance(ms)"] > 0
+    # the script went on to its end exactly as it trains without tuning: same weights, same parameters
+    plain = subprocess.run([sys.executable, script("train_tiny.py"), "4"], capture_output=True, text=True,
+                           cwd=tmp_path, timeout=120)
+    assert "step 3" in result.stdout and result.stdout.splitlines()[-2:] == plain.stdout.splitlines()[-2:]
+    assert result.stdout.splitlines()[-1] == "optimizer holds the model's parameters: True"
+
+
+@pytest.fixture
+def subgraph_winners(subgraph_tuned, tmp_path):
+    """The tuned bank with a hand-written winner for each region: eager with channels_last inputs (a 2-D
+    input is left as it is), so applying it compiles nothing."""
+    where, tuned = subgraph_tuned
+    assert tuned.returncode == 0, tuned.stderr
+    shutil.copytree(where / "bank", tmp_path / "bank")
+    [bank] = (tmp_path / "bank").iterdir()
+    store = json.loads((bank / "sgat.json").read_text())
+    for entry in store["entries"].values():
+        entry["candidates"].append({"name": "eager+channels_last", "mode": "Format", "ok": True, "params": {
+            "compile": None, "format": "channels_last", "freezing": False}})
+        entry["winner"] = "eager+channels_last"
+    (bank / "sgat.json").write_text(json.dumps(store))
+    return bank
+
+
+def test_perfsight_run_applies_the_subgraph_winners_of_tune_bank_path(subgraph_winners, tmp_path):
+    result = perfsight("run", "-o", tmp_path / "prof", "--", sys.executable, script("train_tiny.py"), "3",
+                       cwd=tmp_path, env={"TUNE_BANK_PATH": str(subgraph_winners.parent)})
+    assert result.returncode == 0, result.stderr
+    assert f"applying the tuning bank {subgraph_winners} (subgraph winners on 0, 2)" in result.stderr
+    # both linears of each of the three forwards ran under their winner
+    assert "tuning bank applied to 6 calls ({'eager+channels_last': 6})" in result.stderr
+    assert result.stdout.splitlines()[-1] == "optimizer holds the model's parameters: True"
+
+
+def test_verify_times_the_scripts_steps_with_and_without_the_bank(subgraph_winners, tmp_path):
+    result = perfsight("tune", "--verify", "--steps", "4", "--bank", subgraph_winners.parent, "--", sys.executable,
+                       script("train_tiny.py"), "9", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "step 8" in result.stdout                            # the script ran on to its end
+    found = re.search(r"perfsight: the tuning bank (wins|does not win) end to end: speed-up ([\d.]+)x \(p10-p90 "
+                      r"of paired rounds ([\d.]+)-([\d.]+)\); step ([\d.]+) ms .* untuned, ([\d.]+) ms .* tuned; "
+                      r"2 rounds at \d+ thread\(s\), load .*; winners applied: eager\+channels_last x8\n",
+                      result.stderr)
+    assert found, result.stderr                                 # 4 steps under the bank (2 warm-up), 2 calls each
+    speedup, low, high, untuned, tuned = map(float, found.groups()[1:])
+    assert low <= speedup <= high and untuned > 0 and tuned > 0
+    assert ("4 steps timed after 4 warm-up steps, in this order: untuned, tuned, tuned, untuned"
+            in result.stderr)
+    assert not list(tmp_path.glob("aoe_result_opat_*.json"))   # --verify does not tune
+
+
+@pytest.mark.parametrize("steps, spoil, message", [
+    ("6", None, "verification not done: the script made 6 optimizer steps; --verify needs 9: the first (not "
+                "timed), 4 warm-up and 4 timed steps"),
+    ("9", "winners", "holds no operator winners and no subgraph winners for the modules of Sequential"),
+    ("9", "versions", "was tuned under other library versions (torch: bank 0.0, running "),
+])
+def test_verify_says_why_it_could_not_verify(subgraph_winners, tmp_path, steps, spoil, message):
+    if spoil == "winners":
+        store = json.loads((subgraph_winners / "sgat.json").read_text())
+        for entry in store["entries"].values():
+            entry["winner"] = None
+        (subgraph_winners / "sgat.json").write_text(json.dumps(store))
+    elif spoil == "versions":
+        meta = json.loads((subgraph_winners / "bank.json").read_text())
+        meta["versions"]["torch"] = "0.0"
+        (subgraph_winners / "bank.json").write_text(json.dumps(meta))
+    result = perfsight("tune", "--verify", "--steps", "4", "--bank", subgraph_winners.parent, "--", sys.executable,
+                       script("train_tiny.py"), steps, cwd=tmp_path)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert f"step {int(steps) - 1}" in result.stdout            # the script ran on to its end regardless

@@ -1,21 +1,29 @@
-"""Applying a bank: the same gradients with and without it, the same Parameter objects, fall-through."""
+"""Applying a bank: the same gradients with and without it (settings winners too, forward and backward), the
+same Parameter objects, fall-through, and only the functions with winners patched, always restored."""
+import threading
+
+import pytest
 import torch
 
-from perfsight.tune.apply import apply_bank, tuned
+from perfsight.tune.apply import TunedMode, apply_bank, tuned
 from perfsight.tune.bank import Bank, Entry
-from perfsight.tune.candidates import candidates_for
+from perfsight.tune.candidates import CALLED_THROUGH, Candidate, candidates_for
 from perfsight.tune.capture import capture, train_step
 from tests.tune.models import example
 
 WINNERS = {"conv2d": "channels_last+onednn", "linear": "pretransposed_weight", "sdpa": "sdpa_math"}
 
 
-def planted_bank(tmp_path, model, x) -> Bank:
-    """A bank whose winner for every signature of the model's training step is a non-default candidate."""
-    bank = Bank(tmp_path, fingerprint="test")
+def planted_bank(tmp_path, model, x, fingerprint: str | None = "test", winners=WINNERS) -> Bank:
+    """A bank whose winner for every signature of the model's training step is a non-default candidate
+    (``fingerprint`` None: this device's bank): per op in ``winners``, a Candidate or a candidate's name."""
+    bank = Bank(tmp_path, fingerprint=fingerprint)
     for record in capture(train_step(model, x), model=model, steps=1).tunable:
         sig = record.signature
-        chosen = next(c for c in candidates_for(sig) if c.name == WINNERS[sig["op"]])
+        if sig["op"] not in winners:
+            continue
+        wanted = winners[sig["op"]]
+        chosen = wanted if isinstance(wanted, Candidate) else next(c for c in candidates_for(sig) if c.name == wanted)
         entry = Entry(key=bank.key("op", sig), kind="op", signature=sig, winner=chosen.name,
                       candidates=[{"name": chosen.name, "mode": chosen.mode, "params": chosen.params}],
                       default_us=2.0, winner_us=1.0)
@@ -60,7 +68,7 @@ def test_apply_bank_hooks_the_forward_and_unknown_signatures_fall_through(tmp_pa
     gradients(model, x)
     assert sum(applied.mode.used.values()) == 7
     assert plain_out.shape == (2, 10)
-    assert not torch.overrides._get_current_function_mode_stack()  # the mode was left on every exit
+    assert TunedMode.current() is None and not patched()  # the mode was left on every exit
 
 
 def test_inference_winner_caches_the_transposed_weight_per_version(tmp_path):
@@ -94,4 +102,88 @@ def test_a_bank_without_winners_intercepts_nothing(tmp_path):
     from perfsight.tune.bank import Bank
 
     with perfsight.tuned(Bank(tmp_path)) as mode:
-        assert not mode.active and torch._C._len_torch_function_stack() == 0
+        assert not mode.active and torch._C._len_torch_function_stack() == 0 and not patched()
+
+
+ORIGINALS = {(owner, attr): getattr(owner, attr) for points in CALLED_THROUGH.values() for owner, attr in points}
+SETTINGS = {"conv2d": Candidate("contiguous+native", "Impl", {"format": "contiguous", "onednn": False}),
+            "linear": Candidate("threads_2", "Schedule", {"threads": 2}), "sdpa": "sdpa_math"}
+
+
+def patched() -> set[str]:
+    """The tunable functions' call points that are patched now (by attribute name)."""
+    return {attr for (owner, attr), func in ORIGINALS.items() if getattr(owner, attr) is not func}
+
+
+def test_gradients_equal_with_winners_that_change_settings_forward_and_backward(tmp_path):
+    torch.set_num_threads(1)
+    model, x = example()
+    bank = planted_bank(tmp_path, model, x, winners=SETTINGS)
+    plain = gradients(model, x)
+    with tuned(bank) as mode:
+        with_bank = gradients(model, x)
+    assert dict(mode.used) == {"contiguous+native": 2, "threads_2": 3, "sdpa_math": 1}
+    assert torch.get_num_threads() == 1 and torch.backends.mkldnn.enabled
+    for a, b in zip(plain, with_bank):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
+
+
+def test_only_the_functions_with_winners_are_patched_and_always_restored(tmp_path):
+    model, x = example()
+    linear = TunedMode(planted_bank(tmp_path / "a", model, x, winners={"linear": "pretransposed_weight"}))
+    conv = TunedMode(planted_bank(tmp_path / "b", model, x, winners={"conv2d": "channels_last+onednn"}))
+    assert linear.ops == {"linear"} and not patched()
+    with linear:
+        assert patched() == {"linear"} and TunedMode.current() is linear
+        with linear:  # re-entrant
+            with conv:
+                assert patched() == {"linear", "conv2d"} and TunedMode.current() is conv
+                assert torch.conv2d is torch.nn.functional.conv2d  # both call points, one wrapper
+            assert patched() == {"linear"}
+        assert patched() == {"linear"}
+    assert not patched() and TunedMode.current() is None
+    linear.__enter__()
+    conv.__enter__()
+    linear.__exit__(None, None, None)  # left out of order
+    assert patched() == {"conv2d"} and TunedMode.current() is conv
+    conv.__exit__(None, None, None)
+    with pytest.raises(ZeroDivisionError):
+        with tuned(linear.bank):
+            1 / 0
+    assert not patched() and TunedMode.current() is None
+
+
+class SelfAttention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mha = torch.nn.MultiheadAttention(16, 2, batch_first=True)  # calls F.linear and SDPA inside
+
+    def forward(self, t):
+        return self.mha(t, t, t, need_weights=False)[0]
+
+
+def test_module_calls_are_caught_and_other_threads_fall_through(tmp_path):
+    torch.manual_seed(0)
+    model, x = SelfAttention(), torch.randn(2, 5, 16)
+    bank = planted_bank(tmp_path, model, x)
+    with tuned(bank) as mode:
+        out = model(x)
+        thread = threading.Thread(target=model, args=(x,))
+        thread.start()
+        thread.join()
+    assert dict(mode.used) == {"pretransposed_weight": 2, "sdpa_math": 1}  # in- and out-projection
+    torch.testing.assert_close(out, model(x))
+
+
+def test_torch_registries_keep_the_original_functions(tmp_path):
+    """torch.compile and TorchScript look the functions up in registries built lazily from the very
+    attributes a mode patches: they must hold the originals, or the process could never compile them."""
+    from torch._dynamo import trace_rules
+
+    model, x = example()
+    with tuned(planted_bank(tmp_path, model, x)):
+        assert patched() == {"conv2d", "linear", "scaled_dot_product_attention"}
+        rules = trace_rules.get_torch_obj_rule_map()
+        for (owner, attr), func in ORIGINALS.items():
+            assert func in rules and getattr(owner, attr) not in rules
+            assert torch.jit._builtins._find_builtin(func) is not None

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from perfsight.tune.measure import Timing, decide, measure, mismatch
+from perfsight.tune.measure import Timing, decide, first_call, measure, mismatch
 
 
 class Clock:
@@ -80,3 +80,27 @@ def test_tolerances_follow_the_dtype_and_cover_gradients():
     half = x.bfloat16()
     assert mismatch((half,), (half * 1.004,)) == ""
     assert mismatch((x, None), (x, x)) == "result 1: gradient missing on one side"
+
+
+@pytest.mark.parametrize("calls, wins", [(100, False), (10_000, True)])
+def test_a_candidate_with_a_compile_wins_only_when_it_repays_it(calls, wins):
+    # 50 us saved per call against a 0.1 s compile: repaid after 2000 calls
+    m, _ = run({"compiled": 50, "slower": 90}, repeats=3, compile_s={"compiled": 0.1}, calls=calls)
+    compiled, slower = m.candidates
+    assert compiled.repays is wins and slower.repays is None
+    assert m.winner is (compiled if wins else slower)
+    assert compiled.as_dict()["compile_s"] == 0.1 and compiled.as_dict()["repays"] is wins
+    assert "compile_s" not in slower.as_dict() and "repays" not in slower.as_dict()
+
+
+def test_first_call_times_the_compile_apart_and_keeps_a_failure_for_measure():
+    clock = Clock()
+    runner, seconds = first_call(clock.runner("compiled", 2_000_000, REF), timer=lambda: clock.now)
+    assert seconds == 2.0 and runner() == (REF,)
+
+    def broken():
+        raise RuntimeError("inductor failed")
+    failing, _ = first_call(broken)
+    m = measure(clock.runner("default", 100, REF), [("compiled", "Impl", {}, failing)],
+                timer=lambda: clock.now, warmup=0, repeats=2)
+    assert m.candidates[0].reason == "RuntimeError: inductor failed" and m.winner is None

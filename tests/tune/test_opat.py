@@ -1,24 +1,33 @@
 """OPAT end to end: bank update modes and report counters with a fake clock, and one small real run."""
 import json
 
+import pytest
 import torch
 
 from perfsight.tune import opat
 from perfsight.tune.bank import Bank
-from perfsight.tune.capture import train_step
+from perfsight.tune.candidates import DEFAULT, _COMPILED, candidates_for
+from perfsight.tune.capture import Capture, OpRecord, capture, train_step
 from perfsight.tune.report import OpatReport
 from tests.tune.models import example
 
 COST_US = {"default": 100, "pretransposed_weight": 50, "channels_last+onednn": 99}
 
 
-def fake_clock(monkeypatch):
-    """Every op call advances a fake clock by its candidate's cost: linear's candidate wins, others don't."""
+def fake_clock(monkeypatch, costs=COST_US, compile_s=1.0):
+    """Every op call advances a fake clock by its candidate's cost: linear's candidate wins, others don't.
+    The compiled candidate runs the default, its first call per signature costing ``compile_s`` more."""
     clock = {"now": 0}
+    compiled = set()
     real_run = opat.run
 
     def run(candidate, func, args, kwargs):
-        clock["now"] += COST_US.get(candidate.name, 100) * 1000
+        clock["now"] += costs.get(candidate.name, 100) * 1000
+        if candidate.name == "compiled":
+            if id(kwargs) not in compiled:
+                compiled.add(id(kwargs))
+                clock["now"] += int(compile_s * 1e9)
+            candidate = DEFAULT
         return real_run(candidate, func, args, kwargs)
     monkeypatch.setattr(opat, "run", run)
     return lambda: clock["now"]
@@ -60,7 +69,9 @@ def test_a_small_real_run(tmp_path):
     torch.set_num_threads(1)
     model, x = example(batch=2, size=8)
     bank = Bank(tmp_path, fingerprint="real")
-    result = opat.tune_operators(train_step(model, x), bank=bank, model=model, warmup=1, repeats=5)
+    # tuned for a 1-step run, where no compile can pay: the compiled candidate is not tried
+    result = opat.tune_operators(train_step(model, x), bank=bank, model=model, warmup=1, repeats=5,
+                                 expected_steps=1)
     assert result.static and result.summary.total == 6
     assert not any(o.error for o in result.operators)
     for o in result.operators:
@@ -70,3 +81,46 @@ def test_a_small_real_run(tmp_path):
         if m.winner:  # a winner is valid and beyond noise + margin
             assert m.winner.ok and m.winner.median_us < m.default.median_us * 0.97
         assert {t.name for t in m.candidates if not t.ok} <= {"sdpa_efficient"}  # no CPU kernel
+        assert "compiled" not in {t.name for t in m.candidates}
+
+
+def linear_signature(train: bool = True) -> dict:
+    x, w = torch.randn(16, 32), torch.randn(8, 32, requires_grad=train)
+    with torch.set_grad_enabled(train):
+        return capture(lambda: torch.nn.functional.linear(x, w), steps=1).tunable[0].signature
+
+
+@pytest.mark.parametrize("expected_steps, winner", [(5, "pretransposed_weight"), (1000, "pretransposed_weight"),
+                                                    (1_000_000, "compiled")])
+def test_a_compiled_op_wins_only_when_it_repays_its_compile(tmp_path, monkeypatch, expected_steps, winner):
+    # default 100 us, compiled 40 us after a 1 s compile: 60 us x 3 calls x steps must exceed 1 s
+    timer = fake_clock(monkeypatch, {**COST_US, "compiled": 40})
+    captured = Capture(tunable=[OpRecord(linear_signature(), "fc", "forward", 6)], steps=2)
+    bank = Bank(tmp_path, fingerprint="test")
+    [result] = opat.tune_captured(captured, bank=bank, timer=timer, expected_steps=expected_steps, warmup=1,
+                                  repeats=3).operators
+    m = result.measurement
+    assert m.winner.name == winner
+    compiled = next((t for t in m.candidates if t.name == "compiled"), None)
+    if expected_steps == 5:  # 100 us x 3 x 5 = 1.5 ms: no compile could pay, so it is not even tried
+        assert compiled is None
+        return
+    assert compiled.compile_s == pytest.approx(1.0, rel=1e-3) and compiled.median_us == 40  # compile apart
+    assert compiled.repays is (winner == "compiled")
+    record = next(c for c in bank.get("op", result.key).candidates if c["name"] == "compiled")
+    assert record["compile_s"] == pytest.approx(1.0) and record["repays"] is compiled.repays
+    assert bank.get("op", result.key).candidates[0]["params"]["calls_per_step"] == 3
+
+
+def test_the_compiled_op_for_real(monkeypatch):
+    """The one real torch.compile of these tests: a tiny inference linear, compiled once per call key."""
+    torch.set_num_threads(1)
+    monkeypatch.setattr("perfsight.tune.candidates.COMPILED_MIN_US", 0.0)
+    sig = linear_signature(train=False)
+    assert "compiled" in {c.name for c in candidates_for(sig, default_us=1.0, calls=1e6)}
+    before = len(_COMPILED)
+    m = opat.tune_signature(sig, calls_per_step=1, expected_steps=10**6, warmup=1, repeats=3)
+    compiled = next(t for t in m.candidates if t.name == "compiled")
+    assert compiled.ok, compiled.reason
+    assert compiled.compile_s > compiled.median_us / 1e6 and compiled.repays is not None
+    assert len(_COMPILED) == before + 1  # one compiled callable for the signature, reused by every call

@@ -111,6 +111,32 @@ def test_apply_runs_known_signatures_and_falls_through(tmp_path):
     applied.remove()
 
 
+def test_disabled_winners_run_eagerly_and_keep_what_they_compiled(tmp_path):
+    model, x = mlp()
+    clock = Clock()
+    bank = Bank(tmp_path / "bank", fingerprint="test")
+    compiled = []
+    fake = faked(model, clock)
+
+    def compiler(fn, variant):
+        compiled.append(variant.name)
+        return fake(fn, variant)
+    tune_subgraphs(model, x, bank=bank, timer=clock, expected_steps=1000, modes=["lite"], compiler=fake,
+                   max_share=1.0, warmup=1, repeats=3)
+    applied = apply_subgraphs(model, bank, compiler=compiler)
+    with torch.no_grad():
+        model(x)
+        applied.disable()
+        assert model[0]._compiled_call_impl is None
+        model(x)
+        applied.enable()
+        model(x)
+    assert dict(applied.used) == {"compile_lite": 2} and compiled == ["compile_lite"]  # compiled once
+    applied.remove()
+    applied.enable()  # removed for good
+    assert model[0]._compiled_call_impl is None
+
+
 def test_a_frozen_winner_is_left_once_a_weight_changes(tmp_path):
     model, x = mlp()
     clock = Clock()

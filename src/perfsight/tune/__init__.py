@@ -10,7 +10,8 @@ Modules:
 - capture:    the operators of real training steps (ATen ops with shapes, strides, module names; the
               tunable calls; the static-shape check)
 - candidates: per tunable signature, the Format / Impl / Schedule alternatives and how to run them
-- measure:    interleaved serial timing, correctness against the default, the decision rule
+- intercept:  the tunable functions patched where torch calls them, only while a bank (or capture) needs it
+- measure:    interleaved serial timing, correctness against the default, the decision and repay rules
 - opat:       operator tuning: capture -> candidates -> measure -> bank -> report
 - regions:    the regions of subgraph tuning (module subtrees with enough FLOPs) and their bank keys
 - sgat:       subgraph tuning: regions -> eager vs torch.compile variants -> measure -> repay rule -> bank
@@ -18,7 +19,13 @@ Modules:
               ``apply_subgraphs``)
 - session:    one tuning task: settings, the seed's preconditions, bank, result file, OPAT and/or SGAT
               (``tune``)
-- autostart:  ``perfsight tune -- python train.py``: records a script's first steps, then tunes them
+- verify:     whole steps timed with and without the bank, interleaved; the end-to-end verdict
+- launch:     ``perfsight tune [--mode op|subgraph|both | --verify] -- python train.py``: checks, then
+              runs the script with PERFSIGHT_TUNE set and reads back its outcome
+- autostart:  inside that script: records its first steps, then tunes them (op, the recorded operators;
+              subgraph, a replay of its model's forward and backward); TUNE_BANK_PATH under perfsight run
+- scriptbank: a bank's operator and subgraph winners applied to a script's model, switched on and off
+- verify_script: ``--verify`` inside the script: its steps alternately with and without the bank
 
 The public entry points are ``perfsight.tune.tune(model, batch)`` (also ``perfsight.tune_model``),
 ``perfsight.tuned()`` and ``perfsight.apply_bank(model)`` (perfsight's top-level lazy exports; they need

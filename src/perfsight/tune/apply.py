@@ -2,9 +2,10 @@
 
 This module owns ``tuned(bank)`` (a context manager) and ``apply_bank(model, bank)`` (hooks that run the
 model's forward inside it) for operator winners, and ``apply_subgraphs(model, bank)`` for subgraph
-winners. The first two push a ``TorchFunctionMode`` that intercepts the tunable torch functions
-(``candidates.TUNABLE``): a call whose signature has a winner in the bank runs under that candidate
-(``candidates.run``, the very function the tuner timed); every other call falls through to PyTorch.
+winners. The first two enter a ``TunedMode``, which patches only the functions its bank has winners for,
+where torch code calls them (tune/intercept.py; nothing else is intercepted): a call whose signature has
+a winner runs under that candidate (``candidates.run``, the very function the tuner timed, forward and
+backward); every other call falls through to PyTorch.
 
 Parameters are never replaced or re-registered: a pre-transposed or channels_last weight is a derived
 tensor (cached per weight and version when no gradient is needed), so optimizers, checkpoints and DDP
@@ -18,21 +19,21 @@ and signature through its own code object (``sgat.own_code``; ``_call_impl`` is 
 every module). Any other call (unknown shapes, training where only inference was tuned), any call traced
 inside an outer compiled region, and a frozen winner's calls once a weight changed in place (frozen code
 holds the weights it was compiled with) run the module eagerly. Parameters stay the same objects;
-``remove()`` undoes it.
+``disable()`` and ``enable()`` switch the dispatchers off and on (``perfsight tune --verify`` alternates
+them step by step), ``remove()`` undoes it.
 """
 from __future__ import annotations
 
-import json
 import warnings
 from collections import Counter
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
 import torch
-from torch.overrides import TorchFunctionMode
 
+from perfsight.tune import intercept
 from perfsight.tune.bank import Bank
-from perfsight.tune.candidates import TUNABLE, Candidate, run, signature
+from perfsight.tune.candidates import Candidate, call_key, signature
 from perfsight.tune.regions import region_signature
 from perfsight.tune.sgat import Variant, own_code, variant_call
 
@@ -53,48 +54,58 @@ def _fresh(bank: Bank) -> bool:
     return not stale
 
 
-class TunedMode(TorchFunctionMode):
-    """Runs each tunable call under its bank winner; ``used`` counts the calls per winner name. ``active``
-    is False for a stale bank or one without operator winners: then nothing is intercepted at all (the
-    interception alone costs ~10% of a small model's step, bench/RESULTS.md)."""
+class TunedMode:
+    """Runs each tunable call under its bank winner; ``used`` counts the calls per winner name, ``ops`` are
+    the ops with winners. A context manager, re-entrant; entering patches the call points of ``ops``
+    (tune/intercept.py), leaving - on an exception too - restores them. ``active`` is False for a stale
+    bank or one without operator winners: then entering does nothing at all. ``TunedMode.current()`` is
+    the innermost mode entered on this thread (None outside any)."""
 
     def __init__(self, bank: Bank):
-        super().__init__()
         self.bank = bank
         self.used: Counter = Counter()
-        self._winners: dict[str, Candidate | None] = {}
-        self.active = _fresh(bank) and any(entry.winner for entry in bank.entries("op").values())
+        self._entries = bank.entries("op") if _fresh(bank) else {}
+        self._calls: dict[tuple, Candidate | None] = {}  # call_key -> winner
+        self.ops = frozenset(e.signature["op"] for e in self._entries.values() if e.winner)
+        self.active = bool(self.ops)
 
     def winner(self, sig: dict) -> Candidate | None:
-        text = json.dumps(sig, sort_keys=True)
-        if text not in self._winners:
-            entry = self.bank.get("op", self.bank.key("op", sig))
-            chosen = None
-            if entry is not None and entry.winner is not None:
-                record = next((c for c in entry.candidates if c.get("name") == entry.winner), None)
-                if record is not None:
-                    chosen = Candidate(entry.winner, record.get("mode", ""), record.get("params") or {})
-            self._winners[text] = chosen
-        return self._winners[text]
+        """The bank's winner for a signature, None if it has none."""
+        entry = self._entries.get(self.bank.key("op", sig))
+        record = next((c for c in entry.candidates if c.get("name") == entry.winner), None) if entry else None
+        return None if record is None else Candidate(entry.winner, record.get("mode", ""), record.get("params") or {})
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if self.active and func in TUNABLE:
+    def choose(self, func, args, kwargs) -> Candidate | None:
+        """The winner to run ``func(*args, **kwargs)`` under (counted in ``used``), None to fall through."""
+        key = call_key(func, args, kwargs)
+        if key is None:
+            return None
+        if key not in self._calls:
             sig = signature(func, args, kwargs)
-            chosen = None if sig is None else self.winner(sig)
-            if chosen is not None:
-                self.used[chosen.name] += 1
-                return run(chosen, func, args, kwargs)
-        return func(*args, **(kwargs or {}))
+            self._calls[key] = None if sig is None else self.winner(sig)
+        chosen = self._calls[key]
+        if chosen is not None:
+            self.used[chosen.name] += 1
+        return chosen
+
+    def __enter__(self) -> TunedMode:
+        if self.active:
+            intercept.enter(self)
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        if self.active:
+            intercept.leave(self)
+
+    @staticmethod
+    def current() -> TunedMode | None:
+        return intercept.current()
 
 
 @contextmanager
 def tuned(bank: Bank | None = None) -> Iterator[TunedMode]:
     """``with perfsight.tuned(): step()`` runs the tunable ops of the block under the bank's winners."""
-    mode = TunedMode(bank if bank is not None else default_bank())
-    if not mode.active:
-        yield mode
-        return
-    with mode:
+    with TunedMode(bank if bank is not None else default_bank()) as mode:
         yield mode
 
 
@@ -123,13 +134,14 @@ def apply_bank(model: torch.nn.Module, bank: Bank | None = None) -> AppliedBank:
 
 
 class AppliedSubgraphs:
-    """What ``apply_subgraphs`` returns: ``installed`` (module paths), ``used`` (calls per winner name)
-    and ``remove()`` to undo it."""
+    """What ``apply_subgraphs`` returns: ``installed`` (module paths), ``used`` (calls per winner name),
+    ``disable()`` / ``enable()`` to run the modules eagerly for a while (the dispatchers and what they
+    compiled are kept) and ``remove()`` to undo it."""
 
     def __init__(self, model: torch.nn.Module, bank: Bank, compiler: Callable):
         self.used: Counter = Counter()
         self.installed: list[str] = []
-        self._modules: list[torch.nn.Module] = []
+        self._dispatchers: list[tuple[torch.nn.Module, Callable]] = []
         winners: dict[tuple[str, str], dict[str, Variant]] = {}  # (class, structure) -> key -> winner
         for key, entry in bank.entries("subgraph").items() if _fresh(bank) else ():
             record = next((c for c in entry.candidates if c.get("name") == entry.winner), None)
@@ -140,9 +152,9 @@ class AppliedSubgraphs:
             sig = region_signature(module, (), {})
             chosen = winners.get((sig["region"], sig["structure"]))
             if chosen and module._compiled_call_impl is None:
-                module._compiled_call_impl = self._dispatcher(module, bank, chosen, compiler)
-                self._modules.append(module)
+                self._dispatchers.append((module, self._dispatcher(module, bank, chosen, compiler)))
                 self.installed.append(name)
+        self.enable()
 
     def _dispatcher(self, module: torch.nn.Module, bank: Bank, chosen: dict, compiler: Callable) -> Callable:
         calls: dict[str, Callable] = {}
@@ -169,10 +181,17 @@ class AppliedSubgraphs:
             return module._call_impl(*args, **kwargs)
         return dispatch
 
-    def remove(self) -> None:
-        for module in self._modules:
+    def enable(self) -> None:
+        for module, dispatch in self._dispatchers:
+            module._compiled_call_impl = dispatch
+
+    def disable(self) -> None:
+        for module, _ in self._dispatchers:
             module._compiled_call_impl = None
-        self._modules = []
+
+    def remove(self) -> None:
+        self.disable()
+        self._dispatchers = []
 
 
 def _call_key(module: torch.nn.Module, args: tuple, kwargs: dict) -> tuple:

@@ -3,13 +3,21 @@ the boot sitecustomize call ``activate_from_env`` when the interpreter starts.
 
 Steps are delimited as ``perfsight run`` delimits them (collect/autostart.py): a step begins at the first
 module forward after the previous optimizer step and ends at the next optimizer step. The first module
-forwarded names the operators by module path. After ``steps`` steps the recording stops, the session
-checks the preconditions and tunes the recorded signatures on synthetic inputs (bank and result file),
-and the script continues untuned with every hook removed. The outcome goes to the ``status`` file the
-launcher reads: ``{"report", "bank", "repo_summary", "winners", "error"}``. A failure never stops the
-script: it is written there and tuning is abandoned.
+forwarded is the root: it names the operators by module path, and for subgraph tuning (mode subgraph or
+both) the inputs of its first call in the last recorded step are kept. After ``steps`` steps the
+recording stops and the session (``session.tune_recorded``) checks the preconditions and runs the
+stages: the op stage tunes the recorded signatures on synthetic inputs; the subgraph stage tunes the
+regions of the root, running ``replay_step``: the root's forward on a detached copy of those inputs,
+then - when the script's forward ran with grad - the backward of the sum of its floating outputs' means
+(the subgraph stage restores the buffers and gradients it touched, and the random-number state is
+restored after tuning, so the script goes on as it would have). The script continues untuned with every
+hook removed. The outcome goes to the ``status`` file the launcher reads: ``{"report", "bank",
+"stages": {stage: {"repo_summary", "winners"}}, "preconditions"}`` or ``{"error"}``. A failure never
+stops the script: it is written there and tuning is abandoned. With ``"verify"`` in PERFSIGHT_TUNE the
+script's steps are timed with and without the bank instead (tune/verify_script.py).
 
-``apply_bank_from_env``: under ``perfsight run`` with TUNE_BANK_PATH set, the script runs under the bank.
+``apply_bank_from_env``: under ``perfsight run`` with TUNE_BANK_PATH set, the script runs under the bank's
+operator and subgraph winners from its first module forward on (tune/scriptbank.py).
 """
 from __future__ import annotations
 
@@ -18,6 +26,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Callable
 
 from perfsight.collect.autostart import is_helper_process
 from perfsight.errors import PerfsightError
@@ -27,7 +36,9 @@ VARIABLE = "PERFSIGHT_TUNE"
 _state: dict = {}
 
 
-class _Driver:
+class TuningDriver:
+    """Records a script's first ``config["steps"]`` steps, then tunes them (see the module docstring)."""
+
     def __init__(self, config: dict, tuning_name: str):
         from torch.nn.modules.module import register_module_forward_pre_hook
         from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -35,6 +46,8 @@ class _Driver:
         self.config = config
         self.tuning_name = tuning_name
         self.recording = None
+        self.root = None
+        self.inputs: tuple | None = None  # (args, kwargs, grad enabled) of the root's call in the last step
         self.in_step = False
         self.done = False
         self.handles = [register_module_forward_pre_hook(self._forward),
@@ -48,8 +61,17 @@ class _Driver:
         if self.recording is None:
             self.recording = Recording()
             self.recording.name_modules(module)
+            self.root = module
+            if self.config["mode"] != "op":
+                self.handles.append(module.register_forward_pre_hook(self._root_called, with_kwargs=True))
         self.recording.begin_step()
         self.in_step = True
+
+    def _root_called(self, _module, args, kwargs) -> None:
+        if self.in_step and self.inputs is None and self.recording.steps == self.config["steps"] - 1:
+            import torch
+
+            self.inputs = (args, kwargs, torch.is_grad_enabled())
 
     def _stepped(self, _optimizer, _args, _kwargs) -> None:
         if self.done or not self.in_step:
@@ -70,67 +92,111 @@ class _Driver:
         try:
             status = self._tune(captured)
         except Exception as exc:  # tuning never takes the training down
-            status = {"error": str(exc) if isinstance(exc, PerfsightError) else f"{type(exc).__name__}: {exc}"}
+            status = {"error": failure(exc)}
         Path(self.config["status"]).write_text(json.dumps(status), encoding="utf-8")
 
     def _tune(self, captured) -> dict:
         import torch
 
-        from perfsight.tune.session import plan, tune_capture
+        from perfsight.tune.regions import copied
+        from perfsight.tune.session import plan, tune_recorded
 
         wanted = self.config["steps"]
         if captured is None or captured.steps < wanted:
             seen = 0 if captured is None else captured.steps
             return {"error": f"the script made {seen} optimizer steps, fewer than the {wanted} to record: "
                              "let it train longer or lower --steps"}
-        the_plan = plan(self.config["mode"], self.config["bank"], self.config["repeat"], self.config["result_dir"])
-        with torch.enable_grad():
-            result = tune_capture(captured, the_plan, tuning_name=self.tuning_name)
-        return {"report": str(result.report), "bank": str(result.bank), "repo_summary": result.repo_summary,
-                "winners": result.winners, "preconditions": [str(c) for c in result.preconditions]}
+        the_plan = plan(self.config["mode"], self.config["bank"], self.config["repeat"], self.config["result_dir"],
+                        order=self.config.get("order"))
+        options = {} if self.config.get("compile_modes") is None else {"modes": self.config["compile_modes"]}
+        step = None
+        if "subgraph" in the_plan.stages:
+            if self.inputs is None:
+                return {"error": f"the first module the script ran, {type(self.root).__name__}, was not called "
+                                 f"in step {wanted}: subgraph tuning replays its forward, so it must run every step"}
+            step = replay_step(self.root, *copied(self.inputs[:2]), grad=self.inputs[2])
+            self.inputs = None
+        with torch.enable_grad(), torch.random.fork_rng():
+            result = tune_recorded(captured, the_plan, tuning_name=self.tuning_name, model=self.root, step=step,
+                                   **options)
+        return {"report": str(result.report), "bank": str(result.bank),
+                "stages": {stage: {"repo_summary": r.repo_summary, "winners": r.winners}
+                           for stage, r in result.stages.items()},
+                "preconditions": [str(c) for c in result.preconditions]}
 
 
-def activate_from_env(environ=os.environ) -> _Driver | None:
-    """Start recording this script's steps when PERFSIGHT_TUNE is set, once per process."""
+def replay_step(root, args: tuple, kwargs: dict, *, grad: bool) -> Callable[[], None]:
+    """A synthetic step of ``root``: its forward on ``args`` and ``kwargs``, then, with ``grad``, the backward
+    of the sum of the means of its floating outputs that require grad (none: forward only)."""
+    import torch
+
+    def step() -> None:
+        with torch.set_grad_enabled(grad):
+            outputs = [t for t in torch.utils._pytree.tree_leaves(root(*args, **kwargs))
+                       if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad]
+            if outputs:
+                sum(t.float().mean() for t in outputs).backward()
+    return step
+
+
+def failure(exc: Exception) -> str:
+    """What the status file says of a failure: a perfsight error's message, else the exception's type too."""
+    return str(exc) if isinstance(exc, PerfsightError) else f"{type(exc).__name__}: {exc}"
+
+
+def activate_from_env(environ=os.environ):
+    """Start recording this script's steps (or, with ``"verify"``, timing them with and without the bank)
+    when PERFSIGHT_TUNE is set, once per process."""
     text = environ.get(VARIABLE, "").strip()
     argv = list(getattr(sys, "orig_argv", sys.argv))
     if not text or "driver" in _state or is_helper_process(argv):
         return _state.get("driver")
     config = json.loads(text)
     if int(environ.get("WORLD_SIZE", "1") or 1) > 1:
-        Path(config["status"]).write_text(json.dumps({"error": "tuning a multi-process run is not supported "
-                                                      "(the seed's multi-P case): tune with one process"}))
+        Path(config["status"]).write_text(json.dumps({"error": "tuning or verifying a multi-process run is not "
+                                                      "supported (the seed's multi-P case): use one process"}))
         return None
-    script = next((a for a in sys.argv[:1] if a), "python")
-    _state["driver"] = driver = _Driver(config, os.path.basename(script))
+    if config.get("verify"):
+        from perfsight.tune.verify_script import ScriptVerifier
+
+        driver = ScriptVerifier(config)
+    else:
+        driver = TuningDriver(config, os.path.basename(next((a for a in sys.argv[:1] if a), "python")))
+    _state["driver"] = driver
     atexit.register(driver.finish)
     return driver
 
 
-def apply_bank_from_env(environ=os.environ):
-    """``perfsight run`` with TUNE_BANK_PATH set (and no tuning under way): the script runs under the bank's
-    operator winners for this device, once per process; a stale bank or one without winners is reported
-    and not applied. At exit, how many calls ran under a winner is printed."""
+def apply_bank_from_env(environ=os.environ) -> bool:
+    """``perfsight run`` with TUNE_BANK_PATH set (and no tuning under way), once per process: from the
+    script's first module forward on, it runs under the bank's operator winners and, on that module's
+    regions, its subgraph winners (tune/scriptbank.py). A missing or stale bank, or one without winners
+    for this model and device, is reported and not applied. At exit, how many calls ran under a winner is
+    printed. Returns whether the bank will be looked at."""
     argv = list(getattr(sys, "orig_argv", sys.argv))
-    if not environ.get("TUNE_BANK_PATH") or environ.get(VARIABLE) or "applied" in _state or is_helper_process(argv):
-        return None
-    from perfsight.tune.apply import TunedMode
-    from perfsight.tune.bank import Bank
+    if not environ.get("TUNE_BANK_PATH") or environ.get(VARIABLE) or "applying" in _state or is_helper_process(argv):
+        return False
     from perfsight.tune.env import TuneSettings
 
     try:
-        bank = Bank(TuneSettings.from_env(environ).bank_path, read_only=True)
-        mode = TunedMode(bank)
-    except PerfsightError as exc:
+        bank_path = TuneSettings.from_env(environ).bank_path
+        from torch.nn.modules.module import register_module_forward_pre_hook
+    except (PerfsightError, ImportError) as exc:
         print(f"perfsight: {exc}; the tuning bank is not applied", file=sys.stderr)
-        return None
-    if not mode.active:
-        print(f"perfsight: the tuning bank {bank.directory} holds no operator winners for this device and "
-              "these library versions; not applied", file=sys.stderr)
-        return None
-    mode.__enter__()
-    _state["applied"] = mode
-    print(f"perfsight: applying the tuning bank {bank.directory}", file=sys.stderr)
-    atexit.register(lambda: print(f"perfsight: tuning bank applied to {sum(mode.used.values())} calls "
-                                  f"({dict(mode.used)})", file=sys.stderr))
-    return mode
+        return False
+
+    def first_forward(module, _args) -> None:
+        _state["applying"].remove()
+        from perfsight.tune.scriptbank import ScriptBank
+
+        try:
+            applied = ScriptBank(module, bank_path)
+        except Exception as exc:  # applying never takes the training down
+            print(f"perfsight: {failure(exc)}; the tuning bank is not applied", file=sys.stderr)
+            return
+        applied.switch(True)
+        print(f"perfsight: applying {applied.describe()}", file=sys.stderr)
+        atexit.register(lambda: print(f"perfsight: tuning bank applied to {sum(applied.used.values())} calls "
+                                      f"({dict(applied.used)})", file=sys.stderr))
+    _state["applying"] = register_module_forward_pre_hook(first_forward)
+    return True

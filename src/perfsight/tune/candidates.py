@@ -1,20 +1,38 @@
-"""The operators perfsight can tune on this machine and their candidates (OPAT's three modes).
+"""The operators perfsight can tune and their candidates (OPAT's three modes).
 
 This module owns, for each tunable torch function (``F.conv2d``, ``F.linear``,
-``F.scaled_dot_product_attention``):
+``F.scaled_dot_product_attention``; ``CALLED_THROUGH`` says where torch's own modules look each up):
 
 - ``signature(func, args, kwargs)``: the bank signature of one call (op, tensor shapes, dtypes,
-  layouts, whether each needs a gradient, scalar attributes, train or inference). Capture and apply
-  both call it, so a tuned key and a run-time key are computed in exactly one place;
+  layouts, whether each needs a gradient, scalar attributes, train or inference; ``device`` for a CUDA
+  call - CPU signatures leave it out, so they keep the keys of banks tuned before). Capture and apply
+  both call it, so a tuned key and a run-time key are computed in exactly one place; ``call_key`` is a
+  cheap hashable stand-in that determines it, for run-time caches;
 - ``candidates_for(signature)``: the alternatives to the default, each tagged with its seed mode:
-  Format (NCHW vs channels_last), Impl (oneDNN vs native conv, SDPA backend, pre-transposed linear
-  weight), Schedule (intra-op thread count);
+
+  - Format: NCHW vs channels_last (conv);
+  - Impl: oneDNN vs native conv (CPU), SDPA backend, pre-transposed linear weight, and the op compiled
+    alone (``torch.compile``, one compiled callable per call key, ``dynamic=False``);
+  - Schedule: the intra-op thread count (CPU); cuDNN benchmark on/off for convs and cuBLAS vs cuBLASLt
+    for linears (CUDA). TF32 is not a candidate: it rounds float32 matmul inputs to a 10-bit mantissa,
+    ~1e-3 relative error, beyond float32's 1e-4 tolerance (measure.py), so it could never pass the check.
+
+  Given the default's measured time (``default_us``: forward + backward for a training signature) and
+  how many calls a winner would serve (``calls``: calls per step x expected steps), candidates with a fixed
+  cost that the op cannot repay are not offered: thread counts below ``SCHEDULE_MIN_US``, the compiled op
+  below ``COMPILED_MIN_US`` or when even a zero-time op would not repay ``COMPILE_MIN_S`` over ``calls``;
 - ``run(candidate, func, args, kwargs)``: one call of the op under a candidate. The tuner times
   exactly this function and ``apply`` calls exactly this function, so what is measured is what runs;
 - ``synthetic_call(signature)``: random inputs matching a signature, to time an op away from the model.
 
-A candidate only changes how the forward call runs; the backward follows autograd (a channels_last
-forward has a channels_last backward, a flash forward a flash backward).
+A candidate's settings (thread count, oneDNN on/off, SDPA backend, cuDNN benchmark, BLAS library) hold
+for the op's backward too: with autograd recording, the call runs inside ``_UnderSettings``, an
+``autograd.Function`` whose forward records the op's own graph under the settings and whose backward
+runs that graph's backward under them again (once, like a graph without ``retain_graph``; no double
+backward). That costs ~25-35 us per call, forward + backward, measured here; ``SCHEDULE_MIN_US`` counts
+it. Without autograd recording the call just runs under the settings. Format and weight-layout
+candidates change data, not settings: their backward follows autograd (a channels_last forward has a
+channels_last backward); a compiled op's backward is compiled with it.
 """
 from __future__ import annotations
 
@@ -22,19 +40,45 @@ import os
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 
-# tunable function -> (op name, its parameter names in call order)
+# tunable function -> (op name, its parameter names in call order, how many of them lead as tensors)
 _PARAMS = {
-    torch.conv2d: ("conv2d", ("input", "weight", "bias", "stride", "padding", "dilation", "groups")),
-    F.linear: ("linear", ("input", "weight", "bias")),
+    torch.conv2d: ("conv2d", ("input", "weight", "bias", "stride", "padding", "dilation", "groups"), 2),
+    F.linear: ("linear", ("input", "weight", "bias"), 2),
     F.scaled_dot_product_attention: ("sdpa", ("query", "key", "value", "attn_mask", "dropout_p",
-                                              "is_causal", "scale", "enable_gqa")),
+                                              "is_causal", "scale", "enable_gqa"), 3),
 }
-TUNABLE = frozenset(_PARAMS)
-_FUNCS = {name: func for func, (name, _) in _PARAMS.items()}
+FUNCS = {name: func for func, (name, *_) in _PARAMS.items()}
+#: op -> the (module, attribute) pairs torch code looks the function up through at call time (torch 2.13):
+#: nn.Conv2d calls F.conv2d (which is torch.conv2d), nn.Linear F.linear, and MultiheadAttention's
+#: F.multi_head_attention_forward the globals ``linear`` and ``scaled_dot_product_attention`` of
+#: torch.nn.functional, i.e. these attributes. A name bound earlier (``from torch.nn.functional import
+#: linear``) is not among them.
+CALLED_THROUGH = {"conv2d": ((torch, "conv2d"), (F, "conv2d")), "linear": ((F, "linear"),),
+                  "sdpa": ((F, "scaled_dot_product_attention"),)}
+_DEVICES = ("cpu", "cuda")
+#: SDPA backend -> its torch.backends.cuda flag (they choose the CPU kernels too)
+_SDPA_FLAGS = {"flash": "flash", "efficient": "mem_efficient", "math": "math", "cudnn": "cudnn"}
+
+#: Schedule candidates are offered only for ops whose default takes at least this long (us, forward +
+#: backward when training). Switching the thread count costs ~0.2 us, but the switched call pays a fixed
+#: ~25-35 us more (waking the second OpenMP thread, the autograd.Function that keeps the backward at the
+#: same count) - up to ~1 ms when the other core is busy. Measured here (2 shared cores, torch 2.13,
+#: 1 -> 2 threads, F.linear N x 64 by 64 x 64 forward + backward): 77 us lost 23%, 130 us broke even,
+#: 228 us gained 21%, 855 us gained 55%.
+SCHEDULE_MIN_US = 100.0
+#: the op compiled alone is offered only for ops whose default takes at least this long (us): its
+#: guards and runtime wrappers cost ~18 us per call in inference and ~70 us forward + backward in
+#: training over eager (a 4x64 by 64x64 linear, measured here), so a faster op cannot gain.
+COMPILED_MIN_US = 100.0
+#: the shortest single-op compile (forward + backward) measured here, inductor's caches warm: 0.06 s.
+COMPILE_MIN_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -58,7 +102,7 @@ def _layout(t: torch.Tensor) -> str:
 
 
 def _bind(func, args, kwargs) -> tuple[str, dict]:
-    name, params = _PARAMS[func]
+    name, params, _ = _PARAMS[func]
     bound = dict(zip(params, args))
     bound.update(kwargs or {})
     return name, bound
@@ -69,21 +113,60 @@ def signature(func, args, kwargs) -> dict | None:
     if func not in _PARAMS:
         return None
     op, bound = _bind(func, args, kwargs)
-    tensors, attrs = {}, {}
+    _, params, leading = _PARAMS[func]
+    if not all(isinstance(bound.get(name), torch.Tensor) for name in params[:leading]):
+        return None  # e.g. an FX proxy
+    tensors, attrs, devices = {}, {}, set()
     for key, value in bound.items():
         if isinstance(value, torch.Tensor):
-            if value.device.type != "cpu" or value.is_sparse or value.is_quantized:
+            if value.is_sparse or value.is_quantized:
                 return None
+            devices.add(value.device.type)
             tensors[key] = {"shape": list(value.shape), "dtype": str(value.dtype).removeprefix("torch."),
                             "layout": _layout(value), "grad": bool(value.requires_grad)}
         elif value is not None:
             attrs[key] = list(value) if isinstance(value, (tuple, list)) else value
+    if len(devices) != 1 or not devices <= set(_DEVICES):
+        return None
     if op == "sdpa" and attrs.get("dropout_p", 0.0):
         return None  # random outputs: no candidate can be checked against the default
     if op == "conv2d" and len(tensors["input"]["shape"]) != 4:
         return None
     train = torch.is_grad_enabled() and any(t["grad"] for t in tensors.values())
-    return {"op": op, "tensors": tensors, "attrs": attrs, "train": train}
+    sig = {"op": op, "tensors": tensors, "attrs": attrs, "train": train}
+    (device,) = devices
+    if device != "cpu":
+        sig["device"] = device
+    return sig
+
+
+_PLAIN = (bool, int, float, str, type(None))
+
+
+class _Unkeyed(Exception):
+    pass
+
+
+def _described(value):
+    if isinstance(value, torch.Tensor):
+        return (value.shape, value.stride() if value.layout == torch.strided else value.layout, value.dtype,
+                value.device, value.requires_grad)
+    if isinstance(value, _PLAIN):
+        return value
+    if isinstance(value, (list, tuple)) and all(isinstance(v, _PLAIN) for v in value):
+        return tuple(value)
+    raise _Unkeyed
+
+
+def call_key(func, args, kwargs) -> tuple | None:
+    """A hashable description of a call, cheap to build, that determines its ``signature``; None when an
+    argument is of another kind (an FX proxy, a SymInt): such calls are not tuned."""
+    kwargs = kwargs or {}
+    try:
+        return (func, torch.is_grad_enabled(), tuple(kwargs), *map(_described, args),
+                *map(_described, kwargs.values()))
+    except _Unkeyed:
+        return None
 
 
 def _cores() -> int:
@@ -93,60 +176,132 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def candidates_for(sig: dict) -> list[Candidate]:
-    """The non-default candidates of a signature (empty if nothing can be tried)."""
-    op, tensors = sig["op"], sig["tensors"]
+def _blas() -> str:
+    return torch.backends.cuda.preferred_blas_library().name.lower()
+
+
+def _conv_candidates(current: str, device: str) -> list[Candidate]:
+    other = "contiguous" if current == "channels_last" else "channels_last"
+    if device == "cuda":
+        benchmark = not torch.backends.cudnn.benchmark
+        return [Candidate(other, "Format", {"format": other}),
+                Candidate(f"cudnn_benchmark_{'on' if benchmark else 'off'}", "Schedule",
+                          {"cudnn_benchmark": benchmark})]
+    out = []
+    onednn_default = torch.backends.mkldnn.enabled
+    engines = (True, False) if torch.backends.mkldnn.is_available() else (onednn_default,)
+    for fmt in (current, other):
+        for onednn in engines:
+            if fmt == current and onednn == onednn_default:
+                continue
+            mode = "Format" if onednn == onednn_default else "Impl"
+            out.append(Candidate(f"{fmt}+{'onednn' if onednn else 'native'}", mode,
+                                 {"format": fmt, "onednn": onednn}))
+    return out
+
+
+def candidates_for(sig: dict, *, default_us: float | None = None, calls: float | None = None) -> list[Candidate]:
+    """The non-default candidates of a signature (empty if nothing can be tried); with ``default_us`` and
+    ``calls``, only those that can pay (see the module docstring)."""
+    op, tensors, device = sig["op"], sig["tensors"], sig.get("device", "cpu")
     out: list[Candidate] = []
     if op == "conv2d":
-        current = tensors["input"]["layout"]
-        other = "contiguous" if current == "channels_last" else "channels_last"
-        onednn_default = torch.backends.mkldnn.enabled
-        engines = (True, False) if torch.backends.mkldnn.is_available() else (onednn_default,)
-        for fmt in (current, other):
-            for onednn in engines:
-                if fmt == current and onednn == onednn_default:
-                    continue
-                mode = "Format" if onednn == onednn_default else "Impl"
-                name = f"{fmt}+{'onednn' if onednn else 'native'}"
-                out.append(Candidate(name, mode, {"format": fmt, "onednn": onednn}))
-    elif op == "linear":
-        if len(tensors["weight"]["shape"]) == 2:
-            out.append(Candidate("pretransposed_weight", "Impl", {"weight": "pretransposed"}))
+        out += _conv_candidates(tensors["input"]["layout"], device)
+    elif op == "linear" and len(tensors["weight"]["shape"]) == 2:
+        out.append(Candidate("pretransposed_weight", "Impl", {"weight": "pretransposed"}))
+        if device == "cuda":
+            blas = "cublas" if _blas() == "cublaslt" else "cublaslt"
+            out.append(Candidate(f"blas_{blas}", "Schedule", {"blas": blas}))
     elif op == "sdpa":
-        for backend in ("math", "flash", "efficient"):
-            out.append(Candidate(f"sdpa_{backend}", "Impl", {"backend": backend}))
+        for backend in _SDPA_FLAGS:
+            if backend != "cudnn" or device == "cuda":
+                out.append(Candidate(f"sdpa_{backend}", "Impl", {"backend": backend}))
+    if _pays(default_us, calls, COMPILED_MIN_US, COMPILE_MIN_S):
+        out.append(Candidate("compiled", "Impl", {"compiled": True}))
     cores = _cores()
-    if cores != torch.get_num_threads():
+    if device == "cpu" and cores != torch.get_num_threads() and _pays(default_us, calls, SCHEDULE_MIN_US):
         out.append(Candidate(f"threads_{cores}", "Schedule", {"threads": cores}))
     return out
 
 
+def _pays(default_us: float | None, calls: float | None, min_us: float, one_off_s: float = 0.0) -> bool:
+    """Whether a candidate with a per-call cost (paid off above ``min_us``) and a one-off cost
+    (``one_off_s``; even a zero-time op saves at most ``default_us`` per call) can pay; unknown: yes."""
+    if default_us is None:
+        return True
+    return default_us >= min_us and (calls is None or default_us * 1e-6 * calls >= one_off_s)
+
+
 # --- running a call under a candidate ---------------------------------------------------------
 
-_BACKENDS = {"math": "MATH", "flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION"}
 _WT_CACHE: dict[int, tuple[weakref.ref, int, torch.Tensor]] = {}
+_COMPILED: dict[tuple, Callable] = {}  # call_key -> the op compiled for that call
+
+def _sdpa_backends() -> tuple[bool, ...]:
+    return tuple(getattr(torch.backends.cuda, f"{flag}_sdp_enabled")() for flag in _SDPA_FLAGS.values())
+
+
+def _enable_sdpa(value) -> None:
+    """Enable one SDPA backend by name and disable the others, or restore what ``_sdpa_backends`` read."""
+    flags = value if isinstance(value, tuple) else tuple(name == value for name in _SDPA_FLAGS)
+    for flag, on in zip(_SDPA_FLAGS.values(), flags):
+        getattr(torch.backends.cuda, f"enable_{flag}_sdp")(on)
+
+
+# candidate parameter -> (read the setting, write it): what a candidate sets around its call and backward
+_SETTINGS = {
+    "threads": (torch.get_num_threads, torch.set_num_threads),
+    "onednn": (lambda: torch.backends.mkldnn.enabled, partial(setattr, torch.backends.mkldnn, "enabled")),
+    "backend": (_sdpa_backends, _enable_sdpa),
+    "cudnn_benchmark": (lambda: torch.backends.cudnn.benchmark, partial(setattr, torch.backends.cudnn, "benchmark")),
+    "blas": (_blas, lambda name: torch.backends.cuda.preferred_blas_library(name)),
+}
+
+
+def _changes(params: dict) -> list[tuple[Callable, Callable, object]]:
+    """(read, write, value) for each setting ``params`` asks for that is not so already."""
+    return [(read, write, params[name]) for name, (read, write) in _SETTINGS.items()
+            if name in params and params[name] != read()]
 
 
 @contextmanager
-def _threads(n: int | None):
-    previous = torch.get_num_threads()
-    if n is not None and n != previous:
-        torch.set_num_threads(n)
+def _under(changes: list[tuple[Callable, Callable, object]]):
+    """The settings of ``changes`` for the block, then each back to what it was on entry."""
+    done = []
     try:
+        for read, write, value in changes:
+            done.append((write, read()))
+            write(value)
         yield
     finally:
-        if torch.get_num_threads() != previous:
-            torch.set_num_threads(previous)
+        for write, previous in reversed(done):
+            write(previous)
 
 
-@contextmanager
-def _onednn(enabled: bool):
-    previous = torch.backends.mkldnn.enabled
-    torch.backends.mkldnn.enabled = enabled
-    try:
-        yield
-    finally:
-        torch.backends.mkldnn.enabled = previous
+class _UnderSettings(torch.autograd.Function):
+    """``call(bound)`` with its backward, both under ``changes`` (see the module docstring)."""
+
+    @staticmethod
+    def forward(ctx, changes, call, bound, *tensors):
+        inner = {k: v.detach().requires_grad_(v.requires_grad) if isinstance(v, torch.Tensor) else v
+                 for k, v in bound.items()}
+        with torch.enable_grad(), _under(changes):
+            out = call(inner)
+        ctx.changes, ctx.out = changes, out
+        ctx.inputs = [v for v in inner.values() if isinstance(v, torch.Tensor)]
+        return out.detach()
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        if ctx.out is None:
+            raise RuntimeError("perfsight: backward through a tuned op a second time (its graph is freed "
+                               "after the first backward)")
+        wanted = [t for t in ctx.inputs if t.requires_grad]
+        with _under(ctx.changes):
+            grads = iter(torch.autograd.grad(ctx.out, wanted, grad, allow_unused=True))
+        inputs, ctx.out, ctx.inputs = ctx.inputs, None, None
+        return (None, None, None, *(next(grads) if t.requires_grad else None for t in inputs))
 
 
 def _to_layout(t: torch.Tensor, layout: str) -> torch.Tensor:
@@ -168,16 +323,14 @@ def _transposed(weight: torch.Tensor) -> torch.Tensor:
     return wt
 
 
-def _conv(params, bound):
-    x, w = bound["input"], bound["weight"]
+def _conv(func, fmt: str, bound: dict):
+    x = bound["input"]
     layout = _layout(x)
-    rest = {k: v for k, v in bound.items() if k not in ("input", "weight")}
-    with _onednn(params.get("onednn", torch.backends.mkldnn.enabled)):
-        out = torch.conv2d(_to_layout(x, params["format"]), _to_layout(w, params["format"]), **rest)
-    return out if params["format"] == layout else _to_layout(out, layout if layout != "strided" else "contiguous")
+    out = func(**dict(bound, input=_to_layout(x, fmt), weight=_to_layout(bound["weight"], fmt)))
+    return out if fmt == layout else _to_layout(out, layout if layout != "strided" else "contiguous")
 
 
-def _linear(params, bound):
+def _linear(bound: dict):
     x, w, b = bound["input"], bound["weight"], bound.get("bias")
     x2 = x.reshape(-1, x.shape[-1])
     wt = _transposed(w)
@@ -185,30 +338,47 @@ def _linear(params, bound):
     return out.reshape(*x.shape[:-1], w.shape[0])
 
 
-def _sdpa(params, bound):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+def _compiled(func, key: tuple) -> Callable:
+    """``func`` compiled for the calls of ``key``: a code object of its own per key, so no two keys share
+    compiled code or the recompile limit. The first call compiles."""
+    if key not in _COMPILED:
+        from perfsight.tune.sgat import own_code
 
-    with sdpa_kernel(getattr(SDPBackend, _BACKENDS[params["backend"]])):
-        return F.scaled_dot_product_attention(**bound)
+        _COMPILED[key] = torch.compile(own_code(func), dynamic=False)
+    return _COMPILED[key]
 
 
-_RUNNERS = {"conv2d": (_conv, "format"), "linear": (_linear, "weight"), "sdpa": (_sdpa, "backend")}
+def _call(params: dict, func, args, kwargs) -> Callable[[dict], torch.Tensor]:
+    """What runs the op's data for ``params`` (a new layout, a pre-transposed weight, compiled code)."""
+    if "format" in params:
+        return partial(_conv, func, params["format"])
+    if "weight" in params:
+        return _linear
+    if params.get("compiled"):
+        compiled = _compiled(func, call_key(func, args, kwargs))
+        return lambda bound: compiled(**bound)
+    return lambda bound: func(**bound)
 
 
 def run(candidate: Candidate, func, args, kwargs):
     """``func(*args, **kwargs)`` under ``candidate`` (the default runs it unchanged)."""
     params = candidate.params
-    with _threads(params.get("threads")):
-        if func in _PARAMS:
-            op, bound = _bind(func, args, kwargs)
-            runner, marker = _RUNNERS[op]
-            if marker in params:
-                return runner(params, bound)
+    if not params or func not in _PARAMS:
         return func(*args, **(kwargs or {}))
+    _, bound = _bind(func, args, kwargs)
+    call = _call(params, func, args, kwargs)
+    changes = _changes(params)
+    if not changes:
+        return call(bound)
+    tensors = [v for v in bound.values() if isinstance(v, torch.Tensor)]
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return _UnderSettings.apply(changes, call, bound, *tensors)
+    with _under(changes):
+        return call(bound)
 
 
 def synthetic_call(sig: dict, seed: int = 0):
-    """(func, args, kwargs) with random tensors of the signature's shapes, dtypes, layouts and grads."""
+    """(func, args, kwargs) with random tensors of the signature's shapes, dtypes, layouts, grads, device."""
     gen = torch.Generator().manual_seed(seed)
     kwargs = dict(sig["attrs"])
     for name, spec in sig["tensors"].items():
@@ -217,7 +387,8 @@ def synthetic_call(sig: dict, seed: int = 0):
             t = torch.ones(spec["shape"], dtype=dtype)
         else:
             t = torch.randn(spec["shape"], generator=gen).to(dtype)
+        t = t.to(sig.get("device", "cpu"))
         if spec["layout"] == "channels_last":
             t = _to_layout(t, "channels_last")
         kwargs[name] = t.requires_grad_(spec["grad"] and t.is_floating_point())
-    return _FUNCS[sig["op"]], (), kwargs
+    return FUNCS[sig["op"]], (), kwargs

@@ -5,8 +5,10 @@ This module owns what the tuner knows about a model before tuning it:
 - every ATen op call, forward and backward, seen by a ``TorchDispatchMode``: op name, input shapes,
   dtypes, strides, layouts and scalar attributes, train or inference, the phase (forward or backward)
   and the module path from forward pre-hooks (``layer1.0.conv1``), deduplicated with counts;
-- every call of a tunable torch function (``candidates.TUNABLE``) seen by a ``TorchFunctionMode``,
-  keyed by ``candidates.signature`` - the same function ``apply`` uses, so bank keys match at run time;
+- every call of a tunable torch function, seen where ``apply`` sees it (the patched call points of
+  tune/intercept.py, which catch nn.MultiheadAttention's inner calls too, unlike a TorchFunctionMode:
+  F.multi_head_attention_forward re-dispatches to the mode, which runs it with the mode off), keyed by
+  ``candidates.signature`` - the same function ``apply`` uses, so bank keys match at run time;
 - the static-shape check (the seed's precondition): forward ops whose shapes change between steps.
 
 ``train_step(model, inputs, loss_fn)`` builds a step from a model and an example batch.
@@ -19,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
-from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from perfsight.tune.candidates import TUNABLE, signature
+from perfsight.tune import intercept
+from perfsight.tune.candidates import CALLED_THROUGH, signature
 
 
 @dataclass
@@ -110,17 +112,24 @@ class _AtenMode(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-class _TunableMode(TorchFunctionMode):
+class _TunableMode:
+    """Records every tunable call (an intercept mode that never chooses a winner)."""
+
+    ops = frozenset(CALLED_THROUGH)
+
     def __init__(self, recorder: _Recorder):
-        super().__init__()
         self.recorder = recorder
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func in TUNABLE:
-            sig = signature(func, args, kwargs)
-            if sig is not None:
-                self.recorder.add(sig, "forward")
-        return func(*args, **(kwargs or {}))
+    def choose(self, func, args, kwargs) -> None:
+        sig = signature(func, args, kwargs)
+        if sig is not None:
+            self.recorder.add(sig, "forward")
+
+    def __enter__(self) -> None:
+        intercept.enter(self)
+
+    def __exit__(self, *_exc) -> None:
+        intercept.leave(self)
 
 
 def _hooks(model: torch.nn.Module | None, stack: list[str]):

@@ -9,7 +9,15 @@ This module owns the measuring rules of the tuner:
 - a candidate must reproduce the default's results (outputs, and gradients for training signatures)
   within the dtype's tolerance, else it is rejected with the reason;
 - ``decide``: the fastest valid candidate wins only if it beats the default by more than the noise of
-  both plus a minimum margin (3% by default); otherwise there is no winner.
+  both plus a minimum margin (3% by default); otherwise there is no winner;
+- the repay rule, for candidates with a one-off cost (a compile, timed as their first call by
+  ``first_call`` and kept out of the samples): such a candidate may win only if what it saves over the
+  calls it will serve (calls per step x expected steps) exceeds that cost::
+
+      (default_us - candidate_us) * calls > compile_s
+
+- ``entry``: a measurement as a bank entry (every candidate's record, the default's holding the timing
+  conditions).
 
 A "runner" is a zero-argument callable returning the tensors to compare (outputs then gradients); the
 same call is what gets timed, so a training runner times forward + backward.
@@ -23,8 +31,11 @@ from typing import Callable
 
 import torch
 
+from perfsight.tune.bank import Entry
+
 # rtol per dtype; atol is rtol times the reference's largest magnitude (sums reorder across impls)
 _RTOL = {torch.float64: 1e-7, torch.float32: 1e-4, torch.bfloat16: 2e-2, torch.float16: 2e-3}
+EXPECTED_STEPS = 10_000  # the steps a one-off cost is repaid over unless the caller says
 
 
 @dataclass
@@ -37,6 +48,8 @@ class Timing:
     samples_ns: list[int] = field(default_factory=list)
     ok: bool = True
     reason: str = ""
+    compile_s: float | None = None  # a one-off cost (its first call), for candidates that have one
+    repays: bool | None = None      # whether it repays compile_s (the repay rule), for those candidates
 
     @property
     def median_us(self) -> float:
@@ -51,12 +64,15 @@ class Timing:
         return (_quantile(self.samples_ns, 0.75) - _quantile(self.samples_ns, 0.25)) / 2e3
 
     def as_dict(self) -> dict:
-        """The bank's candidate record."""
+        """The bank's candidate record (compile_s and repays for a candidate with a one-off cost)."""
         timed = bool(self.samples_ns)
-        return {"name": self.name, "params": self.params, "mode": self.mode,
-                "median_us": round(self.median_us, 3) if timed else None,
-                "spread_us": round(self.spread_us, 3) if timed else None,
-                "samples": len(self.samples_ns), "ok": self.ok, "reason": self.reason}
+        record = {"name": self.name, "params": self.params, "mode": self.mode,
+                  "median_us": round(self.median_us, 3) if timed else None,
+                  "spread_us": round(self.spread_us, 3) if timed else None,
+                  "samples": len(self.samples_ns), "ok": self.ok, "reason": self.reason}
+        if self.compile_s is not None:
+            record.update(compile_s=round(self.compile_s, 3), repays=self.repays)
+        return record
 
 
 @dataclass
@@ -113,16 +129,45 @@ def _load() -> float:
         return float("nan")
 
 
+def first_call(runner: Callable, timer: Callable[[], int] = time.perf_counter_ns) -> tuple[Callable, float]:
+    """Call ``runner`` once (a compiled runner compiles then) and return it with that call's seconds; a
+    runner that fails is returned as one raising the same error, for ``measure`` to reject."""
+    start = timer()
+    try:
+        runner()
+    except Exception as exc:  # a candidate that cannot run (or compile) is simply not valid
+        error = exc
+
+        def runner():
+            raise error
+    return runner, (timer() - start) / 1e9
+
+
+def sample(runner: Callable, timer: Callable[[], int], repeats: int, warmup: int = 0,
+           name: str = "default") -> Timing:
+    """``runner`` called ``warmup`` times, then timed ``repeats`` times on its own."""
+    timing = Timing(name, {}, name)
+    for _ in range(warmup):
+        runner()
+    for _ in range(repeats):
+        start = timer()
+        runner()
+        timing.samples_ns.append(timer() - start)
+    return timing
+
+
 def measure(default: Callable, candidates: list[tuple[str, str, dict, Callable]], *,
             timer: Callable[[], int] = time.perf_counter_ns, warmup: int = 3, repeats: int = 15,
-            margin: float = 0.03) -> Measurement:
-    """Check then time ``default`` and each ``(name, mode, params, runner)`` interleaved; decide."""
+            margin: float = 0.03, compile_s: dict[str, float] | None = None,
+            calls: float = 1.0) -> Measurement:
+    """Check then time ``default`` and each ``(name, mode, params, runner)`` interleaved; decide. The
+    candidates named in ``compile_s`` (their one-off cost, seconds) must repay it over ``calls``."""
     load_before = _load()
     base = Timing("default", {}, "default")
     reference = default()
     timings = []
     for name, mode, params, runner in candidates:
-        t = Timing(name, params, mode)
+        t = Timing(name, params, mode, compile_s=(compile_s or {}).get(name))
         try:
             t.reason = mismatch(reference, runner())
         except Exception as exc:  # a candidate that cannot run this signature is simply not valid
@@ -138,8 +183,17 @@ def measure(default: Callable, candidates: list[tuple[str, str, dict, Callable]]
             start = timer()
             runner()
             t.samples_ns.append(timer() - start)
-    return Measurement(base, timings, decide(base, timings, margin), torch.get_num_threads(),
-                       (load_before, _load()))
+    for t in timings:
+        if t.compile_s is not None:
+            t.repays = repays(base, t, calls)
+    winner = decide(base, [t for t in timings if t.repays is not False], margin)
+    return Measurement(base, timings, winner, torch.get_num_threads(), (load_before, _load()))
+
+
+def repays(default: Timing, candidate: Timing, calls: float) -> bool:
+    """The repay rule: a valid, timed candidate whose saving over ``calls`` exceeds its ``compile_s``."""
+    saved_ms = (default.median_us - candidate.median_us) / 1e3 * calls
+    return candidate.ok and bool(candidate.samples_ns) and saved_ms > (candidate.compile_s or 0.0) * 1e3
 
 
 def decide(default: Timing, candidates: list[Timing], margin: float = 0.03) -> Timing | None:
@@ -151,3 +205,13 @@ def decide(default: Timing, candidates: list[Timing], margin: float = 0.03) -> T
     gain = default.median_us - best.median_us
     needed = margin * default.median_us + max(default.noise_us, best.noise_us)
     return best if gain > needed else None
+
+
+def entry(key: str, kind: str, signature: dict, m: Measurement, **conditions) -> Entry:
+    """``m`` as a bank entry: the default's record (its params: threads, load and ``conditions``), then
+    every candidate's, the winner and both times."""
+    default = m.default.as_dict()
+    default["params"] = {"threads": m.threads, "load": [round(v, 2) for v in m.load], **conditions}
+    return Entry(key=key, kind=kind, signature=signature, candidates=[default, *(t.as_dict() for t in m.candidates)],
+                 winner=m.winner.name if m.winner else None, default_us=round(m.default.median_us, 3),
+                 winner_us=round(m.winner.median_us, 3) if m.winner else None)

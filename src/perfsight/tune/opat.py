@@ -1,25 +1,29 @@
 """Operator auto-tuning (OPAT): capture -> candidates -> measure -> bank -> report.
 
 ``tune_operators(step, bank=...)`` captures the tunable calls of two real steps (``tune_captured`` takes a
-capture made elsewhere, e.g. of a script's own steps), and for each distinct
-signature times the default and every candidate (Format, Impl, Schedule) on synthetic inputs of that
-signature (forward, plus backward for training signatures), checks each against the default, and stores
-the outcome with all candidates' timings in the bank (``Bank.put`` decides the update mode). A signature
-whose bank entry already holds a strategy is not re-tuned unless ``repeat`` (the seed's REPEAT_TUNE).
-With an ``OpatReport``, each operator is reported as it is done; the caller finishes the report.
+capture made elsewhere, e.g. of a script's own steps), and for each distinct signature times the default
+on synthetic inputs of that signature (forward, plus backward for training signatures), then the
+candidates that can pay at that time (``candidates.candidates_for``: Format, Impl, Schedule), checks each
+against the default, and stores the outcome with all candidates' timings in the bank (``Bank.put``
+decides the update mode). The compiled candidate's first call (its compile) is timed apart and recorded;
+it may win only if it repays that over the signature's calls per step (from the capture) times
+``expected_steps`` (measure.py's repay rule, shared with sgat.py). A signature whose bank entry already
+holds a strategy is not re-tuned unless ``repeat`` (the seed's REPEAT_TUNE). With an ``OpatReport``, each
+operator is reported as it is done; the caller finishes the report.
 """
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 
-from perfsight.tune.bank import Bank, Entry, RepoSummary
+from perfsight.tune.bank import Bank, RepoSummary
 from perfsight.tune.candidates import DEFAULT, Candidate, candidates_for, run, synthetic_call
 from perfsight.tune.capture import Capture, capture
-from perfsight.tune.measure import Measurement, measure
+from perfsight.tune.measure import EXPECTED_STEPS, Measurement, entry, first_call, measure, sample
 
 
 @dataclass
@@ -56,29 +60,28 @@ def _runner(sig: dict, candidate: Candidate, call, grad_out) -> Callable[[], tup
     return go
 
 
-def tune_signature(sig: dict, *, timer: Callable[[], int] | None = None, warmup: int = 3,
-                   repeats: int = 15, margin: float = 0.03) -> Measurement | None:
+def tune_signature(sig: dict, *, calls_per_step: float = 1.0, expected_steps: int = EXPECTED_STEPS,
+                   timer: Callable[[], int] | None = None, warmup: int = 3, repeats: int = 15,
+                   margin: float = 0.03) -> Measurement | None:
     """Measure the default and the candidates of one signature (None if it has no candidates)."""
-    candidates = candidates_for(sig)
-    if not candidates:
-        return None
+    timer = timer or time.perf_counter_ns
     call = synthetic_call(sig)
     with torch.no_grad():
         shape = run(DEFAULT, *call).shape
     grad_out = torch.randn(shape, generator=torch.Generator().manual_seed(1)) if sig["train"] else None
-    return measure(_runner(sig, DEFAULT, call, grad_out),
-                   [(c.name, c.mode, c.params, _runner(sig, c, call, grad_out)) for c in candidates],
-                   timer=timer or time.perf_counter_ns, warmup=warmup, repeats=repeats, margin=margin)
-
-
-def _entry(key: str, sig: dict, m: Measurement) -> Entry:
-    default = m.default.as_dict()
-    default["params"] = {"threads": m.threads, "load": [round(v, 2) for v in m.load]}  # timing conditions
-    return Entry(key=key, kind="op", signature=sig,
-                 candidates=[default, *(t.as_dict() for t in m.candidates)],
-                 winner=m.winner.name if m.winner else None,
-                 default_us=round(m.default.median_us, 3),
-                 winner_us=round(m.winner.median_us, 3) if m.winner else None)
+    default = _runner(sig, DEFAULT, call, grad_out)
+    calls = calls_per_step * expected_steps
+    default_us = sample(default, timer, repeats=3, warmup=max(warmup, 1)).median_us
+    runners, compile_s = [], {}
+    for c in candidates_for(sig, default_us=default_us, calls=calls):
+        runner = _runner(sig, c, call, grad_out)
+        if c.params.get("compiled"):
+            runner, compile_s[c.name] = first_call(runner, timer)
+        runners.append((c.name, c.mode, c.params, runner))
+    if not runners:
+        return None
+    return measure(default, runners, timer=timer, warmup=warmup, repeats=repeats, margin=margin,
+                   compile_s=compile_s, calls=calls)
 
 
 def tune_operators(step: Callable[[], object], *, model: torch.nn.Module | None = None, **tuning) -> OpatResult:
@@ -88,15 +91,19 @@ def tune_operators(step: Callable[[], object], *, model: torch.nn.Module | None 
 
 
 def tune_captured(captured: Capture, *, bank: Bank, report=None, timer: Callable[[], int] | None = None,
-                  repeat: bool = False, warmup: int = 3, repeats: int = 15, margin: float = 0.03) -> OpatResult:
-    """Tune every tunable operator signature of ``captured``."""
+                  repeat: bool = False, expected_steps: int = EXPECTED_STEPS, warmup: int = 3, repeats: int = 15,
+                  margin: float = 0.03) -> OpatResult:
+    """Tune every tunable operator signature of ``captured``; ``expected_steps`` is how many steps a
+    compiled candidate's compile time must be repaid over."""
     result = OpatResult(static=captured.static, dynamic=captured.dynamic)
     where: dict[str, list[str]] = {}
     signatures: dict[str, dict] = {}
+    calls: Counter = Counter()
     for record in captured.tunable:
         key = bank.key("op", record.signature)
         signatures[key] = record.signature
         where.setdefault(key, []).append(record.module or "?")
+        calls[key] += record.count / max(captured.steps, 1)
     for key, sig in signatures.items():
         op_name = ",".join(dict.fromkeys(where[key])) + "/" + sig["op"]
         before = bank.get("op", key)
@@ -104,7 +111,8 @@ def tune_captured(captured: Capture, *, bank: Bank, report=None, timer: Callable
             outcome = OperatorResult(key, op_name, sig, "reserve")
         else:
             try:
-                m = tune_signature(sig, timer=timer, warmup=warmup, repeats=repeats, margin=margin)
+                m = tune_signature(sig, calls_per_step=calls[key], expected_steps=expected_steps, timer=timer,
+                                   warmup=warmup, repeats=repeats, margin=margin)
             except Exception as exc:  # one operator failing to tune does not stop the others
                 result.operators.append(OperatorResult(key, op_name, sig, "", error=f"{type(exc).__name__}: {exc}"))
                 if report is not None:
@@ -112,7 +120,8 @@ def tune_captured(captured: Capture, *, bank: Bank, report=None, timer: Callable
                 continue
             if m is None:
                 continue
-            outcome = OperatorResult(key, op_name, sig, bank.put(_entry(key, sig, m), repeat=repeat), m)
+            stored = entry(key, "op", sig, m, expected_steps=expected_steps, calls_per_step=calls[key])
+            outcome = OperatorResult(key, op_name, sig, bank.put(stored, repeat=repeat), m)
         result.operators.append(outcome)
         result.summary.record(outcome.update_mode)
         if report is not None:

@@ -132,8 +132,7 @@ def find_regions(model: torch.nn.Module, step: Callable[[], object], *, min_shar
             text = json.dumps(sig, sort_keys=True)
             region = found.get(text)
             if region is None:
-                inputs = torch.utils._pytree.tree_map_only(torch.Tensor, _copy, (args, kwargs))
-                region = found[text] = Region(sig, [], 0, 0.0, module, *inputs)
+                region = found[text] = Region(sig, [], 0, 0.0, module, *copied((args, kwargs)))
             region.calls += 1
             if name not in region.names:
                 region.names.append(name)
@@ -148,5 +147,7 @@ def find_regions(model: torch.nn.Module, step: Callable[[], object], *, min_shar
     return list(found.values())
 
 
-def _copy(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().clone().requires_grad_(t.requires_grad)
+def copied(tree):
+    """``tree`` with each tensor replaced by a detached copy (that requires grad when the tensor did)."""
+    return torch.utils._pytree.tree_map_only(
+        torch.Tensor, lambda t: t.detach().clone().requires_grad_(t.requires_grad), tree)

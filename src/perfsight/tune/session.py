@@ -6,8 +6,9 @@ order: ``op`` tunes every tunable operator signature (tune/opat.py), ``subgraph`
 (tune/sgat.py), into the bank and ``aoe_result_opat_*.json`` (one task per stage). ``mode="both"`` runs
 both, by default in the seed's advised order ``order="subgraph,op"``: the operators inside regions that
 got a compiled winner are then not operator-tuned (compiled code does not run them). With
-``order="op,subgraph"`` the regions are tuned against plain eager. ``tune_capture`` runs the op stage
-for a capture made elsewhere (``perfsight tune -- python train.py``, see tune/autostart.py).
+``order="op,subgraph"`` the regions are tuned against plain eager. ``tune_recorded`` runs the stages
+on steps recorded elsewhere: ``perfsight tune -- python train.py`` records a script's own steps and
+replays its model's forward for the regions (tune/autostart.py).
 
 The preconditions, after the seed's "before tuning" list; a failed one raises ``TunePreconditionError``
 naming what was found and what is needed, before anything is tuned:
@@ -55,7 +56,8 @@ class Precondition:
 class TuneResult:
     """``report``: the result file; ``bank``: the bank directory; ``winners``: op_name (or region paths)
     -> winning candidate of what was tuned now; ``opat`` / ``sgat``: every operator's / region's outcome
-    and measurement; ``repo_summary``: the op stage's when it ran, else the subgraph stage's."""
+    and measurement; ``repo_summary``: the op stage's when it ran, else the subgraph stage's; ``stages``:
+    each stage's own result, in the order they ran."""
 
     report: Path
     bank: Path
@@ -64,6 +66,7 @@ class TuneResult:
     preconditions: list[Precondition] = field(default_factory=list)
     opat: object = None
     sgat: object = None
+    stages: dict[str, TuneResult] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -181,15 +184,13 @@ def _opened_bank(the_plan: Plan):
     return bank
 
 
-def tune_capture(captured, the_plan: Plan, *, tuning_name: str, bank=None, skip: tuple[str, ...] = (),
+def tune_capture(captured, the_plan: Plan, bank, *, tuning_name: str, skip: tuple[str, ...] = (),
                  **measuring) -> TuneResult:
-    """Check the preconditions on ``captured`` (unless a ``bank`` is given: checked already), tune its
-    operators - except those inside the module paths ``skip`` - into the bank and write the result file."""
+    """The op stage: tune the operators of ``captured`` - except those inside the module paths ``skip`` -
+    into ``bank`` and write the result file."""
     from perfsight.tune import opat
     from perfsight.tune.report import INCOMPLETE, OpatReport
 
-    checks = preconditions(captured, the_plan) if bank is None else []
-    bank = bank or _opened_bank(the_plan)
     if skip:
         captured = replace(captured, tunable=[r for r in captured.tunable if not _inside(r.module, skip)])
     report = OpatReport(the_plan.result_dir, tuning_name)
@@ -201,7 +202,7 @@ def tune_capture(captured, the_plan: Plan, *, tuning_name: str, bank=None, skip:
     report.finish()
     winners = {o.op_name: o.measurement.winner.name for o in outcome.operators
                if o.measurement is not None and o.measurement.winner is not None}
-    return TuneResult(report.path, bank.directory, outcome.summary.as_dict(), winners, checks, outcome)
+    return TuneResult(report.path, bank.directory, outcome.summary.as_dict(), winners, opat=outcome)
 
 
 def _inside(module: str, paths: tuple[str, ...]) -> bool:
@@ -248,6 +249,15 @@ def tune(model=None, batch=None, *, step: Callable[[], object] | None = None, mo
     op_step = step or train_step(model, batch)
     name = type(model).__name__ if model is not None else getattr(op_step, "__name__", "step")
     captured = capture(op_step, model=model, steps=steps)
+    region_step = (step or as_step(model, batch)) if "subgraph" in the_plan.stages else None
+    return tune_recorded(captured, the_plan, model=model, step=region_step, tuning_name=name, **measuring)
+
+
+def tune_recorded(captured, the_plan: Plan, *, tuning_name: str, model=None, step: Callable[[], object] | None = None,
+                  **measuring) -> TuneResult:
+    """Check the preconditions on the recorded steps ``captured``, then run the plan's stages into its bank
+    (one result-file task each): the op stage tunes ``captured``'s operators, the subgraph stage the
+    regions of ``model`` run by ``step()``. ``measuring``: as for ``tune``."""
     checks = preconditions(captured, the_plan)
     the_bank = _opened_bank(the_plan)
     sgat_options = {k: measuring.pop(k) for k in _SGAT_OPTIONS if k in measuring}
@@ -256,13 +266,12 @@ def tune(model=None, batch=None, *, step: Callable[[], object] | None = None, mo
         if stage == "op":
             compiled = tuple(path for s in (results["subgraph"].sgat.subgraphs if "subgraph" in results else ())
                              if _compiled(the_bank, s.key) for path in s.names)
-            results[stage] = tune_capture(captured, the_plan, tuning_name=name, bank=the_bank, skip=compiled,
+            results[stage] = tune_capture(captured, the_plan, the_bank, tuning_name=tuning_name, skip=compiled,
                                           **measuring)
         else:
-            results[stage] = tune_regions(model, step or as_step(model, batch), the_plan, the_bank,
-                                          tuning_name=name, **measuring, **sgat_options)
-    result = results.get("op") or results["subgraph"]
-    result.preconditions = checks
+            results[stage] = tune_regions(model, step, the_plan, the_bank, tuning_name=tuning_name, **measuring,
+                                          **sgat_options)
+    result = replace(results.get("op") or results["subgraph"], preconditions=checks, stages=results)
     if "subgraph" in results:
         result.sgat = results["subgraph"].sgat
         result.winners = {**results["subgraph"].winners, **result.winners}

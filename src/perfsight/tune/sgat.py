@@ -15,7 +15,8 @@ Every compiled candidate compiles its own code object (instances of one class ot
 code), and its first call - the compile, forward and backward in training - is timed as its compile
 time. measure.py then times eager and the candidates serially, interleaved, and checks each against
 eager (outputs, and input and parameter gradients in training). Only candidates that repay their compile
-time may win, and ``measure.decide`` picks among them:
+time may win (measure.py's repay rule, which operator tuning shares), and ``measure.decide`` picks among
+them:
 
     (eager_ms - candidate_ms) * calls_per_step * expected_steps > compile_ms
 
@@ -36,9 +37,9 @@ from typing import Callable
 
 import torch
 
-from perfsight.tune.bank import Bank, Entry, RepoSummary
+from perfsight.tune.bank import Bank, RepoSummary
 from perfsight.tune.capture import train_step
-from perfsight.tune.measure import Measurement, Timing, decide, measure
+from perfsight.tune.measure import EXPECTED_STEPS, Measurement, entry, first_call, measure, sample
 from perfsight.tune.regions import Region, find_regions
 
 MODES = ("default", "max-autotune-no-cudagraphs", "lite", "reduce-overhead")
@@ -147,12 +148,6 @@ def _runner(call: Callable, region: Region, grad_outs: list | None) -> Callable[
     return go
 
 
-def _failing(exc: Exception) -> Callable:
-    def fail():
-        raise exc
-    return fail
-
-
 @dataclass
 class SubgraphResult:
     """One tuned region signature: bank key, instances, update mode, measurement and compile times (s)."""
@@ -190,44 +185,18 @@ def tune_region(region: Region, *, expected_steps: int, modes: list[str] | None 
     result = SubgraphResult("", region.names, sig, "")
     candidates = []
     for variant in variants(sig, modes):
-        runner = _runner(compiler(own_code(region.module), variant), region, grad_outs)
-        start = timer()
-        try:
-            runner()
-        except Exception as exc:  # a variant that cannot compile this region is not valid
-            runner = _failing(exc)
-        result.compile_s[variant.name] = (timer() - start) / 1e9 if variant.compile else 0.0
+        runner, seconds = first_call(_runner(compiler(own_code(region.module), variant), region, grad_outs), timer)
+        result.compile_s[variant.name] = seconds if variant.compile else 0.0
         candidates.append((variant.name, variant.mode, variant.params, runner))
-    m = measure(eager, candidates, timer=timer, warmup=warmup, repeats=repeats, margin=margin)
-    for t in m.candidates:
-        saved_ms = (m.default.median_us - t.median_us) / 1e3 * region.calls * expected_steps
-        result.repays[t.name] = t.ok and bool(t.samples_ns) and saved_ms > result.compile_s[t.name] * 1e3
-    m.winner = decide(m.default, [t for t in m.candidates if result.repays[t.name]], margin)
+    m = measure(eager, candidates, timer=timer, warmup=warmup, repeats=repeats, margin=margin,
+                compile_s=result.compile_s, calls=region.calls * expected_steps)
+    result.repays = {t.name: t.repays for t in m.candidates}
     result.measurement = m
     return result
 
 
-def _entry(key: str, result: SubgraphResult, expected_steps: int, calls: int) -> Entry:
-    m = result.measurement
-    default = m.default.as_dict()
-    default["params"] = {"threads": m.threads, "load": [round(v, 2) for v in m.load],
-                         "expected_steps": expected_steps, "calls_per_step": calls}
-    records = [dict(t.as_dict(), compile_s=round(result.compile_s[t.name], 3), repays=result.repays[t.name])
-               for t in m.candidates]
-    return Entry(key=key, kind="subgraph", signature=result.signature, candidates=[default, *records],
-                 winner=m.winner.name if m.winner else None, default_us=round(m.default.median_us, 3),
-                 winner_us=round(m.winner.median_us, 3) if m.winner else None)
-
-
 def _step_ms(step: Callable[[], object], timer: Callable[[], int], warmup: int, repeats: int) -> float:
-    timing = Timing("step", {}, "step")
-    for _ in range(warmup):
-        step()
-    for _ in range(repeats):
-        start = timer()
-        step()
-        timing.samples_ns.append(timer() - start)
-    return timing.median_us / 1e3
+    return sample(step, timer, repeats, warmup, name="step").median_us / 1e3
 
 
 @contextmanager
@@ -260,7 +229,7 @@ def as_step(model: torch.nn.Module, step_or_batch) -> Callable[[], object]:
 
 
 def tune_subgraphs(model: torch.nn.Module, step_or_batch, *, bank: Bank, report=None,
-                   timer: Callable[[], int] | None = None, repeat: bool = False, expected_steps: int = 10_000,
+                   timer: Callable[[], int] | None = None, repeat: bool = False, expected_steps: int = EXPECTED_STEPS,
                    modes: list[str] | None = None, compiler: Callable = variant_call, min_share: float = 0.05,
                    max_share: float = 0.5, warmup: int = 3, repeats: int = 15, margin: float = 0.03) -> SgatResult:
     """Tune every region of ``model`` (see the module docstring); ``expected_steps`` is how many steps the
@@ -288,7 +257,9 @@ def tune_subgraphs(model: torch.nn.Module, step_or_batch, *, bank: Bank, report=
                                                            error=f"{type(exc).__name__}: {exc}"))
                     continue
                 outcome.key = key
-                outcome.update_mode = bank.put(_entry(key, outcome, expected_steps, region.calls), repeat=repeat)
+                outcome.update_mode = bank.put(entry(key, "subgraph", region.signature, outcome.measurement,
+                                                     expected_steps=expected_steps, calls_per_step=region.calls),
+                                               repeat=repeat)
             result.subgraphs.append(outcome)
             result.summary.record(outcome.update_mode)
             if report is not None:

@@ -5,7 +5,8 @@ backward, optimizer step) untuned and under ``perfsight.tuned(bank)`` (tune/appl
 round runs one step of each, the first side alternating from round to round (A,B then B,A) so neither
 always follows the other. Before the timed rounds, ``warmup`` rounds are run and not timed. torch runs at a
 recorded thread count (``threads``, default the current one) and the 1-minute load average is recorded
-before and after.
+before and after. ``Rounds`` owns that schedule, the samples and the verdict; ``perfsight tune --verify``
+(tune/verify_script.py) uses it for the steps of an unmodified script.
 
 The verdict reuses the tuner's decision rule (``measure.decide``): the bank wins end to end only when the
 tuned step's median beats the untuned median by more than the noise of both (half their interquartile
@@ -15,6 +16,7 @@ the untuned median over the tuned median; its spread is the p10-p90 of the per-r
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -63,6 +65,16 @@ class Verdict:
                 f"{self.load[1]:.2f}; winners applied: {applied}")
 
 
+    def as_dict(self) -> dict:
+        """The verdict as plain JSON: speed-up, its p10-p90, each side's median, p10 and p90 in ms."""
+        low, high = self.speedup_range
+        return {"verdict": self.verdict, "wins": self.wins, "speedup": self.speedup, "speedup_p10": low,
+                "speedup_p90": high, "rounds": len(self.ratios), "threads": self.threads, "load": list(self.load),
+                "applied": self.applied, "bank": str(self.bank),
+                **{f"{t.name}_ms": dict(zip(("median", "p10", "p90"), milliseconds(t)))
+                   for t in (self.untuned, self.tuned)}}
+
+
 def milliseconds(t: Timing) -> tuple[float, float, float]:
     """A side's median, p10 and p90 step time in milliseconds."""
     return t.median_us / 1e3, _quantile(t.samples_ns, 0.1) / 1e6, _quantile(t.samples_ns, 0.9) / 1e6
@@ -72,43 +84,60 @@ def _ms(t: Timing) -> str:
     return "{:.2f} ms (p10-p90 {:.2f}-{:.2f})".format(*milliseconds(t))
 
 
+class Rounds:
+    """The schedule of one verification and its samples: ``order`` says, step by step, whether the step runs
+    under the bank - ``warmup`` untimed rounds then ``rounds`` timed ones, each one step of either side, the
+    first side alternating (untuned first in even rounds). ``record(index, ns)`` keeps a step's time once
+    the warm-up is over; ``verdict`` judges them."""
+
+    def __init__(self, rounds: int, warmup: int):
+        if rounds < 2:
+            raise ValueError(f"rounds={rounds}: at least 2 rounds are needed to estimate the noise")
+        self.warmup = warmup
+        pairs = ((False, True), (True, False))
+        self.order = [side for i in range(warmup + rounds) for side in pairs[i % 2]]
+        self.untuned, self.tuned = Timing("untuned", {}, "default"), Timing("tuned", {}, "bank")
+        self.load_before = _load()
+
+    def record(self, index: int, ns: int) -> None:
+        if index >= 2 * self.warmup:
+            (self.tuned if self.order[index] else self.untuned).samples_ns.append(ns)
+
+    def verdict(self, *, threads: int, applied: dict[str, int], bank: Path, margin: float = 0.0) -> Verdict:
+        """The bank wins only when the tuned median beats the untuned one by more than both noises + margin."""
+        ratios = [a / b for a, b in zip(self.untuned.samples_ns, self.tuned.samples_ns) if b]
+        wins = decide(self.untuned, [self.tuned], margin) is not None
+        return Verdict(self.untuned, self.tuned, ratios, wins, threads, (self.load_before, _load()),
+                       dict(applied), bank)
+
+
 def verify(step: Callable[[], object], *, bank: Bank | str | Path | None = None, rounds: int = 20,
            warmup: int = 3, threads: int | None = None, margin: float = 0.0,
            timer: Callable[[], int] = time.perf_counter_ns) -> Verdict:
     """Time ``step`` with and without ``bank`` (a Bank, a bank root directory, or None for the default
     bank), interleaved for ``rounds`` rounds after ``warmup`` untimed ones; return the Verdict."""
-    if rounds < 2:
-        raise ValueError(f"rounds={rounds}: at least 2 rounds are needed to estimate the noise")
+    schedule = Rounds(rounds, warmup)
     if not isinstance(bank, Bank):
         bank = default_bank() if bank is None else Bank(Path(bank).expanduser(), read_only=True)
     before_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
-    untuned, with_bank = Timing("untuned", {}, "default"), Timing("tuned", {}, "bank")
-    applied: dict[str, int] = {}
+    applied: Counter = Counter()
 
-    def run(side: Timing) -> int:
+    def run(under_bank: bool) -> int:
         start = timer()
-        if side is untuned:
+        if not under_bank:
             step()
         else:
             with tuned(bank) as mode:
                 step()
-            for name, count in mode.used.items():
-                applied[name] = applied.get(name, 0) + count
+            applied.update(mode.used)
         return timer() - start
 
-    load_before = _load()
     try:
-        for i in range(warmup + rounds):
-            order = (untuned, with_bank) if i % 2 == 0 else (with_bank, untuned)
-            times = {side.name: run(side) for side in order}
-            if i >= warmup:
-                untuned.samples_ns.append(times["untuned"])
-                with_bank.samples_ns.append(times["tuned"])
+        for index, under_bank in enumerate(schedule.order):
+            schedule.record(index, run(under_bank))
         used_threads = torch.get_num_threads()
     finally:
         torch.set_num_threads(before_threads)
-    ratios = [a / b for a, b in zip(untuned.samples_ns, with_bank.samples_ns) if b]
-    wins = decide(untuned, [with_bank], margin) is not None
-    return Verdict(untuned, with_bank, ratios, wins, used_threads, (load_before, _load()), applied, bank.directory)
+    return schedule.verdict(threads=used_threads, applied=applied, bank=bank.directory, margin=margin)

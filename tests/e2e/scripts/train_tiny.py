@@ -1,7 +1,8 @@
 """An unmodified PyTorch training script for end-to-end tests: MLP, synthetic data, N steps.
 
 Usage: train_tiny.py STEPS [SLEEP_S_PER_STEP] [--ddp]
-Prints "step N" after each optimizer step (tests watch it to time a kill).
+Prints "step N" after each optimizer step (tests watch it to time a kill), then the sum of the final
+weights and whether the optimizer still holds the model's parameters.
 """
 import sys
 import time
@@ -29,5 +30,8 @@ for step, (x, y) in enumerate(DataLoader(data, batch_size=8)):
     print(f"step {step}", flush=True)
     if sleep_s:
         time.sleep(sleep_s)
+print(f"weights {sum(p.double().sum().item() for p in model.parameters()):.12f}", flush=True)
+print("optimizer holds the model's parameters:",
+      all(p is q for p, q in zip(model.parameters(), optimizer.param_groups[0]["params"])), flush=True)
 if ddp:
     dist.destroy_process_group()

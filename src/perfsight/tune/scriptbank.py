@@ -1,0 +1,64 @@
+"""A tuning bank applied to an unmodified script: its operator and subgraph winners, switched together.
+
+``ScriptBank(root, bank_path)`` is made at the script's first module forward (``root``, the module that
+was forwarded first): by then the script has set its thread count, which is part of the CPU's device
+fingerprint. It opens the bank of this device read-only and refuses, with a ``TuneBankError`` naming
+the directory, a bank that is missing, stale (tuned under other library versions) or that holds no
+winner usable here: no operator winners and no subgraph winner for a module of ``root``. It holds the
+operator winners (``apply.TunedMode``, entered and left) and the subgraph winners
+(``apply.apply_subgraphs(root)``, enabled and disabled), both off until ``switch(True)``; ``used``
+counts the calls that ran under a winner. ``perfsight run`` with TUNE_BANK_PATH switches it on for good
+(tune/autostart.py); ``perfsight tune --verify`` switches it on and off step by step
+(tune/verify_script.py).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import torch
+
+from perfsight.errors import TuneBankError
+from perfsight.tune.apply import TunedMode, apply_subgraphs
+from perfsight.tune.bank import Bank
+
+
+class ScriptBank:
+    def __init__(self, root: torch.nn.Module, bank_path: Path):
+        self.bank = Bank(bank_path, read_only=True)
+        if not self.bank.directory.is_dir():
+            raise TuneBankError(f"there is no tuning bank for this device in {bank_path}: expected "
+                                f"{self.bank.directory}; tune first (perfsight tune -- python train.py ...)")
+        self.bank.check_fresh()
+        self.operators = TunedMode(self.bank)
+        self.subgraphs = apply_subgraphs(root, self.bank)
+        self.subgraphs.disable()
+        if not self.operators.active and not self.subgraphs.installed:
+            raise TuneBankError(f"the tuning bank {self.bank.directory} holds no operator winners and no subgraph "
+                                f"winners for the modules of {type(root).__name__}: nothing to apply")
+        self.on = False
+
+    def switch(self, on: bool) -> None:
+        """Run the script's next calls under the winners (True) or untuned (False)."""
+        if on == self.on:
+            return
+        self.on = on
+        if on:
+            self.subgraphs.enable()
+            if self.operators.active:
+                self.operators.__enter__()
+        else:
+            self.subgraphs.disable()
+            if self.operators.active:
+                self.operators.__exit__(None, None, None)
+
+    @property
+    def used(self) -> Counter:
+        """Calls run under each winner (operator and subgraph winners) so far."""
+        return self.operators.used + self.subgraphs.used
+
+    def describe(self) -> str:
+        parts = ["operator winners" if self.operators.active else "",
+                 f"subgraph winners on {', '.join(n or '(the model)' for n in self.subgraphs.installed)}"
+                 if self.subgraphs.installed else ""]
+        return f"the tuning bank {self.bank.directory} ({' and '.join(p for p in parts if p)})"

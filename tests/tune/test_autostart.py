@@ -1,0 +1,132 @@
+"""The drivers of an unmodified script, in process: tuning its recorded steps (both stages, no compile),
+the replayed step, and --verify's interleaved timing of its steps on a deterministic fake clock."""
+import json
+
+import pytest
+import torch
+
+from perfsight.tune.apply import TunedMode
+from perfsight.tune.autostart import TuningDriver, replay_step
+from perfsight.tune.verify import WINS
+from perfsight.tune.verify_script import ScriptVerifier
+from tests.tune.models import example
+from tests.tune.test_apply import planted_bank
+from tests.tune.test_verify import FakeClock
+
+
+def train(model, x, optimizer, steps, *, each=lambda step: None):
+    for step in range(steps):
+        optimizer.zero_grad()
+        model(x).mean().backward()
+        each(step)
+        optimizer.step()
+
+
+def test_the_driver_tunes_the_regions_then_the_operators_of_the_recorded_steps(tmp_path):
+    torch.set_num_threads(1)
+    small, x = example()
+    model = torch.nn.Sequential(small, torch.nn.Dropout(0.5))  # replaying it draws random numbers
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    params = list(model.parameters())
+    config = {"mode": "both", "order": "subgraph,op", "bank": str(tmp_path / "bank"), "repeat": False, "steps": 2,
+              "result_dir": str(tmp_path / "out"), "compile_modes": [], "status": str(tmp_path / "status.json")}
+    driver = TuningDriver(config, "script.py")
+    train(model, x, optimizer, 1)
+    optimizer.zero_grad()
+    model(x).mean().backward()
+    grads, rng = [p.grad.clone() for p in params], torch.get_rng_state()
+    optimizer.step()  # the last recorded step ends: tuning runs here
+    assert driver.done and not driver.handles[0].hooks_dict_ref()
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert "error" not in status, status
+    assert list(status["stages"]) == ["subgraph", "op"]
+    # the regions' replay saw the script's inputs; with no compile mode only channels_last was tried
+    sgat = (tmp_path / "bank").glob("*/sgat.json")
+    entries = json.loads(next(sgat).read_text())["entries"].values()
+    regions = {e["signature"]["region"].rsplit(".", 1)[1] for e in entries}
+    assert regions == {"Conv2d", "Attention"} and all(e["signature"]["train"] for e in entries)
+    assert {c["name"] for e in entries for c in e["candidates"]} <= {"default", "eager+channels_last"}
+    assert status["stages"]["subgraph"]["repo_summary"]["total_num"] == len(entries)
+    assert status["stages"]["op"]["repo_summary"]["total_num"] == 6  # nothing compiled: every operator tuned
+    tasks = list(json.loads(open(status["report"]).read()).values())
+    assert [next(iter(t[1])) for t in tasks] == ["SGAT", "OPAT"]
+    # the script goes on as it would have: same parameters, gradients and random-number state
+    assert all(p is q for p, q in zip(params, model.parameters()))
+    assert all(p is q for p, q in zip(params, optimizer.param_groups[0]["params"]))
+    assert all(torch.equal(p.grad, g) for p, g in zip(params, grads))
+    assert torch.equal(torch.get_rng_state(), rng)
+    assert all(m._compiled_call_impl is None for m in model.modules())
+
+
+def test_the_driver_says_when_the_script_made_too_few_steps(tmp_path):
+    model, x = example()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    config = {"mode": "subgraph", "bank": str(tmp_path / "bank"), "repeat": False, "steps": 3,
+              "result_dir": str(tmp_path), "status": str(tmp_path / "status.json")}
+    driver = TuningDriver(config, "script.py")
+    train(model, x, optimizer, 2)
+    driver.finish()  # at exit
+    assert json.loads((tmp_path / "status.json").read_text()) == {
+        "error": "the script made 2 optimizer steps, fewer than the 3 to record: let it train longer or lower "
+                 "--steps"}
+
+
+def test_the_replayed_step_runs_backward_only_when_the_script_did():
+    model, x = example()
+    replay_step(model, (x,), {}, grad=True)()
+    assert all(p.grad is not None for p in model.parameters())
+    model.zero_grad(set_to_none=True)
+    replay_step(model, (x,), {}, grad=False)()
+    assert all(p.grad is None for p in model.parameters())
+
+
+@pytest.fixture
+def this_device_bank(tmp_path):
+    torch.set_num_threads(1)  # the thread count is part of the device fingerprint
+    model, x = example()
+    return model, x, planted_bank(tmp_path, model, x, fingerprint=None)
+
+
+def verifier(tmp_path, bank, clock, rounds=3, warmup=1):
+    config = {"verify": True, "bank": str(bank.directory.parent), "rounds": rounds, "warmup": warmup,
+              "status": str(tmp_path / "status.json")}
+    return ScriptVerifier(config, timer=clock)
+
+
+def test_verify_alternates_the_bank_step_by_step_and_judges_the_timed_steps(tmp_path, this_device_bank):
+    model, x, bank = this_device_bank
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    clock = FakeClock(untuned=10_000_000, tuned=8_000_000)
+    check = verifier(tmp_path, bank, clock)
+    train(model, x, optimizer, 9, each=lambda step: clock.step())
+    assert check.done
+    # the first step untimed, one warm-up round (A,B), then three timed rounds: B,A then A,B then B,A
+    assert clock.steps == [False, False, True, True, False, False, True, True, False]
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert status["order"] == ["tuned", "untuned", "untuned", "tuned", "tuned", "untuned"]
+    assert status["warmup_steps"] == 2 and status["timed_steps"] == 6
+    verdict = status["verdict"]
+    assert verdict["verdict"] == WINS and verdict["wins"] and verdict["rounds"] == 3
+    assert verdict["speedup"] == pytest.approx(1.25, rel=0.05)
+    assert verdict["speedup_p10"] <= verdict["speedup"] <= verdict["speedup_p90"]
+    assert verdict["untuned_ms"]["median"] == pytest.approx(10.0, rel=0.05)
+    assert verdict["tuned_ms"]["median"] == pytest.approx(8.0, rel=0.05)
+    # four steps ran under the bank: each forward and backward calls 2 convs, 3 linears and 1 attention
+    assert verdict["applied"] == {"channels_last+onednn": 8, "pretransposed_weight": 12, "sdpa_math": 4}
+    assert verdict["bank"] == str(bank.directory) and verdict["threads"] == 1
+    assert status["text"].startswith("the tuning bank wins end to end: speed-up 1.2")
+    train(model, x, optimizer, 1, each=lambda step: clock.step())  # the script goes on untuned
+    assert clock.steps[-1] is False
+
+
+def test_verify_says_how_many_steps_it_needed(tmp_path, this_device_bank):
+    model, x, bank = this_device_bank
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    clock = FakeClock(untuned=1_000, tuned=1_000)
+    check = verifier(tmp_path, bank, clock, rounds=2, warmup=2)
+    train(model, x, optimizer, 4, each=lambda step: clock.step())
+    check.finish()  # at exit
+    assert json.loads((tmp_path / "status.json").read_text()) == {
+        "error": "the script made 4 optimizer steps; --verify needs 9: the first (not timed), 4 warm-up and 4 timed "
+                 "steps: let it train longer or lower --steps"}
+    assert TunedMode.current() is None  # the bank was switched off
