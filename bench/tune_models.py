@@ -1,5 +1,5 @@
-"""Operator tuning of two bundled models (issue 6): tuning time, and the end-to-end training step with the
-tuned bank against the untuned model.
+"""Tuning two bundled models (issue 6): tuning time, and the end-to-end training step with the tuned bank
+against the untuned model.
 
 The models (tiny, for a 2-core CPU; sizes are flags):
 
@@ -10,16 +10,15 @@ The models (tiny, for a 2-core CPU; sizes are flags):
                  tokens
 
 For each model: one training step (zero_grad, forward, cross-entropy, backward, SGD step) is tuned with
-``perfsight.tune.tune`` (operator tuning) into a fresh temporary bank, after one untimed step that creates
-the optimizer's momentum buffers (else the capture's static-shape check flags the first step's buffer
-creation). The tuning time is the wall time of that call: capture, every candidate of every signature,
-bank and result file. Then
-``perfsight.tune.verify.verify`` times whole training steps with and without the bank, interleaved, torch
-pinned to 1 thread. Reported: the untuned and tuned step medians with p10-p90, the speed-up (untuned
-median over tuned median) with the p10-p90 of the per-round paired ratios, the verdict (a win only when
-the gain beats the noise), the winners the bank holds and the bank's repo_summary. The same check against
-an empty bank ("empty bank speed-up") measures what running under ``perfsight.tuned`` costs by itself
-with no winner applied (it patches only the functions a bank has winners for: an empty bank, none).
+``perfsight.tune.tune`` (``--mode``, default both: subgraph tuning, then operator tuning, the seed's order;
+``--compile-modes`` limits the torch.compile modes tried per region) into a fresh temporary bank. The
+tuning time is the wall time of that call: capture, every region and operator candidate (compiles
+included), bank and result files. Then ``perfsight.tune.verify.verify`` times whole training steps with
+and without the bank (operator winners and, on the model, subgraph winners), interleaved, torch pinned to
+1 thread. Reported: the untuned and tuned step medians with p10-p90, the speed-up (untuned median over
+tuned median) with the p10-p90 of the per-round paired ratios, the verdict (a win only when the gain beats
+the noise), the winners and each stage's repo_summary. The same check against an empty bank ("empty bank
+speed-up") measures what running under the bank costs by itself with no winner applied.
 
     PYTHONPATH=src python bench/tune_models.py                       # the table (~30 s)
     PYTHONPATH=src python bench/tune_models.py --markdown            # the bench/RESULTS.md section
@@ -42,7 +41,7 @@ import torch.nn.functional as F
 from collect_overhead import machine_facts  # bench/ scripts import their siblings
 from stats import load_average
 
-TITLE = "## Operator tuning of two bundled models (issue 6)"
+TITLE = "## Tuning two bundled models (issue 6)"
 
 
 class SeparableBlock(torch.nn.Module):
@@ -128,16 +127,21 @@ def run(args) -> list[dict]:
     rows = []
     for name, (description, model, inputs, labels) in models(args.tiny).items():
         step = training_step(model, inputs, labels)
-        step()  # the optimizer's first step creates its momentum buffers: the capture's shape check
         with tempfile.TemporaryDirectory(prefix="perfsight_tune_bench_") as tmp:
             start = time.perf_counter()
-            result = perfsight.tune.tune(model, step=step, bank=Path(tmp) / "bank", result_dir=Path(tmp) / "out",
-                                         warmup=args.tune_warmup, repeats=args.tune_repeats)
+            result = perfsight.tune.tune(model, step=step, mode=args.mode, bank=Path(tmp) / "bank",
+                                         result_dir=Path(tmp) / "out", warmup=args.tune_warmup,
+                                         repeats=args.tune_repeats, modes=args.compile_modes)
             tuning_s = time.perf_counter() - start
-            verdict = verify(step, bank=Path(tmp) / "bank", rounds=args.rounds, warmup=args.warmup, threads=1)
-            empty = verify(step, bank=Path(tmp) / "empty", rounds=args.rounds, warmup=args.warmup, threads=1)
+            verdict = verify(step, bank=Path(tmp) / "bank", model=model, rounds=args.rounds, warmup=args.warmup,
+                             threads=1)
+            empty = verify(step, bank=Path(tmp) / "empty", model=model, rounds=args.rounds, warmup=args.warmup,
+                           threads=1)
+        stages = result.stages
         rows.append({"model": name, "description": description, "tuning_s": tuning_s,
-                     "summary": result.repo_summary, "winners": result.winners, "verdict": verdict, "empty": empty})
+                     "summaries": {stage: r.repo_summary for stage, r in stages.items()},
+                     "winners": {f"{where} ({stage})": w for stage, r in stages.items() for where, w in r.winners.items()},
+                     "verdict": verdict, "empty": empty})
         if not args.quiet:
             print(f"{name}: {verdict}\n{name}, empty bank: {empty}", file=sys.stderr)
     return rows
@@ -151,7 +155,7 @@ def _ms(timing) -> tuple[str, str]:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| model | tuning s | signatures | untuned ms/step | p10-p90 | tuned ms/step | p10-p90 | speed-up "
+    lines = ["| model | tuning s | tuned (per stage) | untuned ms/step | p10-p90 | tuned ms/step | p10-p90 | speed-up "
              "[p10-p90 paired] | verdict | empty bank speed-up [p10-p90] | winners in the bank |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"]
     for row in rows:
@@ -159,7 +163,8 @@ def table(rows: list[dict]) -> str:
         low, high = v.speedup_range
         e_low, e_high = empty.speedup_range
         winners = ", ".join(f"{op}: {w}" for op, w in sorted(row["winners"].items())) or "none"
-        lines.append(f"| {row['model']} | {row['tuning_s']:.1f} | {row['summary']['total_num']} | "
+        tuned = " + ".join(str(summary["total_num"]) for summary in row["summaries"].values())
+        lines.append(f"| {row['model']} | {row['tuning_s']:.1f} | {tuned} | "
                      f"{' | '.join(_ms(v.untuned))} | {' | '.join(_ms(v.tuned))} | {v.speedup:.3f}x "
                      f"[{low:.3f}, {high:.3f}] | {v.verdict} | {empty.speedup:.3f}x [{e_low:.3f}, {e_high:.3f}] | "
                      f"{winners} |")
@@ -169,18 +174,18 @@ def table(rows: list[dict]) -> str:
 def markdown(rows: list[dict], args, load_before: str, wall_s: float) -> str:
     facts = machine_facts(1)
     models_text = "\n".join(f"- `{row['model']}`: {row['description']}" for row in rows)
-    summaries = "; ".join(f"{row['model']}: " + ", ".join(f"{k}={v}" for k, v in row["summary"].items())
-                          for row in rows)
+    summaries = "; ".join(f"{row['model']} {stage}: " + ", ".join(f"{k}={v}" for k, v in summary.items())
+                          for row in rows for stage, summary in row["summaries"].items())
     applied = "; ".join(f"{row['model']}: " + (", ".join(f"{n} x{c}" for n, c in sorted(row["verdict"].applied.items()))
                                                or "none") for row in rows)
     command = "PYTHONPATH=src python bench/tune_models.py " + " ".join(args.argv_shown)
     return f"""{TITLE}
 
-Operator tuning (`perfsight.tune.tune`, mode op) of one training step (zero_grad, forward, cross-entropy, backward, SGD step) of two bundled models, each into a fresh temporary bank after one untimed step that creates the optimizer's momentum buffers (the capture's static-shape check would flag their creation), then the end-to-end check (`perfsight.tune.verify.verify`): whole training steps with and without the bank (`perfsight.tuned`), {args.rounds} interleaved rounds (the first side alternating) after {args.warmup} warm-up round(s), torch pinned to 1 thread. Produced by `bench/tune_models.py`; a benchmark, not a test.
+Tuning (`perfsight.tune.tune`, mode {args.mode}{", subgraph first" if args.mode == "both" else ""}; torch.compile modes tried per region: {", ".join(args.compile_modes)}) of one training step (zero_grad, forward, cross-entropy, backward, SGD step) of two bundled models, each into a fresh temporary bank, then the end-to-end check (`perfsight.tune.verify.verify` with the model): whole training steps with and without the bank's operator and subgraph winners, {args.rounds} interleaved rounds (the first side alternating) after {args.warmup} warm-up round(s), torch pinned to 1 thread. Produced by `bench/tune_models.py`; a benchmark, not a test.
 
 {models_text}
 
-*tuning s* is the wall time of `perfsight.tune.tune` (capture of 2 steps, every candidate of every signature timed {args.tune_repeats} times after {args.tune_warmup} warm-up run(s), bank, result file); *signatures* the bank's total_num. The speed-up is the untuned median over the tuned median, with the p10-p90 of the per-round paired ratios; the bank "wins end to end" only when the tuned median beats the untuned one by more than the noise of both (half their IQR), the tuner's own rule. *empty bank speed-up* is the same check against an empty bank, run right after: what running under `perfsight.tuned` costs by itself when no winner applies (it patches only the functions the bank has winners for).
+*tuning s* is the wall time of `perfsight.tune.tune` (capture of 2 steps, every candidate of every region and operator signature timed {args.tune_repeats} times after {args.tune_warmup} warm-up run(s), compiles included, bank, result files); *tuned (per stage)* the total_num of each stage, in the order they ran. The speed-up is the untuned median over the tuned median, with the p10-p90 of the per-round paired ratios; the bank "wins end to end" only when the tuned median beats the untuned one by more than the noise of both (half their IQR), the tuner's own rule. *empty bank speed-up* is the same check against an empty bank, run right after: what running under a bank costs by itself when no winner applies (it patches only the functions the bank has winners for).
 
 {table(rows)}
 
@@ -200,6 +205,10 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup", type=int, default=5, help="untimed rounds before them (default 5)")
     parser.add_argument("--tune-repeats", type=int, default=15, help="timed repeats per candidate (default 15)")
     parser.add_argument("--tune-warmup", type=int, default=3, help="warm-up runs per candidate (default 3)")
+    parser.add_argument("--mode", choices=("op", "subgraph", "both"), default="both",
+                        help="what to tune (default both: subgraphs, then operators)")
+    parser.add_argument("--compile-modes", type=lambda text: text.split(","), default=["default", "lite"],
+                        help="torch.compile modes tried per region, comma-separated (default default,lite)")
     parser.add_argument("--tiny", action="store_true", help="tiny models (smoke runs)")
     parser.add_argument("--markdown", action="store_true", help="print the bench/RESULTS.md section")
     parser.add_argument("--append", type=Path, help="append the markdown section to this file")

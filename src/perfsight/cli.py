@@ -173,6 +173,7 @@ def cmd_tune(args) -> int:
             summary = ", ".join(f"{k}={v}" for k, v in done["repo_summary"].items())
             winners = ", ".join(f"{where or '(the model)'}={name}" for where, name in done["winners"].items())
             lines.append(f"{STAGE_NAMES[stage]}: {summary}; winners: {winners or 'none'}")
+            lines += [f"{STAGE_NAMES[stage]}: tuning {where} failed: {why}" for where, why in done["failed"].items()]
     for line in lines:
         print(f"perfsight: {line}", file=sys.stderr)
     return code or (2 if "error" in status else 0)

@@ -13,7 +13,8 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "tune_models.py"
-TINY = ["--tiny", "--rounds", "2", "--warmup", "1", "--tune-repeats", "2", "--tune-warmup", "1", "--quiet"]
+TINY = ["--tiny", "--rounds", "2", "--warmup", "1", "--tune-repeats", "2", "--tune-warmup", "1", "--compile-modes",
+        "lite", "--quiet"]
 
 
 def _run(*args, cwd):
@@ -28,12 +29,15 @@ def test_markdown_section_has_both_models_and_is_appended(tmp_path):
     results = tmp_path / "RESULTS.md"
     results.write_text("# earlier\n")
     out = _run("--markdown", "--append", str(results), cwd=tmp_path)
-    assert out.startswith("## Operator tuning of two bundled models (issue 6)\n")
+    assert out.startswith("## Tuning two bundled models (issue 6)\n")
+    assert "mode both, subgraph first; torch.compile modes tried per region: lite" in out
     table = out[out.index("| model | tuning s"):].split("\n\n")[0].splitlines()
     rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in table[2:]]
     assert [row[0] for row in rows] == ["cnn", "transformer"]
     for row in rows:
-        assert float(row[1]) >= 0 and int(row[2]) > 0         # tuning time (tiny here: may print 0.0), signatures
+        assert float(row[1]) >= 0                              # tuning time (tiny here: may print 0.0)
+        subgraphs, operators = map(int, row[2].split(" + "))   # tuned per stage, subgraph stage first
+        assert subgraphs >= 0 and operators > 0
         assert float(row[3]) > 0 and float(row[5]) > 0         # untuned and tuned ms/step
         low, high = map(float, row[4].split("-"))
         assert low <= float(row[3]) <= high

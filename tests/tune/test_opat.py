@@ -124,3 +124,27 @@ def test_the_compiled_op_for_real(monkeypatch):
     assert compiled.ok, compiled.reason
     assert compiled.compile_s > compiled.median_us / 1e6 and compiled.repays is not None
     assert len(_COMPILED) == before + 1  # one compiled callable for the signature, reused by every call
+
+
+def test_an_operator_that_fails_is_unsatisfied_and_fails_the_task(tmp_path, monkeypatch):
+    """The seed: a failed operator is listed under tuning_failed_operators and the task is "tuning failed";
+    it was tuned but nothing was written for it, so repo_summary counts it as unsatisfied."""
+    timer = fake_clock(monkeypatch)
+    real = opat.tune_signature
+
+    def failing_for_sdpa(sig, **kwargs):
+        if sig["op"] == "sdpa":
+            raise RuntimeError("no kernel")
+        return real(sig, **kwargs)
+    monkeypatch.setattr(opat, "tune_signature", failing_for_sdpa)
+    model, x = example()
+    report = OpatReport(tmp_path / "results", "small")
+    result = opat.tune_operators(train_step(model, x), bank=Bank(tmp_path / "bank", fingerprint="test"), model=model,
+                                 report=report, timer=timer, warmup=1, repeats=3)
+    report.finish()
+    [failed] = [o for o in result.operators if o.error]
+    assert (failed.op_name, failed.error, failed.update_mode) == ("attn/sdpa", "RuntimeError: no kernel", "unsatisfied")
+    section = next(iter(json.loads(report.path.read_text()).values()))[1]["OPAT"]
+    assert section["opat_tuning_result"] == "tuning failed" and section["tuning_failed_operators"] == ["attn/sdpa"]
+    assert section["repo_summary"] == result.summary.as_dict()
+    assert section["repo_summary"]["total_num"] == 6 and section["repo_summary"]["repo_unsatisfied_num"] == 3

@@ -124,6 +124,7 @@ def test_failed_operators(tmp_path):
     opat = only_report(report.path)[1]["OPAT"]
     assert opat["opat_tuning_result"] == "tuning failed"
     assert opat["tuning_failed_operators"] == ["res4a_branch1"]
+    assert opat["repo_summary"]["repo_unsatisfied_num"] == 1 and opat["repo_summary"]["total_num"] == 2
     with pytest.raises(ValueError, match="'done' is not one of"):
         report.finish("done")
 

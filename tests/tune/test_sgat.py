@@ -203,3 +203,67 @@ def test_both_stages_in_either_order(tmp_path, order, op_tuned):
     tasks = json.loads(result.report.read_text()).values()
     assert [next(iter(t[1])) if len(t) > 1 else None for t in tasks][-2:] == (
         ["SGAT", None] if order == "subgraph,op" else ["OPAT", "SGAT"])
+
+
+def two_regions():
+    """Two regions of distinct signatures (57% and 43% of the FLOPs)."""
+    torch.manual_seed(0)
+    block = lambda width: torch.nn.Sequential(torch.nn.Linear(8, width), torch.nn.ReLU(),  # noqa: E731
+                                              torch.nn.Linear(width, 8))
+    return torch.nn.Sequential(block(64), torch.nn.Tanh(), block(48)).eval()
+
+
+@pytest.mark.parametrize("failing, status_present", [({"0"}, True), ({"0", "2"}, False)])
+def test_a_region_that_fails_counts_as_unsatisfied_and_all_failing_fails_the_task(
+        tmp_path, monkeypatch, failing, status_present):
+    """The seed: total_num counts every subgraph tuned, unsatisfied those neither in the bank before nor
+    after; the SGAT part is absent when subgraph tuning failed (here: every region failed)."""
+    from perfsight.tune import sgat
+
+    real = sgat.tune_region
+
+    def sometimes_failing(region, **kwargs):
+        if region.names[0] in failing:
+            raise RuntimeError(f"cannot tune {region.names[0]}")
+        return real(region, **kwargs)
+
+    monkeypatch.setattr(sgat, "tune_region", sometimes_failing)
+    model, x = two_regions(), torch.randn(4, 8)
+    bank = Bank(tmp_path / "bank", fingerprint="test")
+    report = SgatReport(tmp_path / "out", "two")
+    result = tune_subgraphs(model, x, bank=bank, report=report, timer=Clock(), modes=["lite"],
+                            compiler=lambda fn, variant: fn, max_share=0.6, warmup=1, repeats=3)
+    report.finish()
+    assert sorted(s.names[0] for s in result.subgraphs) == ["0", "2"]
+    assert {s.names[0]: s.error for s in result.subgraphs if s.error} == {r: f"RuntimeError: cannot tune {r}"
+                                                                          for r in failing}
+    assert {s.names[0]: s.update_mode for s in result.subgraphs if s.error} == {r: "unsatisfied" for r in failing}
+    assert result.summary.as_dict()["repo_unsatisfied_num"] == 2 and result.summary.total == 2
+    parts = json.loads(report.path.read_text())[report.name]
+    if status_present:
+        assert parts[1]["SGAT"]["repo_summary"]["total_num"] == 2
+        assert parts[1]["SGAT"]["repo_summary"]["repo_unsatisfied_num"] == 2
+    else:
+        assert [list(p) for p in parts] == [["basic"]]
+
+
+def test_verify_with_the_model_switches_its_subgraph_winners_step_by_step(tmp_path, monkeypatch):
+    from perfsight.tune import verify as verify_module
+
+    model, x = mlp()
+    clock = Clock()
+    bank = Bank(tmp_path / "bank", fingerprint="test")
+    compiler = faked(model, clock)
+    tune_subgraphs(model, x, bank=bank, timer=clock, expected_steps=1000, modes=["lite"], compiler=compiler,
+                   max_share=1.0, warmup=1, repeats=3)
+    monkeypatch.setattr(verify_module, "apply_subgraphs", lambda m, b: apply_subgraphs(m, b, compiler=compiler))
+    seen = []
+
+    def step():
+        with torch.no_grad():
+            model(x)
+        seen.append(model[0]._compiled_call_impl is not None)
+    verdict = verify_module.verify(step, bank=bank, model=model, rounds=4, warmup=1)
+    assert seen == [False, True, True, False, False, True, True, False, False, True]  # warm-up round, then 4
+    assert dict(verdict.applied) == {"compile_lite": 5}
+    assert model[0]._compiled_call_impl is None                                   # nothing stays applied

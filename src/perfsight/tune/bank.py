@@ -221,6 +221,12 @@ def builtin_rules() -> tuple[Rule, ...]:
     return tuple(Rule(**rule) for rule in json.loads(text)["rules"])
 
 
+def kept_mode(before: Entry | None) -> str:
+    """The update mode of a signature whose tuning failed (nothing written): "reserve" when the bank held a
+    strategy for it before, else "unsatisfied" (the seed's definitions of the two)."""
+    return "reserve" if before is not None and before.strategy() is not None else "unsatisfied"
+
+
 def _mode(before: Entry | None, after: Entry, repeat: bool) -> str:
     had = None if before is None else before.strategy()
     if had is None:

@@ -20,7 +20,7 @@ from typing import Callable
 
 import torch
 
-from perfsight.tune.bank import Bank, RepoSummary
+from perfsight.tune.bank import Bank, RepoSummary, kept_mode
 from perfsight.tune.candidates import DEFAULT, Candidate, candidates_for, run, synthetic_call
 from perfsight.tune.capture import Capture, capture
 from perfsight.tune.measure import EXPECTED_STEPS, Measurement, entry, first_call, measure, sample
@@ -114,9 +114,11 @@ def tune_captured(captured: Capture, *, bank: Bank, report=None, timer: Callable
                 m = tune_signature(sig, calls_per_step=calls[key], expected_steps=expected_steps, timer=timer,
                                    warmup=warmup, repeats=repeats, margin=margin)
             except Exception as exc:  # one operator failing to tune does not stop the others
-                result.operators.append(OperatorResult(key, op_name, sig, "", error=f"{type(exc).__name__}: {exc}"))
+                mode = kept_mode(before)
+                result.operators.append(OperatorResult(key, op_name, sig, mode, error=f"{type(exc).__name__}: {exc}"))
+                result.summary.record(mode)
                 if report is not None:
-                    report.failed(op_name)
+                    report.failed(op_name, mode)
                 continue
             if m is None:
                 continue

@@ -141,8 +141,10 @@ class OpatReport(_Report):
                 "update_mode": update_mode}
         self._save()
 
-    def failed(self, op_name: str) -> None:
-        """An operator whose tuning failed (listed under tuning_failed_operators when the task failed)."""
+    def failed(self, op_name: str, update_mode: str = "unsatisfied") -> None:
+        """An operator whose tuning failed (listed under tuning_failed_operators when the task failed);
+        ``update_mode`` (``bank.kept_mode``) is what it counts as in repo_summary."""
+        self.summary.record(update_mode)
         self.failed_operators.append(op_name)
         self._save()
 
@@ -172,6 +174,7 @@ class SgatReport(_Report):
 
     def __init__(self, result_dir: Path, tuning_name: str):
         self.failed_task = False
+        self.failed_regions = 0
         self.model_ms: tuple[float, float] | None = None
         self.added: list[dict] = []
         self.updated: list[dict] = []
@@ -188,12 +191,23 @@ class SgatReport(_Report):
                 "repo_key": repo_key})
         self._save()
 
+    def failed(self, update_mode: str = "unsatisfied") -> None:
+        """A subgraph whose tuning failed: counted in repo_summary as ``update_mode`` (``bank.kept_mode``);
+        the seed's SGAT part has no list of them."""
+        self.summary.record(update_mode)
+        self.failed_regions += 1
+        self._save()
+
     def model(self, baseline_ms: float, result_ms: float) -> None:
         """The whole model's time before and after tuning."""
         self.model_ms = (baseline_ms, result_ms)
         self._save()
 
-    def finish(self, status: str = SUCCESSFUL) -> None:
+    def finish(self, status: str | None = None) -> None:
+        """End the task: by default failed when every subgraph tried failed (then, as the seed says, the
+        SGAT part is absent)."""
+        every_one_failed = self.failed_regions and self.failed_regions == self.summary.total
+        status = status or (FAILED if every_one_failed else SUCCESSFUL)
         if status not in (SUCCESSFUL, FAILED):
             raise ValueError(f"subgraph tuning ends {SUCCESSFUL!r} or {FAILED!r}, not {status!r}")
         self.failed_task = status == FAILED

@@ -34,7 +34,7 @@ from perfsight.tune.env import OPERATOR, SUBGRAPH, TuneSettings
 
 MODES = {"op": OPERATOR, "subgraph": SUBGRAPH, "both": None}
 ORDERS = ("subgraph,op", "op,subgraph")
-_SGAT_OPTIONS = ("expected_steps", "modes", "compiler", "min_share", "max_share")
+_SGAT_OPTIONS = ("modes", "compiler", "min_share", "max_share")  # expected_steps goes to both stages
 MIN_FREE_DISK = 1 << 30
 MIN_FREE_MEMORY = 512 << 20
 _ITEM_BYTES = {"float64": 8, "int64": 8, "complex64": 8, "float16": 2, "bfloat16": 2, "int16": 2,
@@ -55,7 +55,8 @@ class Precondition:
 @dataclass
 class TuneResult:
     """``report``: the result file; ``bank``: the bank directory; ``winners``: op_name (or region paths)
-    -> winning candidate of what was tuned now; ``opat`` / ``sgat``: every operator's / region's outcome
+    -> winning candidate of what was tuned now; ``failed``: op_name (or region paths) -> why its tuning
+    failed (counted in repo_summary as unsatisfied, or reserved); ``opat`` / ``sgat``: every operator's / region's outcome
     and measurement; ``repo_summary``: the op stage's when it ran, else the subgraph stage's; ``stages``:
     each stage's own result, in the order they ran."""
 
@@ -64,6 +65,7 @@ class TuneResult:
     repo_summary: dict
     winners: dict[str, str]
     preconditions: list[Precondition] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
     opat: object = None
     sgat: object = None
     stages: dict[str, TuneResult] = field(default_factory=dict)
@@ -202,7 +204,8 @@ def tune_capture(captured, the_plan: Plan, bank, *, tuning_name: str, skip: tupl
     report.finish()
     winners = {o.op_name: o.measurement.winner.name for o in outcome.operators
                if o.measurement is not None and o.measurement.winner is not None}
-    return TuneResult(report.path, bank.directory, outcome.summary.as_dict(), winners, opat=outcome)
+    failed = {o.op_name: o.error for o in outcome.operators if o.error}
+    return TuneResult(report.path, bank.directory, outcome.summary.as_dict(), winners, failed=failed, opat=outcome)
 
 
 def _inside(module: str, paths: tuple[str, ...]) -> bool:
@@ -223,7 +226,8 @@ def tune_regions(model, step, the_plan: Plan, bank, *, tuning_name: str, **optio
     report.finish()
     winners = {",".join(s.names): s.measurement.winner.name for s in outcome.subgraphs
                if s.measurement is not None and s.measurement.winner is not None}
-    return TuneResult(report.path, bank.directory, outcome.summary.as_dict(), winners, sgat=outcome)
+    failed = {",".join(s.names): s.error for s in outcome.subgraphs if s.error}
+    return TuneResult(report.path, bank.directory, outcome.summary.as_dict(), winners, failed=failed, sgat=outcome)
 
 
 def tune(model=None, batch=None, *, step: Callable[[], object] | None = None, mode: str | None = None,
@@ -233,8 +237,9 @@ def tune(model=None, batch=None, *, step: Callable[[], object] | None = None, mo
     on ``batch`` (a tensor or a tuple of model inputs; the op stage's loss is the output's mean; the
     subgraph stage runs a training step in training mode, a forward without grad in eval mode), or of
     ``step()`` (``model`` then only names the operators; the subgraph stage needs it). ``measuring``: the
-    timing keywords (timer, warmup, repeats, margin) and the subgraph stage's (expected_steps, modes,
-    compiler, min_share, max_share; see ``sgat.tune_subgraphs``). Arguments left None come from the
+    timing keywords (timer, warmup, repeats, margin), ``expected_steps`` (what a compile must be repaid
+    over, both stages) and the subgraph stage's (modes, compiler, min_share, max_share; see
+    ``sgat.tune_subgraphs``). Arguments left None come from the
     environment (AOE_MODE, TUNE_BANK_PATH, REPEAT_TUNE, ASCEND_WORK_PATH; see tune/env.py)."""
     from perfsight.tune.capture import capture, train_step
     from perfsight.tune.sgat import as_step

@@ -37,7 +37,7 @@ from typing import Callable
 
 import torch
 
-from perfsight.tune.bank import Bank, RepoSummary
+from perfsight.tune.bank import Bank, RepoSummary, kept_mode
 from perfsight.tune.capture import train_step
 from perfsight.tune.measure import EXPECTED_STEPS, Measurement, entry, first_call, measure, sample
 from perfsight.tune.regions import Region, find_regions
@@ -253,8 +253,12 @@ def tune_subgraphs(model: torch.nn.Module, step_or_batch, *, bank: Bank, report=
                     outcome = tune_region(region, expected_steps=expected_steps, modes=modes, compiler=compiler,
                                           **measuring)
                 except Exception as exc:  # one region failing to tune does not stop the others
-                    result.subgraphs.append(SubgraphResult(key, region.names, region.signature, "",
+                    mode = kept_mode(before)
+                    result.subgraphs.append(SubgraphResult(key, region.names, region.signature, mode,
                                                            error=f"{type(exc).__name__}: {exc}"))
+                    result.summary.record(mode)
+                    if report is not None:
+                        report.failed(mode)
                     continue
                 outcome.key = key
                 outcome.update_mode = bank.put(entry(key, "subgraph", region.signature, outcome.measurement,

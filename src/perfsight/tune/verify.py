@@ -1,7 +1,8 @@
 """Verifying a tuning bank end to end: whole training steps timed with and without it.
 
 ``verify(step, bank=...)`` runs ``step`` (a function doing one whole training step: forward, loss,
-backward, optimizer step) untuned and under ``perfsight.tuned(bank)`` (tune/apply.py), interleaved: each
+backward, optimizer step) untuned and under the bank (its operator winners, and its subgraph winners for
+``model``; tune/apply.py), interleaved: each
 round runs one step of each, the first side alternating from round to round (A,B then B,A) so neither
 always follows the other. Before the timed rounds, ``warmup`` rounds are run and not timed. torch runs at a
 recorded thread count (``threads``, default the current one) and the 1-minute load average is recorded
@@ -23,7 +24,7 @@ from typing import Callable
 
 import torch
 
-from perfsight.tune.apply import default_bank, tuned
+from perfsight.tune.apply import TunedMode, apply_subgraphs, default_bank
 from perfsight.tune.bank import Bank
 from perfsight.tune.measure import Timing, _load, _quantile, decide
 
@@ -111,27 +112,31 @@ class Rounds:
                        dict(applied), bank)
 
 
-def verify(step: Callable[[], object], *, bank: Bank | str | Path | None = None, rounds: int = 20,
-           warmup: int = 3, threads: int | None = None, margin: float = 0.0,
+def verify(step: Callable[[], object], *, bank: Bank | str | Path | None = None, model: torch.nn.Module | None = None,
+           rounds: int = 20, warmup: int = 3, threads: int | None = None, margin: float = 0.0,
            timer: Callable[[], int] = time.perf_counter_ns) -> Verdict:
     """Time ``step`` with and without ``bank`` (a Bank, a bank root directory, or None for the default
-    bank), interleaved for ``rounds`` rounds after ``warmup`` untimed ones; return the Verdict."""
+    bank), interleaved for ``rounds`` rounds after ``warmup`` untimed ones; return the Verdict. The bank's
+    operator winners apply to every step under it; its subgraph winners too when ``model`` (the model the
+    step runs) is given."""
     schedule = Rounds(rounds, warmup)
     if not isinstance(bank, Bank):
         bank = default_bank() if bank is None else Bank(Path(bank).expanduser(), read_only=True)
+    operators = TunedMode(bank)
+    subgraphs = apply_subgraphs(model, bank) if model is not None else None
     before_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
-    applied: Counter = Counter()
 
     def run(under_bank: bool) -> int:
+        if subgraphs is not None:
+            (subgraphs.enable if under_bank else subgraphs.disable)()
         start = timer()
         if not under_bank:
             step()
         else:
-            with tuned(bank) as mode:
+            with operators:
                 step()
-            applied.update(mode.used)
         return timer() - start
 
     try:
@@ -140,4 +145,7 @@ def verify(step: Callable[[], object], *, bank: Bank | str | Path | None = None,
         used_threads = torch.get_num_threads()
     finally:
         torch.set_num_threads(before_threads)
+        if subgraphs is not None:
+            subgraphs.remove()
+    applied = operators.used + (subgraphs.used if subgraphs is not None else Counter())
     return schedule.verdict(threads=used_threads, applied=applied, bank=bank.directory, margin=margin)
