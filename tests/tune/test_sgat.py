@@ -93,13 +93,19 @@ def test_variants_per_signature():
     assert Variant("x", "lite").params == {"compile": "lite", "format": "as_given", "freezing": False}
 
 
-def test_apply_runs_known_signatures_and_falls_through(tmp_path):
+def tuned_mlp(tmp_path):
+    """The mlp, its input, a bank where its region's lite compile (faked) won, and the fake compiler."""
     model, x = mlp()
     clock = Clock()
     bank = Bank(tmp_path / "bank", fingerprint="test")
     compiler = faked(model, clock)
     tune_subgraphs(model, x, bank=bank, timer=clock, expected_steps=1000, modes=["lite"], compiler=compiler,
                    max_share=1.0, warmup=1, repeats=3)
+    return model, x, bank, compiler
+
+
+def test_apply_runs_known_signatures_and_falls_through(tmp_path):
+    model, x, bank, compiler = tuned_mlp(tmp_path)
     applied = apply_subgraphs(model, bank, compiler=compiler)
     assert applied.installed == ["0"]
     with torch.no_grad():
@@ -250,12 +256,7 @@ def test_a_region_that_fails_counts_as_unsatisfied_and_all_failing_fails_the_tas
 def test_verify_with_the_model_switches_its_subgraph_winners_step_by_step(tmp_path, monkeypatch):
     from perfsight.tune import verify as verify_module
 
-    model, x = mlp()
-    clock = Clock()
-    bank = Bank(tmp_path / "bank", fingerprint="test")
-    compiler = faked(model, clock)
-    tune_subgraphs(model, x, bank=bank, timer=clock, expected_steps=1000, modes=["lite"], compiler=compiler,
-                   max_share=1.0, warmup=1, repeats=3)
+    model, x, bank, compiler = tuned_mlp(tmp_path)
     monkeypatch.setattr(verify_module, "apply_subgraphs", lambda m, b: apply_subgraphs(m, b, compiler=compiler))
     seen = []
 
