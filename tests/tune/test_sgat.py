@@ -268,3 +268,20 @@ def test_verify_with_the_model_switches_its_subgraph_winners_step_by_step(tmp_pa
     assert seen == [False, True, True, False, False, True, True, False, False, True]  # warm-up round, then 4
     assert dict(verdict.applied) == {"compile_lite": 5}
     assert model[0]._compiled_call_impl is None                                   # nothing stays applied
+
+
+def test_te_parallel_compiler_sets_the_compile_workers_while_subgraphs_are_tuned(tmp_path, monkeypatch):
+    import torch._inductor.config as inductor_config
+
+    monkeypatch.setenv("TE_PARALLEL_COMPILER", "1")
+    model, x = mlp()
+    clock = Clock()
+    seen, fake = [], faked(model, clock)
+
+    def compiler(fn, variant):
+        seen.append(inductor_config.compile_threads)
+        return fake(fn, variant)
+    before = inductor_config.compile_threads
+    perfsight.tune.tune(model, x, mode="subgraph", bank=tmp_path / "bank", result_dir=tmp_path / "out", timer=clock,
+                        modes=["lite"], compiler=compiler, max_share=1.0, warmup=1, repeats=3)
+    assert seen and set(seen) == {1} and inductor_config.compile_threads == before

@@ -7,7 +7,9 @@ mode                     PERFSIGHT_AOE_MODE, AOE_MODE                1 = subgrap
                                                                      unset = no tuning
 bank_path                TUNE_BANK_PATH                              a directory; default ~/.perfsight/tune_bank
 repeat_tune              REPEAT_TUNE                                 True/False (1/0); default False
-te_parallel_compiler     TE_PARALLEL_COMPILER                        1..32; default 8 (the seed's example)
+te_parallel_compiler     TE_PARALLEL_COMPILER                        1..32; default 8 (the seed's example);
+                                                                     torch.compile's compile workers while
+                                                                     tuning, at most one per CPU
 tuning_parallel_num      TUNING_PARALLEL_NUM                         1..32; default 1 (timings stay clean)
 work_path                PERFSIGHT_WORK_PATH, ASCEND_WORK_PATH       result directory; default the current one
 rank                     RANK, LOCAL_RANK                            an integer >= 0; default 0

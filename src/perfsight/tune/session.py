@@ -24,6 +24,7 @@ naming what was found and what is needed, before anything is tuned:
 """
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -186,6 +187,15 @@ def _opened_bank(the_plan: Plan):
     return bank
 
 
+def compile_workers(settings: TuneSettings):
+    """While tuning: torch.compile's parallel compile workers (inductor's ``compile_threads``) as
+    TE_PARALLEL_COMPILER asks, at most one per CPU (the seed's compile processes; more than the CPUs
+    only slows the timings down)."""
+    import torch._inductor.config as inductor_config
+
+    return inductor_config.patch(compile_threads=max(1, min(settings.te_parallel_compiler, os.cpu_count() or 1)))
+
+
 def tune_capture(captured, the_plan: Plan, bank, *, tuning_name: str, skip: tuple[str, ...] = (),
                  **measuring) -> TuneResult:
     """The op stage: tune the operators of ``captured`` - except those inside the module paths ``skip`` -
@@ -197,7 +207,8 @@ def tune_capture(captured, the_plan: Plan, bank, *, tuning_name: str, skip: tupl
         captured = replace(captured, tunable=[r for r in captured.tunable if not _inside(r.module, skip)])
     report = OpatReport(the_plan.result_dir, tuning_name)
     try:
-        outcome = opat.tune_captured(captured, bank=bank, report=report, repeat=the_plan.repeat, **measuring)
+        with compile_workers(the_plan.settings):
+            outcome = opat.tune_captured(captured, bank=bank, report=report, repeat=the_plan.repeat, **measuring)
     except BaseException:
         report.finish(INCOMPLETE)
         raise
@@ -219,7 +230,8 @@ def tune_regions(model, step, the_plan: Plan, bank, *, tuning_name: str, **optio
 
     report = SgatReport(the_plan.result_dir, tuning_name)
     try:
-        outcome = tune_subgraphs(model, step, bank=bank, report=report, repeat=the_plan.repeat, **options)
+        with compile_workers(the_plan.settings):
+            outcome = tune_subgraphs(model, step, bank=bank, report=report, repeat=the_plan.repeat, **options)
     except BaseException:
         report.finish(FAILED)
         raise
