@@ -9,6 +9,7 @@ This module owns the schemas, the small vocabularies used in the ``kind`` column
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field, fields
 
 import pyarrow as pa
@@ -154,13 +155,28 @@ class RunTables:
         return dict(zip(self.meta.column("key").to_pylist(), self.meta.column("value").to_pylist()))
 
     def connect(self):
-        """A new DuckDB connection with each table registered under its name (zero-copy)."""
-        import duckdb
-
-        con = duckdb.connect()
+        """A new DuckDB connection (``new_connection``) with each table registered under its name (zero-copy)."""
+        con = new_connection()
         for name, table in self.items():
             con.register(name, table)
         return con
+
+
+_database = None
+_database_lock = threading.Lock()
+
+
+def new_connection():
+    """A new DuckDB connection to this process's one in-memory database: a cursor of it costs ~0.05 ms
+    where a database of its own costs ~15 ms (the first ~45 ms). Views registered on a connection stay its
+    own; each thread should use connections of its own (DuckDB's rule), which these are."""
+    global _database
+    with _database_lock:
+        if _database is None:
+            import duckdb
+
+            _database = duckdb.connect()
+        return _database.cursor()
 
 
 def next_id(column: pa.ChunkedArray | pa.Array) -> int:

@@ -53,11 +53,10 @@ from __future__ import annotations
 import json
 import re
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..tables import RunTables
+from ..tables import RunTables, new_connection
 from .breakdown import STEP_BREAKDOWN_AVERAGE, step_breakdown, step_breakdown_average
 
 #: bytes per element: PyTorch's scalar type names (record_param_comms' ``dtype``) and the C++ type names
@@ -318,7 +317,7 @@ def communication_matrix(tables: RunTables) -> pa.Table:
     to or from it, or a group holding it), their message ``bytes`` (the larger of input and output bytes,
     where the dtype is known) and ``dur_ns`` (device time, null when not recorded). ``peer`` null: the
     rank's operations whose peers are not recorded. Sorted by rank, peer (null last)."""
-    con = duckdb.connect()
+    con = new_connection()
     con.register("c", collectives(tables))
     query = """
         WITH peers AS (
@@ -342,7 +341,7 @@ def collective_summary(tables: RunTables) -> pa.Table:
     ``source`` used, ``count``, summed ``in_bytes``, ``out_bytes`` and ``dur_ns`` (device time; null when
     not recorded), and how many of them name their peers (``with_peers``). Sorted by rank, then largest
     input bytes first."""
-    con = duckdb.connect()
+    con = new_connection()
     con.register("c", collectives(tables))
     query = """
         SELECT rank, collective, any_value(source) AS source, count(*) AS count,

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..tables import RunTables
+from ..tables import RunTables, new_connection
 from .step_spans import STEP_SPANS_CTE
 
 #: input-bound thresholds, percent of step time (or of queue samples that are empty)
@@ -172,9 +172,8 @@ def queue_sizes(tables: RunTables) -> pa.Table:
 def queue_summary(tables: RunTables) -> pa.Table:
     """Per rank and queue series (schema ``QUEUE_SUMMARY``): samples, mean, min, max, the samples that
     are 0 (``empty_samples``) and their percent of all samples (``empty_percent``)."""
-    import duckdb
 
-    con = duckdb.connect()
+    con = new_connection()
     con.register("q", queue_sizes(tables))
     query = """
         SELECT rank, series, queue, count(*) AS samples, avg(value) AS mean, min(value) AS min, max(value) AS max,
@@ -216,9 +215,8 @@ def data_verdict(tables: RunTables) -> pa.Table:
     ``unknown`` input-bound) from the metrics and thresholds of the module docstring, the metrics
     themselves, the thresholds used (``highly_threshold_percent``, ``moderately_threshold_percent``), a
     ``reason`` and ``suggestions`` text."""
-    import duckdb
 
-    con = duckdb.connect()
+    con = new_connection()
     con.register("w", data_wait(tables))
     con.register("q", queue_summary(tables))
     steps = {r[0]: r[1:] for r in con.execute(f"""

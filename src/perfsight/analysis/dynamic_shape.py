@@ -18,10 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import duckdb
 import pyarrow as pa
 
-from ..tables import RunTables
+from ..tables import RunTables, new_connection
 from .ops import op_instances
 
 OP_TIME_BY_STEP = pa.schema([
@@ -58,7 +57,7 @@ OP_SHAPES_BY_STEP = pa.schema([
 
 
 def _query(tables: RunTables, kinds: Sequence[str] | None, sql: str) -> pa.Table:
-    con = duckdb.connect()
+    con = new_connection()
     con.register("i", op_instances(tables, kinds=kinds))
     return con.sql(sql).to_arrow_table()
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..tables import RunTables
+from ..tables import RunTables, new_connection
 from .peaks import device_peak
 from .step_spans import STEP_SPANS_CTE
 
@@ -194,8 +194,7 @@ def model_flops_total(model: pa.Table) -> pa.Table:
     ``op_count``, ``flops`` and ``step_ns``; ``flops_per_s`` = flops x 1e9 / step_ns (the model's FLOPS
     over all its steps) and ``utilization_percent`` = 100 x flops_per_s / ``peak_flops`` (the rows' peak;
     null when unknown). Operators outside steps are not counted."""
-    import duckdb
 
-    con = duckdb.connect()
+    con = new_connection()
     con.register("model", model)
     return con.sql(_MODEL_FLOPS_TOTAL_SQL).to_arrow_table().cast(MODEL_FLOPS_TOTAL)

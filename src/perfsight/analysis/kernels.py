@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..tables import RunTables
+from ..tables import RunTables, new_connection
 from .ops import DEVICE_TASK_KINDS
 
 KERNEL_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
@@ -183,9 +183,8 @@ def launch_summary(launches: pa.Table, *, runtime_cutoff_ns: int = 50_000,
     kernel: HTA's "short GPU kernels"), with their summed task and call time; ``runtime_outliers``, calls
     longer than ``runtime_cutoff_ns``; ``launch_delay_outliers``, launch delays above
     ``launch_delay_cutoff_ns``; means and the median/max launch delay. HTA's defaults: 50 us and 100 us."""
-    import duckdb
 
-    con = duckdb.connect()
+    con = new_connection()
     con.register("launches", launches)
     query = """
         SELECT rank, count(*) AS launches,

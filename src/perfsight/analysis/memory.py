@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..tables import RunTables
+from ..tables import RunTables, new_connection
 from .step_spans import STEP_SPANS_CTE
 
 MEMORY_CURVE = pa.schema([
@@ -262,9 +262,8 @@ def alive_by_op_at(tables: RunTables, ts_ns: int, *, rank: int | None = None, de
     """``alive_at`` grouped by the allocating operator type (schema ``ALIVE_BY_OP_AT``; null ``op_type``:
     allocated while no operator ran): ``tensors`` alive, their ``bytes`` and ``share`` of the allocator
     total at that point. Sorted by bytes, largest first."""
-    import duckdb
 
-    con = duckdb.connect()
+    con = new_connection()
     con.register("alive", alive_at(tables, ts_ns, rank=rank, device=device))
     query = """
         SELECT rank, device, op_type, count(*) AS tensors, sum(bytes)::BIGINT AS bytes, sum(share) AS share
@@ -279,11 +278,10 @@ def memory_curve_sampled(tables: RunTables, *, max_points: int = 4000) -> pa.Tab
     buckets of consecutive events, and each bucket keeps its event of largest ``allocated_bytes`` and its
     event of smallest (the earliest of equals), so every rise and fall of the curve, the peak (its first
     event) and the lowest point stay; the first and last events always stay. In ``seq`` order."""
-    import duckdb
 
     if max_points < 2:
         raise ValueError(f"max_points must be at least 2, got {max_points}")
-    con = duckdb.connect()
+    con = new_connection()
     con.register("curve", memory_curve(tables))
     query = """
         WITH sized AS (

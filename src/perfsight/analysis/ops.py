@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..tables import RunTables
+from ..tables import RunTables, new_connection
 
 #: slice kinds that are tasks a device executes (gpu_annotation is a user range, not a task)
 DEVICE_TASK_KINDS = ("kernel", "comm", "memcpy", "memset")
@@ -133,9 +133,8 @@ def duration_statistics(instances: pa.Table, keys: Sequence[str]) -> pa.Table:
     """count, total/self/avg/min/max ns and ``ratio`` (percent of the total of the same rank and category) per
     distinct ``keys``; ``keys`` must include ``rank`` and ``category``. Sorted by rank, category, total
     descending."""
-    import duckdb
 
-    con = duckdb.connect()
+    con = new_connection()
     con.register("instances", instances)
     key_list = ", ".join(f'"{k}"' for k in keys)
     query = f"""
@@ -233,11 +232,10 @@ def type_shares(instances: pa.Table, *, top: int = 20) -> pa.Table:
     covers, ``count`` their executions, ``self_ns`` and ``total_ns`` their summed self and total time and
     ``share_percent`` their self time in percent of the category's. Self time, because host operators
     nest: their self times add up without counting nested time twice (device tasks: self = total)."""
-    import duckdb
 
     if top < 1:
         raise ValueError(f"top must be >= 1, got {top}")
-    con = duckdb.connect()
+    con = new_connection()
     con.register("instances", instances)
     return con.sql(_TYPE_SHARES_SQL, params={"top": top}).to_arrow_table().cast(TYPE_SHARES)
 
@@ -262,7 +260,6 @@ def instance_page(table: pa.Table, *, where: dict | None = None, search: str | N
       ``limit`` rows from ``offset``.
 
     Returns ``(page, total)``; ``page`` has the table's schema. Unknown columns raise ValueError."""
-    import duckdb
 
     columns = table.schema.names
     unknown = [c for c in [*(where or {}), sort] if c not in columns]
@@ -283,7 +280,7 @@ def instance_page(table: pa.Table, *, where: dict | None = None, search: str | N
     order = f'"{sort}" {"DESC" if descending else "ASC"} NULLS LAST'
     if "id" in columns and sort != "id":
         order += ', "id"'
-    con = duckdb.connect()
+    con = new_connection()
     con.register("t", table)
     total = con.sql(f"SELECT count(*) FROM t WHERE {condition}", params=params or None).fetchall()[0][0]
     page = con.sql(f"SELECT * FROM t WHERE {condition} ORDER BY {order} LIMIT {int(limit)} OFFSET {int(offset)}",

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from ..tables import RunTables
+from ..tables import RunTables, new_connection
 
 #: the host usage series perfsight records, and their units
 HOST_USAGE_SERIES = {
@@ -65,9 +65,8 @@ def host_usage_summary(tables: RunTables, *, series: Sequence[str] | None = None
     ``unit`` (``percent``, ``bytes``, or null for a series not in ``HOST_USAGE_SERIES``), sample count,
     first and last sample time, mean, min, max and ``p95`` (the 95th percentile, linearly interpolated
     between samples as numpy.percentile does). Null samples are ignored."""
-    import duckdb
 
-    con = duckdb.connect()
+    con = new_connection()
     con.register("u", host_usage(tables, series=series))
     units = pa.table({"series": list(HOST_USAGE_SERIES), "unit": list(HOST_USAGE_SERIES.values())})
     con.register("units", units)

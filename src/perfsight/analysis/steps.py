@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..tables import RunTables
+from ..tables import RunTables, new_connection
 
 STEP_TRACE = pa.schema([
     ("rank", pa.int32()),
@@ -177,8 +177,7 @@ def step_phases(trace: pa.Table) -> pa.Table:
     fp_offset, the tail starts at bp_offset). ``steps`` is 1 on a step's row and the rank's number of steps
     on the average row, whose every column is the mean over the steps where that column is known,
     rounded to the ns (null when it is known in none)."""
-    import duckdb
 
-    con = duckdb.connect()
+    con = new_connection()
     con.register("trace", trace)
     return con.sql(_PHASES_SQL).to_arrow_table().cast(STEP_PHASES)

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..analysis.steps import step_trace
-from ..tables import RunTables
+from ..tables import RunTables, new_connection
 from .catalog import MSPROF_TIMELINE, STEP_TRACE_TIMELINE
 from .writer import us_sql
 
@@ -36,7 +36,7 @@ def export_timeline(tables: RunTables, out_dir: Path, *, stamp: str, fp_point: s
         written.append(_write_trace(out_dir / MSPROF_TIMELINE.name(stamp, "json"), con, _run_events(con), meta))
     steps = step_trace(tables, fp_point=fp_point, bp_point=bp_point)
     if steps.num_rows:
-        step_con = duckdb.connect()
+        step_con = new_connection()
         step_con.register("steps", steps)
         written.append(_write_trace(out_dir / STEP_TRACE_TIMELINE.name(stamp, "json"), step_con,
                                     _step_events(step_con), meta))

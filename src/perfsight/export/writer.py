@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 
+from ..tables import new_connection
 from .catalog import Column
 
 FORMATS = ("csv", "json")
@@ -36,7 +36,7 @@ def write_rows(table: pa.Table, columns: tuple[Column, ...], path: Path, fmt: st
     """Write ``table``'s ``columns`` (renamed to their headers) to ``path``: CSV with a header row, or a
     JSON array with one object per row."""
     options = "HEADER, DELIMITER ','" if fmt == "csv" else "FORMAT JSON, ARRAY true"
-    con = duckdb.connect()
+    con = new_connection()
     con.register("result", table)
     select_list = ", ".join(_column_sql(c) for c in columns)
     target = str(path).replace("'", "''")

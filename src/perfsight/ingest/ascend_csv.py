@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from ..errors import InputError
+from ..tables import new_connection
 from .kineto_columns import exact_ns
 
 #: canonical name -> the headers it is written as (first: torch_npu's current spelling)
@@ -154,9 +155,8 @@ def row_json(table: pa.Table) -> pa.Array:
     that have no canonical place); null when the table has no columns."""
     if not table.num_columns:
         return pa.nulls(table.num_rows, pa.string())
-    import duckdb
 
-    con = duckdb.connect()
+    con = new_connection()
     con.register("row_values", table)
     return con.sql("SELECT to_json(row_values) FROM row_values").to_arrow_table().column(0).combine_chunks()
 

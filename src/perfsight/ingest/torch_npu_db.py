@@ -27,13 +27,12 @@ import json
 import re
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InputError
-from ..tables import TRACKS, RunTables, conform, meta_table
+from ..tables import TRACKS, RunTables, conform, meta_table, new_connection
 from .kineto_nesting import Nesting, overlap_warning, take_or_missing
 from .torch_npu_db_device import read_device
 from .torch_npu_db_host import INT, TEXT, read_host
@@ -81,7 +80,7 @@ def read_torch_npu_db(run_dir: Path, *, rank: int | None = None, id_offset: int 
                          f"({OUTPUT_DIR}/ascend_pytorch_profiler_{{rank}}.db)")
     warnings: list[str] = []
     with Database(path) as db:
-        con = duckdb.connect()
+        con = new_connection()
         con.register("strings", db.read("STRING_IDS", {"id": ("id", INT), "value": ("value", TEXT)}))
         facts = _facts(db, path, rank, warnings)
         host = read_host(db, con)

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..tables import new_connection
 from .ascend_build import RunBuilder
 from .ascend_csv import dtypes_json, ns_from_us, numbers, read_csv, row_json, shapes_json
 from .ascend_kinds import task_kinds
@@ -124,7 +124,7 @@ def _nearest(tasks: np.ndarray, rows: np.ndarray, task_starts: np.ndarray, start
 def merge_args(args: pa.Array, patches: pa.Array) -> pa.Array:
     """Each ``args`` JSON object text with its ``patches`` object's keys added (RFC 7386: a null value
     removes the key); a null patch leaves the args as they are."""
-    con = duckdb.connect()
+    con = new_connection()
     con.register("t", pa.table({"args": args, "patch": patches}))
     return con.sql("SELECT CASE WHEN patch IS NULL THEN args "
                    "ELSE json_merge_patch(coalesce(args, '{}'), patch)::VARCHAR END FROM t"
