@@ -20,7 +20,7 @@ tuned median) with the p10-p90 of the per-round paired ratios, the verdict (a wi
 the noise), the winners and each stage's repo_summary. The same check against an empty bank ("empty bank
 speed-up") measures what running under the bank costs by itself with no winner applied.
 
-    PYTHONPATH=src python bench/tune_models.py                       # the table (~30 s)
+    PYTHONPATH=src python bench/tune_models.py                       # the table (~1 min)
     PYTHONPATH=src python bench/tune_models.py --markdown            # the bench/RESULTS.md section
     PYTHONPATH=src python bench/tune_models.py --append bench/RESULTS.md
     PYTHONPATH=src python bench/tune_models.py --tiny --rounds 2     # smoke run

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+import numpy as np
 import torch
 
 from perfsight.tune.bank import Entry
@@ -53,15 +54,15 @@ class Timing:
 
     @property
     def median_us(self) -> float:
-        return _quantile(self.samples_ns, 0.5) / 1e3
+        return quantile(self.samples_ns, 0.5) / 1e3
 
     @property
     def spread_us(self) -> float:
-        return (_quantile(self.samples_ns, 0.9) - _quantile(self.samples_ns, 0.1)) / 1e3
+        return (quantile(self.samples_ns, 0.9) - quantile(self.samples_ns, 0.1)) / 1e3
 
     @property
     def noise_us(self) -> float:
-        return (_quantile(self.samples_ns, 0.75) - _quantile(self.samples_ns, 0.25)) / 2e3
+        return (quantile(self.samples_ns, 0.75) - quantile(self.samples_ns, 0.25)) / 2e3
 
     def as_dict(self) -> dict:
         """The bank's candidate record (compile_s and repays for a candidate with a one-off cost)."""
@@ -93,14 +94,9 @@ class Measurement:
         return 1 - self.winner.median_us / self.default.median_us
 
 
-def _quantile(values: list[int], q: float) -> float:
-    if not values:
-        return 0.0
-    s = sorted(values)
-    pos = q * (len(s) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+def quantile(values: list[int] | list[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (linear interpolation; 0.0 for none)."""
+    return float(np.quantile(values, q)) if len(values) else 0.0
 
 
 def mismatch(reference, got) -> str:
@@ -122,7 +118,8 @@ def mismatch(reference, got) -> str:
     return ""
 
 
-def _load() -> float:
+def load_average() -> float:
+    """The 1-minute load average (nan where the platform has none), recorded beside timings."""
     try:
         return os.getloadavg()[0]
     except (AttributeError, OSError):
@@ -162,7 +159,7 @@ def measure(default: Callable, candidates: list[tuple[str, str, dict, Callable]]
             calls: float = 1.0) -> Measurement:
     """Check then time ``default`` and each ``(name, mode, params, runner)`` interleaved; decide. The
     candidates named in ``compile_s`` (their one-off cost, seconds) must repay it over ``calls``."""
-    load_before = _load()
+    load_before = load_average()
     base = Timing("default", {}, "default")
     reference = default()
     timings = []
@@ -187,7 +184,7 @@ def measure(default: Callable, candidates: list[tuple[str, str, dict, Callable]]
         if t.compile_s is not None:
             t.repays = repays(base, t, calls)
     winner = decide(base, [t for t in timings if t.repays is not False], margin)
-    return Measurement(base, timings, winner, torch.get_num_threads(), (load_before, _load()))
+    return Measurement(base, timings, winner, torch.get_num_threads(), (load_before, load_average()))
 
 
 def repays(default: Timing, candidate: Timing, calls: float) -> bool:

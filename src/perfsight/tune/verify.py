@@ -26,7 +26,7 @@ import torch
 
 from perfsight.tune.apply import TunedMode, apply_subgraphs, default_bank
 from perfsight.tune.bank import Bank
-from perfsight.tune.measure import Timing, _load, _quantile, decide
+from perfsight.tune.measure import Timing, decide, load_average, quantile
 
 WINS = "wins end to end"
 NO_WIN = "does not win end to end"
@@ -51,7 +51,7 @@ class Verdict:
 
     @property
     def speedup_range(self) -> tuple[float, float]:
-        return _quantile(self.ratios, 0.1), _quantile(self.ratios, 0.9)
+        return quantile(self.ratios, 0.1), quantile(self.ratios, 0.9)
 
     @property
     def verdict(self) -> str:
@@ -78,7 +78,7 @@ class Verdict:
 
 def milliseconds(t: Timing) -> tuple[float, float, float]:
     """A side's median, p10 and p90 step time in milliseconds."""
-    return t.median_us / 1e3, _quantile(t.samples_ns, 0.1) / 1e6, _quantile(t.samples_ns, 0.9) / 1e6
+    return t.median_us / 1e3, quantile(t.samples_ns, 0.1) / 1e6, quantile(t.samples_ns, 0.9) / 1e6
 
 
 def _ms(t: Timing) -> str:
@@ -98,7 +98,7 @@ class Rounds:
         pairs = ((False, True), (True, False))
         self.order = [side for i in range(warmup + rounds) for side in pairs[i % 2]]
         self.untuned, self.tuned = Timing("untuned", {}, "default"), Timing("tuned", {}, "bank")
-        self.load_before = _load()
+        self.load_before = load_average()
 
     def record(self, index: int, ns: int) -> None:
         if index >= 2 * self.warmup:
@@ -108,7 +108,7 @@ class Rounds:
         """The bank wins only when the tuned median beats the untuned one by more than both noises + margin."""
         ratios = [a / b for a, b in zip(self.untuned.samples_ns, self.tuned.samples_ns) if b]
         wins = decide(self.untuned, [self.tuned], margin) is not None
-        return Verdict(self.untuned, self.tuned, ratios, wins, threads, (self.load_before, _load()),
+        return Verdict(self.untuned, self.tuned, ratios, wins, threads, (self.load_before, load_average()),
                        dict(applied), bank)
 
 
