@@ -33,7 +33,7 @@ import pytest
 
 from perfsight.analysis import breakdown, cluster, ops
 from perfsight.ingest.cluster import merge
-from perfsight.ingest.torch_npu_text import read_torch_npu_text
+from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text
 
 ASCEND = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "ascend"
 LEVEL1 = ASCEND / "torch_npu" / "text" / "level1"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from perfsight.errors import InputError
-from perfsight.ingest.ascend_csv import bytes_from, numbers, ns_from_us, read_csv
+from perfsight.ingest.ascend.ascend_csv import bytes_from, numbers, ns_from_us, read_csv
 
 OUTPUT = "ascend/torch_npu/text/level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT"
 DIALECTS = ["ascend/msprof_analyze_fixtures/ut/advisor/advisor_backend/compute_advice/kernel_details.csv",
@@ -55,7 +55,7 @@ def test_missing_required_column_and_bad_times_are_clear_errors(tmp_path):
 
 
 def test_json_object_tolerates_what_args_columns_hold():
-    from perfsight.ingest.ascend_csv import json_object
+    from perfsight.ingest.ascend.ascend_csv import json_object
 
     assert json_object('{"a": 1}') == {"a": 1}
     assert json_object(None) == json_object("") == json_object("[1, 2]") == json_object("{broken") == {}

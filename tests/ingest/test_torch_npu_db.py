@@ -37,7 +37,7 @@ import pytest
 from perfsight.analysis import breakdown, cluster, memory, ops
 from perfsight.errors import InputError
 from perfsight.ingest.cluster import merge
-from perfsight.ingest.torch_npu_db import find_torch_npu_db, read_torch_npu_db
+from perfsight.ingest.ascend.torch_npu_db import find_torch_npu_db, read_torch_npu_db
 from perfsight.tables import RunTables, conform
 
 DB = "ascend/torch_npu/db"
@@ -264,7 +264,7 @@ def test_text_and_db_exports_agree(shared_data):
     two samples are two separate collections of the job (their timestamps differ), so run-to-run
     variation separates them (msprof-analyze's own figures on the two differ by up to 4%, e.g. exposed
     communication 101963 vs 98072 us on rank 0)."""
-    text_reader = pytest.importorskip("perfsight.ingest.torch_npu_text",
+    text_reader = pytest.importorskip("perfsight.ingest.ascend.torch_npu_text",
                                       reason="the torch_npu text reader (ingest/torch_npu_text.py) is not there yet")
     text = merge([(f"rank{r}", text_reader.read_torch_npu_text(
         shared_data / "ascend/torch_npu/text/level1" / f"rank{r}_ascend_pt", rank=r)) for r in (0, 1)])

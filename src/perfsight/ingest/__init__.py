@@ -54,16 +54,16 @@ class RunSource:
 
             return sources(self.path)
         if self.kind == "torch_npu":
-            from . import torch_npu_db, torch_npu_text
+            from .ascend import torch_npu_db, torch_npu_text
 
             reader = torch_npu_db if torch_npu_db.find_torch_npu_db(self.path) else torch_npu_text
             return reader.sources(self.path)
         if self.kind == "msprof":
-            from .msprof_dir import msprof_sources
+            from .ascend.msprof_dir import msprof_sources
 
             return msprof_sources(self.path)
         if self.kind == "mindspore":
-            from .mindspore_legacy import legacy_sources
+            from .ascend.mindspore_legacy import legacy_sources
 
             return legacy_sources(self.path, self.rank)
         return [self.path]
@@ -74,16 +74,16 @@ class RunSource:
 
             return read_run(self.path)
         if self.kind == "torch_npu":
-            from .torch_npu_db import find_torch_npu_db, read_torch_npu_db
-            from .torch_npu_text import read_torch_npu_text
+            from .ascend.torch_npu_db import find_torch_npu_db, read_torch_npu_db
+            from .ascend.torch_npu_text import read_torch_npu_text
 
             return (read_torch_npu_db if find_torch_npu_db(self.path) else read_torch_npu_text)(self.path)
         if self.kind == "msprof":
-            from .msprof_dir import read_msprof_dir
+            from .ascend.msprof_dir import read_msprof_dir
 
             return read_msprof_dir(self.path)
         if self.kind == "mindspore":
-            from .mindspore_legacy import read_mindspore_legacy
+            from .ascend.mindspore_legacy import read_mindspore_legacy
 
             return read_mindspore_legacy(self.path, rank=self.rank)
         from .kineto import read_kineto
@@ -100,10 +100,10 @@ def _trace_stem(path: Path) -> str:
 
 def ascend_runs_at(folder: Path) -> list[RunSource]:
     """The Ascend run ``folder`` itself is (one per rank for MindSpore's flat folder), or []."""
-    from .mindspore_legacy import is_mindspore_legacy_dir, ranks_in
-    from .msprof_dir import is_msprof_dir
-    from .torch_npu_db import find_torch_npu_db
-    from .torch_npu_text import is_torch_npu_dir
+    from .ascend.mindspore_legacy import is_mindspore_legacy_dir, ranks_in
+    from .ascend.msprof_dir import is_msprof_dir
+    from .ascend.torch_npu_db import find_torch_npu_db
+    from .ascend.torch_npu_text import is_torch_npu_dir
 
     if is_torch_npu_dir(folder) or find_torch_npu_db(folder):
         return [RunSource("torch_npu", folder)]

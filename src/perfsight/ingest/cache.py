@@ -34,8 +34,8 @@ def code_hash() -> str:
     """A hash of the modules that decide what the tables hold: every reader (this package) and the schema."""
     package = Path(__file__).parent
     digest = hashlib.sha1()
-    for path in sorted([*package.glob("*.py"), package.parent / "tables.py"]):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path in sorted([*package.rglob("*.py"), package.parent / "tables.py"]):
+        digest.update(str(path.relative_to(package.parent)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 

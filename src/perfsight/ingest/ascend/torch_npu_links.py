@@ -23,9 +23,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..tables import conform
-from .kineto import pair_flow_ends
-from .kineto_nesting import Nesting, take_or_missing
+from ...tables import conform
+from ..kineto import pair_flow_ends
+from ..kineto_nesting import Nesting, take_or_missing
 
 
 @dataclass

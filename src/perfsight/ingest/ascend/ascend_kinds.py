@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .kineto_columns import dictionary
+from ..kineto_columns import dictionary
 
 
 def normalised(text: str | None) -> str:

@@ -31,9 +31,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import InputError
-from ..tables import TRACKS, RunTables, conform, meta_table, new_connection
-from .kineto_nesting import Nesting, overlap_warning, take_or_missing
+from ...errors import InputError
+from ...tables import TRACKS, RunTables, conform, meta_table, new_connection
+from ..kineto_nesting import Nesting, overlap_warning, take_or_missing
 from .torch_npu_db_device import read_device
 from .torch_npu_db_host import INT, TEXT, read_host
 from .torch_npu_db_links import link

@@ -24,8 +24,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import InputError
-from ..tables import RunTables, conform
+from ...errors import InputError
+from ...tables import RunTables, conform
 from .ascend_build import RunBuilder
 from .torch_npu_comm import describe
 from .torch_npu_kernels import enrich, read_kernels, tasks_from_kernels

@@ -39,9 +39,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import layout
-from ..errors import InputError
-from ..tables import RunTables, meta_table
+from ... import layout
+from ...errors import InputError
+from ...tables import RunTables, meta_table
 from .ascend_build import RunBuilder, add_steps
 from .ascend_csv import numbers
 from .msprof_csv import add_npu_mem, statistic_rows, step_rows, task_kernels

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
+from ...errors import InputError
 from .ascend_build import RunBuilder
 from .ascend_csv import numbers, read_csv
 

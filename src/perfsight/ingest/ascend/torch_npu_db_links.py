@@ -22,7 +22,7 @@ from __future__ import annotations
 import duckdb
 import pyarrow as pa
 
-from ..tables import conform
+from ...tables import conform
 
 _LINKS_SQL = """
 WITH step_spans AS (

@@ -24,9 +24,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from ..errors import InputError
-from ..tables import new_connection
-from .kineto_columns import exact_ns
+from ...errors import InputError
+from ...tables import new_connection
+from ..kineto_columns import exact_ns
 
 #: canonical name -> the headers it is written as (first: torch_npu's current spelling)
 COLUMNS: dict[str, tuple[str, ...]] = {

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from .ascend_build import RunBuilder
 from .ascend_csv import bytes_from, ns_from_us, read_csv
-from .kineto_columns import dictionary
+from ..kineto_columns import dictionary
 
 ALLOCATOR_COMPONENTS = ("PTA", "MindSpore", "MS")
 _TOTALS = {"allocated": "total_allocated_mb", "reserved": "total_reserved_mb", "active": "total_active_mb"}
