@@ -190,10 +190,9 @@ def test_one_real_compile_of_a_small_mlp_in_inference(tmp_path):
     m = sub.measurement
     assert [t.name for t in m.candidates] == ["compile_default", "compile_default+freezing"]
     assert all(t.ok for t in m.candidates), [t.reason for t in m.candidates]
-    assert all(s > 0 for s in sub.compile_s.values())
-    print({"eager_us": m.default.median_us, **{t.name: t.median_us for t in m.candidates},
-           "compile_s": sub.compile_s, "repays": sub.repays, "winner": m.winner and m.winner.name,
-           "model_ms": (result.baseline_ms, result.result_ms)})
+    # the first call compiles: far longer than a compiled call once it is compiled
+    assert all(sub.compile_s[t.name] > 10 * t.median_us / 1e6 for t in m.candidates), sub.compile_s
+    assert m.winner is None or sub.repays[m.winner.name]       # only a variant that repays its compile wins
 
 
 @pytest.mark.parametrize("order, op_tuned", [("subgraph,op", 0), ("op,subgraph", 2)])

@@ -68,6 +68,7 @@ def test_a_real_step_under_a_planted_bank_restores_the_threads(tmp_path):
     verdict = verify(step, bank=bank, rounds=2, warmup=1, threads=1)
     assert verdict.threads == 1 and torch.get_num_threads() == threads
     assert verdict.applied == {"channels_last+onednn": 6, "pretransposed_weight": 9, "sdpa_math": 3}
-    assert verdict.bank == bank.directory and verdict.verdict in (WINS, NO_WIN)
+    assert verdict.bank == bank.directory
+    assert len(verdict.untuned.samples_ns) == len(verdict.tuned.samples_ns) == len(verdict.ratios) == 2
     with pytest.raises(ValueError, match="at least 2 rounds"):
         verify(step, bank=bank, rounds=1)

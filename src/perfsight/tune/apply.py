@@ -171,7 +171,8 @@ class AppliedSubgraphs:
                 if key is None:
                     key = keys[cheap] = bank.key("subgraph", region_signature(module, args, kwargs))
                 variant = chosen.get(key)
-                if variant is not None and frozen.get(key, ()) in ((), versions()):
+                compiled_with = frozen.get(key)  # parameter versions are walked only for frozen code
+                if variant is not None and (compiled_with is None or compiled_with == versions()):
                     if key not in calls:
                         calls[key] = compiler(own_code(module._call_impl), variant)
                         if variant.freezing:
