@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from tests.tune.rounding import ratio_bounds
 
 pytest.importorskip("torch")

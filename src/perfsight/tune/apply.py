@@ -72,7 +72,7 @@ class TunedMode:
     def winner(self, sig: dict) -> Candidate | None:
         """The bank's winner for a signature, None if it has none."""
         entry = self._entries.get(self.bank.key("op", sig))
-        record = next((c for c in entry.candidates if c.get("name") == entry.winner), None) if entry else None
+        record = entry.winner_record() if entry else None
         return None if record is None else Candidate(entry.winner, record.get("mode", ""), record.get("params") or {})
 
     def choose(self, func, args, kwargs) -> Candidate | None:
@@ -144,7 +144,7 @@ class AppliedSubgraphs:
         self._dispatchers: list[tuple[torch.nn.Module, Callable]] = []
         winners: dict[tuple[str, str], dict[str, Variant]] = {}  # (class, structure) -> key -> winner
         for key, entry in bank.entries("subgraph").items() if _fresh(bank) else ():
-            record = next((c for c in entry.candidates if c.get("name") == entry.winner), None)
+            record = entry.winner_record()
             if record is not None:
                 where = (entry.signature["region"], entry.signature["structure"])
                 winners.setdefault(where, {})[key] = Variant(entry.winner, **record["params"])

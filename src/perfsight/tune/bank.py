@@ -57,12 +57,17 @@ class Entry:
     created: str = ""
     updated: str = ""
 
+    def winner_record(self) -> dict | None:
+        """The winning candidate's record (name, mode, params, timings), or None when the default won."""
+        if self.winner is None:
+            return None
+        return next((c for c in self.candidates if c.get("name") == self.winner), None)
+
     def strategy(self) -> tuple[str, str] | None:
         """The tuning strategy this entry holds (winner and its parameters), or None when the default won."""
         if self.winner is None:
             return None
-        params = next((c.get("params") for c in self.candidates if c.get("name") == self.winner), None)
-        return self.winner, _canonical(params)
+        return self.winner, _canonical((self.winner_record() or {}).get("params"))
 
 
 @dataclass

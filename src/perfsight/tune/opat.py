@@ -133,7 +133,7 @@ def tune_captured(captured: Capture, *, bank: Bank, report=None, timer: Callable
                 report.operator(op_name, sig["op"], after.mode, before_us=m.default.median_us,
                                 after_us=after.median_us, update_mode=outcome.update_mode)
             else:  # kept from the bank: its stored figures
-                mode = next((c.get("mode", "") for c in before.candidates if c.get("name") == before.winner), "")
+                mode = (before.winner_record() or {}).get("mode", "")
                 report.operator(op_name, sig["op"], mode, before_us=before.default_us or 0.0,
                                 after_us=before.winner_us or 0.0, update_mode=outcome.update_mode)
     return result

@@ -298,5 +298,5 @@ def tune_recorded(captured, the_plan: Plan, *, tuning_name: str, model=None, ste
 def _compiled(bank, key: str) -> bool:
     """Whether the bank's subgraph winner for ``key`` is a compiled variant."""
     entry = bank.get("subgraph", key) if key else None
-    record = next((c for c in entry.candidates if c.get("name") == entry.winner), None) if entry else None
+    record = entry.winner_record() if entry else None
     return bool(record and record.get("params", {}).get("compile"))
