@@ -32,8 +32,8 @@ import pyarrow.compute as pc
 import pytest
 
 from perfsight.analysis import breakdown, cluster, ops
-from perfsight.ingest.cluster import merge
 from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text
+from perfsight.ingest.cluster import merge
 
 ASCEND = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "ascend"
 LEVEL1 = ASCEND / "torch_npu" / "text" / "level1"

@@ -18,9 +18,9 @@ import pytest
 from perfsight.analysis import cluster, ops
 from perfsight.errors import InputError
 from perfsight.ingest.ascend.ascend_kinds import api_kind, collective_name, process_role, task_kind, torch_dtype
+from perfsight.ingest.ascend.torch_npu_text import is_torch_npu_dir, read_torch_npu_text
 from perfsight.ingest.cluster import merge
 from perfsight.ingest.kineto_decode import TraceStream
-from perfsight.ingest.ascend.torch_npu_text import is_torch_npu_dir, read_torch_npu_text
 from perfsight.tables import SCHEMAS
 
 TEXT = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "ascend" / "torch_npu" / "text"

@@ -49,10 +49,10 @@ import pyarrow.compute as pc
 
 from ...errors import InputError
 from ...tables import RunTables
-from .ascend_build import RunBuilder, add_steps
-from .ascend_csv import json_object, numbers, read_csv
 from ..kineto_decode import TraceStream
 from ..kineto_events import event_tables
+from .ascend_build import RunBuilder, add_steps
+from .ascend_csv import json_object, numbers, read_csv
 from .mindspore_minddata import add_cpu_utilization, add_device_queue, add_pipeline
 
 _FILE = re.compile(

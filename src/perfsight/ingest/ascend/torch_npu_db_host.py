@@ -23,9 +23,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..kineto_kinds import classify_columns
 from .ascend_csv import dtypes_json, shapes_json
 from .ascend_kinds import api_kind
-from ..kineto_kinds import classify_columns
 from .torch_npu_db_source import Database
 
 INT = pa.int64()

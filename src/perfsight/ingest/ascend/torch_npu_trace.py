@@ -34,13 +34,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .ascend_build import RunBuilder
-from .ascend_csv import dtypes_json, shapes_json
-from .ascend_kinds import api_kinds, process_role, task_kinds
 from ..kineto_columns import dictionary
 from ..kineto_decode import TraceStream
 from ..kineto_events import TraceMetadata, event_tables
 from ..kineto_kinds import classify_columns
+from .ascend_build import RunBuilder
+from .ascend_csv import dtypes_json, shapes_json
+from .ascend_kinds import api_kinds, process_role, task_kinds
 
 #: host event categories of torch_npu that Kineto does not know -> slice kind
 HOST_CATEGORY_KINDS = {"enqueue": "annotation", "dequeue": "annotation"}
