@@ -23,6 +23,7 @@ Every mapping compares normalised text: upper case, runs of spaces and underscor
 """
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -133,3 +134,15 @@ _DTYPES = {"FP32": "float32", "FLOAT": "float32", "FLOAT32": "float32", "FP16": 
 def torch_dtype(hccl_dtype: str | None) -> str | None:
     """HCCL's data type text (``FP32``, ``BFP16``, ``INT8``) -> PyTorch's name; None when unknown."""
     return _DTYPES.get(normalised(hccl_dtype))
+
+
+def collective_args(op_name: str, hccl_dtype: str | None, count, group_name: str | None,
+                    group_desc: str | None, ranks: list[int]) -> dict:
+    """The collective facts analysis/cluster.py reads from a communication operator's ``args``, under
+    PyTorch's key names (as a Kineto trace has them); unknown values are left out."""
+    count = count if type(count) is int else None
+    facts = {"Collective name": collective_name(op_name), "dtype": torch_dtype(hccl_dtype),
+             "In msg nelems": count, "Out msg nelems": count, "Group size": len(ranks) or None,
+             "Process Group Name": group_name, "Process Group Desc": group_desc,
+             "Process Group Ranks": json.dumps(ranks) if ranks else None}
+    return {key: value for key, value in facts.items() if value is not None}

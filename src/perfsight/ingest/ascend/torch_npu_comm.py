@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .ascend_csv import json_object
-from .ascend_kinds import collective_name, torch_dtype
+from .ascend_kinds import collective_args
 from .torch_npu_kernels import merge_args, replace_rows
 from .torch_npu_meta import Group
 
@@ -70,13 +70,8 @@ def _patch(name: str, start_ns: int, args: dict, entries: dict, groups: dict[str
              candidates[0] if candidates else None)
     group_name = args.get("group_name") or (entry[1] if entry else None)
     group = groups.get(group_name) if group_name else None
-    count = args.get("count")
-    patch = {"Collective name": collective_name(name), "dtype": torch_dtype(args.get("data_type")),
-             "In msg nelems": count if type(count) is int else None,
-             "Out msg nelems": count if type(count) is int else None, "Process Group Name": group_name}
-    if group is not None:
-        patch.update({"Process Group Desc": group.name, "Group size": len(group.ranks),
-                      "Process Group Ranks": "[" + ", ".join(map(str, group.ranks)) + "]"})
+    patch = collective_args(name, args.get("data_type"), args.get("count"), group_name,
+                            group.name if group else None, list(group.ranks) if group else [])
     if entry is not None:
         patch.update(entry[2])
     return {key: value for key, value in patch.items() if value is not None}

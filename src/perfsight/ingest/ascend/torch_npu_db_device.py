@@ -39,7 +39,7 @@ import duckdb
 import pyarrow as pa
 
 from .ascend_csv import dtypes_json, shapes_json
-from .ascend_kinds import collective_name, task_kind, torch_dtype
+from .ascend_kinds import collective_args, task_kind
 from .torch_npu_db_host import INT, TEXT, enum_table, numbered
 from .torch_npu_db_source import Database
 
@@ -120,11 +120,8 @@ def _with_op_args(ops: pa.Table, groups: dict[str, dict], rank: int | None) -> p
     for row in ops.select(["name", "group", "op_ranks", "data_type", "count", "facts"]).to_pylist():
         group = groups.get(row["group"]) or {"ranks": [], "source": None, "name": None, "group_rank": None}
         members = group["ranks"]
-        collective = collective_name(row["name"])
-        facts = {"Collective name": collective, "dtype": torch_dtype(row["data_type"]), "In msg nelems": row["count"],
-                 "Out msg nelems": row["count"], "Group size": len(members) or None,
-                 "Process Group Name": row["group"], "Process Group Desc": group["name"],
-                 "Process Group Ranks": json.dumps(members) if members else None}
+        facts = collective_args(row["name"], row["data_type"], row["count"], row["group"], group["name"], members)
+        collective = facts["Collective name"]
         if collective in ("send", "recv"):
             mapped = group["source"] == "parallel_group_info"
             own = group["group_rank"] if mapped else rank
