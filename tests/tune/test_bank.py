@@ -124,7 +124,8 @@ def test_stale_bank_is_reported_and_refused(bank, tmp_path, monkeypatch):
     monkeypatch.setattr("perfsight.tune.bank.device_fingerprint", lambda facts=None: FP)
     opened = Bank.open(TuneSettings.from_env({"TUNE_BANK_PATH": str(tmp_path)}))
     assert opened.directory == bank.directory
-    assert opened.flagged_stale == bank.stale()  # flagged, never silently used
+    with pytest.raises(TuneBankError, match=r"tuned under other library versions"):
+        opened.check_fresh()                                    # refused, never silently used
 
 
 def _add_fifty(root, first):

@@ -103,16 +103,14 @@ class Bank:
         self.directory = Path(root) / self.fingerprint
         self.read_only = read_only
         self.writes = process_rank() == 0
-        self.flagged_stale: list[str] = []
         self._versions: dict | None = None
 
     @classmethod
     def open(cls, settings: TuneSettings) -> Bank:
-        """The bank of ``settings`` for this device; ``flagged_stale`` lists what differs when it was tuned
-        under other library versions (``check_fresh`` then refuses it)."""
+        """The bank of ``settings`` for this device (rank 0 of a distributed run writes; ``check_fresh``
+        refuses one tuned under other library versions)."""
         bank = cls(settings.bank_path)
         bank.writes = settings.rank == 0
-        bank.flagged_stale = bank.stale()
         return bank
 
     def key(self, kind: str, signature: dict) -> str:
