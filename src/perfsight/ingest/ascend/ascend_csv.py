@@ -84,14 +84,23 @@ _NULLS = ["", "N/A", "NA", "n/a", "null", "None", "-"]
 _HEADER_TO_NAME = {header: name for name, headers in COLUMNS.items() for header in headers}
 
 
-def read_csv(path: Path, *, required: Iterable[str] = ()) -> pa.Table:
-    """The CSV at ``path`` with canonical column names (module docstring); every column is text."""
+def read_csv(path: Path, *, required: Iterable[str] = (), first_rows_only: bool = False) -> pa.Table:
+    """The CSV at ``path`` with canonical column names (module docstring); every column is text. With
+    ``first_rows_only``, only its first block of rows is read (enough to sniff a fact the rows share)."""
     path = Path(path)
+    options = {"read_options": pacsv.ReadOptions(encoding="utf-8"),
+               "parse_options": pacsv.ParseOptions(newlines_in_values=True),
+               "convert_options": pacsv.ConvertOptions(column_types=_all_text(path), strings_can_be_null=True,
+                                                       null_values=_NULLS)}
     try:
-        table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(encoding="utf-8"),
-                               parse_options=pacsv.ParseOptions(newlines_in_values=True),
-                               convert_options=pacsv.ConvertOptions(column_types=_all_text(path),
-                                                                    strings_can_be_null=True, null_values=_NULLS))
+        if first_rows_only:
+            reader = pacsv.open_csv(path, **options)
+            try:
+                table = pa.Table.from_batches([reader.read_next_batch()])
+            except StopIteration:                       # a header without rows
+                table = reader.schema.empty_table()
+        else:
+            table = pacsv.read_csv(path, **options)
     except (OSError, pa.ArrowInvalid) as error:
         raise InputError(f"{path}: not a readable CSV file ({error})") from None
     renamed = [_HEADER_TO_NAME.get(header.strip(), header.strip()) for header in table.column_names]
