@@ -304,3 +304,23 @@ def test_names_of_processes_apis_collectives_and_dtypes():
         ["allreduce", "reduce_scatter", "recv"]
     assert (torch_dtype("FP32"), torch_dtype("BFP16"), torch_dtype("INT8"), torch_dtype("??")) == \
         ("float32", "bfloat16", "int8", None)
+
+
+def test_trace_args_that_are_not_objects_are_skipped_and_counted(tmp_path):
+    """An event whose args is not a JSON object does not fail the read: its args are ignored and counted."""
+    from perfsight.ingest.ascend.ascend_build import RunBuilder
+    from perfsight.ingest.ascend.torch_npu_trace import read_trace
+
+    events = [{"ph": "M", "name": "process_name", "pid": 7, "args": {"name": "Ascend Hardware"}},
+              {"ph": "X", "name": "MatMul", "pid": 7, "tid": 3, "ts": "1.000", "dur": 2,
+               "args": {"Task Type": "AI_CORE", "connection_id": 11}},
+              {"ph": "X", "name": "Add", "pid": 7, "tid": 3, "ts": "5.000", "dur": 1, "args": [1, 2]}]
+    path = tmp_path / "trace_view.json"
+    path.write_text(json.dumps(events))
+    builder = RunBuilder()
+    trace = read_trace(path, builder, rank=0, device=0)
+    assert trace.slices["name"].to_pylist() == ["MatMul", "Add"]
+    assert trace.slices["task_type"].to_pylist() == ["AI_CORE", None]
+    assert trace.slices["correlation_id"].to_pylist() == [11, None]
+    assert [w for w in builder.warnings if "args are not an object" in w] == [
+        "trace_view.json: 1 events whose args are not an object of the expected types (args ignored)"]

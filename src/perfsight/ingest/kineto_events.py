@@ -176,8 +176,9 @@ def _durations(values: list, skipped: Counter) -> pa.Array:
     return pc.max_element_wise(pc.fill_null(dur_ns, ZERO), ZERO)
 
 
-def _decode_args(raws: list[msgspec.Raw], struct: type, skipped: Counter) -> list:
-    """Decode every ``args`` text into ``struct`` with one batched call; bad ones become defaults."""
+def decode_args(raws: list[msgspec.Raw], struct: type, skipped: Counter) -> list:
+    """Decode every ``args`` text (JSON bytes, ``null`` or empty for none) into ``struct`` with one batched
+    call; one that is not an object of the expected types becomes the default (counted in ``skipped``)."""
     decoder = msgspec.json.Decoder(list[struct | None])
     try:
         decoded = decoder.decode(b"[" + b",".join(raws) + b"]")
@@ -202,7 +203,7 @@ def _int_args(decoded: list, name: str, skipped: Counter) -> pa.Array:
 
 
 def _slice_args_columns(raws: list[msgspec.Raw], skipped: Counter) -> dict[str, pa.Array]:
-    decoded = _decode_args(raws, _SliceArgs, skipped)
+    decoded = decode_args(raws, _SliceArgs, skipped)
     return {
         "external_id": pc.coalesce(_int_args(decoded, "external_id", skipped),
                                    _int_args(decoded, "external_id_2021", skipped)),
@@ -224,7 +225,7 @@ def _flow_table(events: list[Event], skipped: Counter) -> pa.Table:
 
 def _memory_table(events: list[Event], skipped: Counter) -> pa.Table:
     columns = _scalar_columns(events, skipped, "memory events")
-    decoded = _decode_args([e.args for e in events], _MemoryArgs, skipped)
+    decoded = decode_args([e.args for e in events], _MemoryArgs, skipped)
     for name in ("addr", "bytes", "total_allocated", "total_reserved", "device_type", "device_id"):
         columns[name] = _int_args(decoded, name, skipped)
     return _keep_valid(pa.table(columns), ["ts_ns", "bytes"])

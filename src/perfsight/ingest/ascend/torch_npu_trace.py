@@ -25,6 +25,7 @@ file keeps its valid events and warns) and what each event is, by the role of it
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ import pyarrow.compute as pc
 
 from ..kineto_columns import dictionary
 from ..kineto_decode import TraceStream
-from ..kineto_events import TraceMetadata, event_tables
+from ..kineto_events import TraceMetadata, decode_args, event_tables
 from ..kineto_kinds import classify_columns
 from .ascend_build import RunBuilder
 from .ascend_csv import dtypes_json, shapes_json
@@ -52,9 +53,6 @@ class _Args(msgspec.Struct, gc=False, rename={"task_type": "Task Type", "part_ty
     task_type: Any = None
     part_type: Any = None
     level: Any = None
-
-
-_ARGS = msgspec.json.Decoder(list[_Args | None])
 
 
 @dataclass
@@ -79,7 +77,8 @@ def read_trace(path: Path, builder: RunBuilder, *, rank: int | None, device: int
         builder.warnings.append(f"{path.name}: {pc.sum(overlap).as_py()} Overlap Analysis events not read "
                                 "(torch_npu's own overlap rows; perfsight computes overlap from the tasks)")
         source, roles = source.filter(pc.invert(overlap)), roles.filter(pc.invert(overlap))
-    args = _ARGS.decode(b"[" + b",".join(a.encode() if a else b"null" for a in source["args"].to_pylist()) + b"]")
+    # args that are not objects were counted by event_tables already (its own decode fails on them too)
+    args = decode_args([a.encode() if a else b"null" for a in source["args"].to_pylist()], _Args, Counter())
     npu = f"npu:{device}"
     track_keys = _tracks(source, roles, events.metadata, builder, rank, npu)
     kinds, task_types, steps = _kinds(source, roles, args)
@@ -91,7 +90,7 @@ def read_trace(path: Path, builder: RunBuilder, *, rank: int | None, device: int
         "kind": kinds, "name": source["name"], "op_type": pa.nulls(source.num_rows, pa.string()),
         "start_ns": source["ts_ns"], "dur_ns": source["dur_ns"],
         "task_type": task_types, "step": steps,
-        "correlation_id": pa.array([_int(a.connection_id) if a else None for a in args], pa.int64()),
+        "correlation_id": pa.array([_int(a.connection_id) for a in args], pa.int64()),
         "input_shapes": _listed(source["input_shapes"], shapes_json),
         "input_dtypes": _listed(source["input_dtypes"], dtypes_json),
         "args": source["args"], "role": roles,
@@ -140,14 +139,14 @@ def _kinds(source: pa.Table, roles: pa.Array, args: list) -> tuple[pa.Array, pa.
         kinds[pc.equal(category, name).to_numpy(zero_copy_only=False)] = kind
     task_type = np.full(len(role), None, dtype=object)
     runtime = np.flatnonzero(role == "runtime")
-    levels = pa.array([_text(args[row].level) if args[row] else None for row in runtime.tolist()], pa.string())
+    levels = pa.array([_text(args[row].level) for row in runtime.tolist()], pa.string())
     kinds[runtime] = api_kinds(levels, source["name"].take(pa.array(runtime))).to_pylist()
     device = np.flatnonzero(role == "device")
-    task_type[device] = [_text(args[row].task_type) if args[row] else None for row in device.tolist()]
+    task_type[device] = [_text(args[row].task_type) for row in device.tolist()]
     kinds[device] = task_kinds(pa.array(task_type[device], pa.string()), source["name"].take(pa.array(device))
                                ).to_pylist()
     for row in np.flatnonzero(role == "communication").tolist():
-        part = _text(args[row].part_type) if args[row] else None
+        part = _text(args[row].part_type)
         kinds[row], task_type[row] = ("other", part) if part else ("comm", "HCCL")
     kinds[role == "other"] = "other"
     step = pc.if_else(pc.equal(pa.array(kinds, pa.string()), "step"), host["name_step"], pa.scalar(None, pa.int32()))
