@@ -12,8 +12,8 @@ import pytest
 
 from perfsight.analysis import data, dynamic_shape, flops, ops, steps
 from perfsight.errors import InputError
-from perfsight.ingest.ascend.mindspore_legacy import (is_mindspore_legacy_dir, legacy_sources, ranks_in,
-                                               read_mindspore_legacy)
+from perfsight.ingest.ascend.detect import is_mindspore_legacy_dir, ranks_in
+from perfsight.ingest.ascend.mindspore_legacy import legacy_sources, read_mindspore_legacy
 from tests.ingest.ascend_planted import assert_valid, rows
 
 PROFILER = "ascend/mindspore_legacy/profiler"

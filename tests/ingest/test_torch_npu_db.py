@@ -36,7 +36,8 @@ import pytest
 
 from perfsight.analysis import breakdown, cluster, memory, ops
 from perfsight.errors import InputError
-from perfsight.ingest.ascend.torch_npu_db import find_torch_npu_db, read_torch_npu_db
+from perfsight.ingest.ascend.detect import find_torch_npu_db
+from perfsight.ingest.ascend.torch_npu_db import read_torch_npu_db
 from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text
 from perfsight.ingest.cluster import merge
 from perfsight.tables import RunTables, conform

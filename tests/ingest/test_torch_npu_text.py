@@ -18,7 +18,8 @@ import pytest
 from perfsight.analysis import cluster, ops
 from perfsight.errors import InputError
 from perfsight.ingest.ascend.ascend_kinds import api_kind, collective_name, process_role, task_kind, torch_dtype
-from perfsight.ingest.ascend.torch_npu_text import is_torch_npu_dir, read_torch_npu_text
+from perfsight.ingest.ascend.detect import is_torch_npu_dir
+from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text
 from perfsight.ingest.cluster import merge
 from perfsight.ingest.kineto_decode import TraceStream
 from perfsight.tables import SCHEMAS

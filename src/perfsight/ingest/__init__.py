@@ -19,6 +19,7 @@ from .. import layout
 from ..errors import InputError
 from ..tables import RunTables
 from . import cache
+from .ascend.detect import find_torch_npu_db, is_mindspore_legacy_dir, is_msprof_dir, is_torch_npu_dir, ranks_in
 
 #: RunSource kinds whose run is a directory (their cache and exports go inside it)
 DIRECTORY_KINDS = ("perfsight", "torch_npu", "msprof", "mindspore")
@@ -56,7 +57,7 @@ class RunSource:
         if self.kind == "torch_npu":
             from .ascend import torch_npu_db, torch_npu_text
 
-            reader = torch_npu_db if torch_npu_db.find_torch_npu_db(self.path) else torch_npu_text
+            reader = torch_npu_db if find_torch_npu_db(self.path) else torch_npu_text
             return reader.sources(self.path)
         if self.kind == "msprof":
             from .ascend.msprof_dir import msprof_sources
@@ -74,7 +75,7 @@ class RunSource:
 
             return read_run(self.path)
         if self.kind == "torch_npu":
-            from .ascend.torch_npu_db import find_torch_npu_db, read_torch_npu_db
+            from .ascend.torch_npu_db import read_torch_npu_db
             from .ascend.torch_npu_text import read_torch_npu_text
 
             return (read_torch_npu_db if find_torch_npu_db(self.path) else read_torch_npu_text)(self.path)
@@ -100,11 +101,6 @@ def _trace_stem(path: Path) -> str:
 
 def ascend_runs_at(folder: Path) -> list[RunSource]:
     """The Ascend run ``folder`` itself is (one per rank for MindSpore's flat folder), or []."""
-    from .ascend.mindspore_legacy import is_mindspore_legacy_dir, ranks_in
-    from .ascend.msprof_dir import is_msprof_dir
-    from .ascend.torch_npu_db import find_torch_npu_db
-    from .ascend.torch_npu_text import is_torch_npu_dir
-
     if is_torch_npu_dir(folder) or find_torch_npu_db(folder):
         return [RunSource("torch_npu", folder)]
     if is_msprof_dir(folder):

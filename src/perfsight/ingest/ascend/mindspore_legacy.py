@@ -1,6 +1,6 @@
 """MindSpore's flat profiler folder (MindSpore 1.x-2.2, read by MindInsight) read into the canonical tables.
 
-Public: ``is_mindspore_legacy_dir``, ``ranks_in``, ``read_mindspore_legacy`` and ``legacy_sources``. The
+Public: ``read_mindspore_legacy`` and ``legacy_sources`` (detection: ``detect``). The
 folder (``.../profiler``) holds files named ``{kind}_{N}[_detail|_type|_detail_time].{csv,json,txt}``
 where N is the device (rank) id; one folder may hold several ranks, read one at a time. (MindSpore's
 current output, ``*_ascend_ms/ASCEND_PROFILER_OUTPUT``, is torch_npu's format: the torch_npu text reader
@@ -53,13 +53,9 @@ from ..kineto_decode import TraceStream
 from ..kineto_events import event_tables
 from .ascend_build import RunBuilder, add_steps
 from .ascend_csv import json_object, numbers, read_csv
+from .detect import MINDSPORE_FILE, ranks_in
 from .mindspore_minddata import add_cpu_utilization, add_device_queue, add_pipeline
 
-_FILE = re.compile(
-    r"^(?P<kind>framework_raw|aicore_intermediate|step_trace_raw|ascend_timeline_display|ascend_timeline_summary"
-    r"|flops_summary|flops_scope|flops|minddata_pipeline_raw|device_queue_profiling|dataset_iterator_profiling"
-    r"|minddata_cpu_utilization|dynamic_shape_info)_(?P<rank>\d+)(?P<suffix>_detail_time|_detail|_type)?"
-    r"\.(?:csv|json|txt)$")
 _OP_NUMBER = re.compile(r"-op\d+$")
 _PIDS = {9000: "ai_cpu", 10000: "comm", 11000: "host", 12000: "skip", 13000: "skip"}
 _PROCESS_WORDS = (("overlap", "skip"), ("ai cpu", "ai_cpu"), ("communication", "comm"), ("host cpu", "host"),
@@ -70,20 +66,6 @@ _SIDE_TASKS = {"aicore": "AI_CORE", "ai_core": "AI_CORE", "aicpu": "AI_CPU", "ai
 _STEPS_TID, _SCOPE_TID = "100000", "100001"
 _TICK_NS = 10
 _MS_NS = 1_000_000
-
-
-def ranks_in(path: Path) -> list[int]:
-    """The rank (device) ids the folder's MindSpore profiler files are named with, sorted."""
-    path = Path(path)
-    if not path.is_dir():
-        return []
-    return sorted({int(m["rank"]) for p in path.iterdir() if (m := _FILE.match(p.name)) and p.is_file()})
-
-
-def is_mindspore_legacy_dir(path: Path) -> bool:
-    """A folder (not a PROF_ directory) holding MindSpore profiler files of at least one rank."""
-    path = Path(path)
-    return not path.name.startswith("PROF_") and bool(ranks_in(path))
 
 
 def legacy_sources(path: Path, rank: int) -> list[Path]:
@@ -129,7 +111,7 @@ def _files(path: Path, rank: int) -> dict[str, Path]:
     """``{kind}{suffix without _}`` -> path for the rank's files (e.g. ``aicore_intermediate_detail``)."""
     found = {}
     for p in path.iterdir():
-        m = _FILE.match(p.name)
+        m = MINDSPORE_FILE.match(p.name)
         if m and int(m["rank"]) == rank and p.is_file():
             found[m["kind"] + (m["suffix"] or "")] = p
     return found

@@ -1,6 +1,6 @@
 """msprof PROF_ directories (CANN's own, not perfsight's: no manifest.json) read into the canonical tables.
 
-Public: ``is_msprof_dir``, ``read_msprof_dir`` and ``msprof_sources`` (every export file: the cache's fingerprint).
+Public: ``read_msprof_dir`` and ``msprof_sources`` (every export file: the cache's fingerprint).
 
 Layout (seed 003): ``PROF_XXX/{device_N, host}/data`` hold the raw data; ``msprof --export`` writes the
 text exports to ``PROF_XXX/mindstudio_profiler_output/`` (older CANN: ``device_N/summary`` and
@@ -44,6 +44,7 @@ from ...errors import InputError
 from ...tables import RunTables, meta_table
 from .ascend_build import RunBuilder, add_steps
 from .ascend_csv import numbers
+from .detect import MSPROF_DEVICE_DIR, is_msprof_dir
 from .msprof_csv import add_npu_mem, statistic_rows, step_rows, task_kernels
 from .torch_npu_kernels import enrich, read_kernels, tasks_from_kernels
 from .torch_npu_trace import read_trace
@@ -51,19 +52,10 @@ from .torch_npu_trace import read_trace
 OUTPUT_DIR = "mindstudio_profiler_output"
 _EXPORT = re.compile(r"^(?P<kind>[a-z][a-z_]*?)(?:_slice_(?P<slice>\d+))?_(?P<stamp>\d[\d_]*)\.(?P<ext>csv|json)$")
 _DB = re.compile(r"^msprof_.*\.db$")
-_DEVICE_DIR = re.compile(r"^device_(\d+)$")
 _STEP_PHASES = {"fp_bp": "FP_BP Time {step}", "tail": "Iteration Refresh {step}"}
 _ITERATION_ID = r'"Iteration ID"\s*:\s*"?(?P<step>\d+)'
 _SLICE_COLUMNS = ("track", "kind", "name", "op_type", "task_type", "start_ns", "dur_ns", "step", "correlation_id",
                   "input_shapes", "input_dtypes", "args")
-
-
-def is_msprof_dir(path: Path) -> bool:
-    """A ``PROF_`` directory without perfsight's manifest.json that holds ``device_*/`` or ``host/``."""
-    path = Path(path)
-    if not (path.is_dir() and path.name.startswith("PROF_")) or (path / layout.MANIFEST).is_file():
-        return False
-    return (path / "host").is_dir() or any(_DEVICE_DIR.match(p.name) and p.is_dir() for p in path.iterdir())
 
 
 def msprof_sources(path: Path) -> list[Path]:
@@ -118,7 +110,7 @@ class _Exports:
 
     def __init__(self, path: Path):
         self.devices = sorted(int(m.group(1)) for p in path.iterdir()
-                              if (m := _DEVICE_DIR.match(p.name)) and p.is_dir())
+                              if (m := MSPROF_DEVICE_DIR.match(p.name)) and p.is_dir())
         default = self.devices[0] if self.devices else 0
         folders = [(path / OUTPUT_DIR, default, False)]
         for device in self.devices:

@@ -1,7 +1,7 @@
 """Reading torch_npu's profiler database export (``*_ascend_pt/ASCEND_PROFILER_OUTPUT/
 ascend_pytorch_profiler_{rank}.db``) into the canonical tables.
 
-Public: ``find_torch_npu_db``, ``sources`` and ``read_torch_npu_db``. This module assembles the six tables; the work
+Public: ``sources`` and ``read_torch_npu_db``. This module assembles the six tables; the work
 is split: torch_npu_db_source (read-only SQLite -> Arrow, required tables and columns), torch_npu_db_host
 (PYTORCH_API, CANN_API), torch_npu_db_device (TASK, COMMUNICATION_OP and their infos), torch_npu_db_links
 (steps, correlation/external ids, flows), torch_npu_db_memory (MEMORY_RECORD, OP_MEMORY, counter series). Joins run in
@@ -24,7 +24,6 @@ from this database, and perfsight derives its own; tests compare the two.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +33,7 @@ import pyarrow.compute as pc
 from ...errors import InputError
 from ...tables import TRACKS, RunTables, conform, meta_table, new_connection
 from ..kineto_nesting import Nesting, overlap_warning, take_or_missing
+from .detect import DB_NAME, OUTPUT_DIR, find_torch_npu_db
 from .torch_npu_db_device import read_device
 from .torch_npu_db_host import INT, TEXT, read_host
 from .torch_npu_db_links import link
@@ -41,23 +41,7 @@ from .torch_npu_db_memory import read_counters, read_memory
 from .torch_npu_db_source import Database
 from .torch_npu_links import memory_operators
 
-OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
-DB_NAME = re.compile(r"ascend_pytorch_profiler(?:_(\d+))?\.db|msprof_\d+\.db")  # msprof --type=db: the same schema
 _SEP = "\x1f"
-
-
-def find_torch_npu_db(run_dir: Path) -> Path | None:
-    """The profiler database of a torch_npu run: ``run_dir`` is the ``*_ascend_pt`` directory, its
-    ASCEND_PROFILER_OUTPUT directory or the .db itself; None when there is none."""
-    run_dir = Path(run_dir)
-    if run_dir.is_file():
-        return run_dir if DB_NAME.fullmatch(run_dir.name) else None
-    for folder in (run_dir / OUTPUT_DIR, run_dir):
-        found = sorted(p for p in folder.glob("ascend_pytorch_profiler*.db") if DB_NAME.fullmatch(p.name)) \
-            if folder.is_dir() else []
-        if found:
-            return found[0]
-    return None
 
 
 def sources(run_dir: Path) -> list[Path]:

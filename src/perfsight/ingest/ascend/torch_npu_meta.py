@@ -31,8 +31,8 @@ from pathlib import Path
 import pyarrow.compute as pc
 
 from .ascend_csv import read_csv
+from .detect import OUTPUT_DIR
 
-OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 _INFO_NAME = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
 _NPU = re.compile(r"NPU:?\s*(\d+)", re.IGNORECASE)
 _LINK = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")

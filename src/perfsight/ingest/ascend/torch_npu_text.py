@@ -1,7 +1,7 @@
 """Reading torch_npu's text profile (a ``*_ascend_pt`` / ``*_ascend_ms`` directory with
 ``ASCEND_PROFILER_OUTPUT/``) into the canonical tables.
 
-Public: ``is_torch_npu_dir`` and ``read_torch_npu_text``. This module assembles the tables; the work is
+Public: ``read_torch_npu_text``. This module assembles the tables; the work is
 split: torch_npu_meta (rank, device, world size, communication groups, facts), torch_npu_trace
 (trace_view.json: slices, rows, counters, flows), torch_npu_kernels (kernel_details.csv joined to the
 device tasks, or standing in for them without a trace), torch_npu_comm (HCCL operators described for
@@ -31,19 +31,12 @@ from .torch_npu_comm import describe
 from .torch_npu_kernels import enrich, read_kernels, tasks_from_kernels
 from .torch_npu_links import host_tracks, link, memory_operators
 from .torch_npu_memory import read_memory
-from .torch_npu_meta import OUTPUT_DIR, read_facts
+from .detect import OUTPUT_DIR, TIMED_FILES, is_torch_npu_dir
+from .torch_npu_meta import read_facts
 from .torch_npu_trace import read_trace
 
-TIMED_FILES = ("trace_view.json", "kernel_details.csv")
 _SLICE_COLUMNS = ("track", "kind", "name", "op_type", "task_type", "start_ns", "dur_ns", "step", "correlation_id",
                   "external_id", "input_shapes", "input_dtypes", "args")
-
-
-def is_torch_npu_dir(path: Path) -> bool:
-    """A directory holding ``ASCEND_PROFILER_OUTPUT/`` with trace_view.json or kernel_details.csv (torch_npu
-    names it ``{worker}_{pid}_{time}_ascend_pt``; renamed copies are recognised by their content)."""
-    output = Path(path) / OUTPUT_DIR
-    return output.is_dir() and any((output / name).is_file() for name in TIMED_FILES)
 
 
 def sources(run_dir: Path) -> list[Path]:

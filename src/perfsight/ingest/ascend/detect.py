@@ -1,0 +1,68 @@
+"""Recognising Ascend profiler output by its file and folder names, without importing any reader.
+
+Owns the names that say what a folder is (torch_npu's ``ASCEND_PROFILER_OUTPUT`` and its timed files and
+database, an msprof ``PROF_`` directory's ``device_N``, MindSpore's ``{kind}_{N}`` files) and the tests
+built on them. ``perfsight.ingest`` asks these of every folder it is given; the readers (heavy imports:
+DuckDB, SQLite) are imported only once a folder is known to be theirs.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ... import layout
+
+#: torch_npu's (and current MindSpore's) output folder inside ``*_ascend_pt`` / ``*_ascend_ms``
+OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+#: files of OUTPUT_DIR with timed events; one of them makes a torch_npu text profile
+TIMED_FILES = ("trace_view.json", "kernel_details.csv")
+DB_NAME = re.compile(r"ascend_pytorch_profiler(?:_(\d+))?\.db|msprof_\d+\.db")  # msprof --type=db: the same schema
+MSPROF_DEVICE_DIR = re.compile(r"^device_(\d+)$")
+MINDSPORE_FILE = re.compile(
+    r"^(?P<kind>framework_raw|aicore_intermediate|step_trace_raw|ascend_timeline_display|ascend_timeline_summary"
+    r"|flops_summary|flops_scope|flops|minddata_pipeline_raw|device_queue_profiling|dataset_iterator_profiling"
+    r"|minddata_cpu_utilization|dynamic_shape_info)_(?P<rank>\d+)(?P<suffix>_detail_time|_detail|_type)?"
+    r"\.(?:csv|json|txt)$")
+
+
+def is_torch_npu_dir(path: Path) -> bool:
+    """A directory holding ``ASCEND_PROFILER_OUTPUT/`` with trace_view.json or kernel_details.csv (torch_npu
+    names it ``{worker}_{pid}_{time}_ascend_pt``; renamed copies are recognised by their content)."""
+    output = Path(path) / OUTPUT_DIR
+    return output.is_dir() and any((output / name).is_file() for name in TIMED_FILES)
+
+
+def find_torch_npu_db(run_dir: Path) -> Path | None:
+    """The profiler database of a torch_npu run: ``run_dir`` is the ``*_ascend_pt`` directory, its
+    ASCEND_PROFILER_OUTPUT directory or the .db itself; None when there is none."""
+    run_dir = Path(run_dir)
+    if run_dir.is_file():
+        return run_dir if DB_NAME.fullmatch(run_dir.name) else None
+    for folder in (run_dir / OUTPUT_DIR, run_dir):
+        found = sorted(p for p in folder.glob("ascend_pytorch_profiler*.db") if DB_NAME.fullmatch(p.name)) \
+            if folder.is_dir() else []
+        if found:
+            return found[0]
+    return None
+
+
+def is_msprof_dir(path: Path) -> bool:
+    """A ``PROF_`` directory without perfsight's manifest.json that holds ``device_*/`` or ``host/``."""
+    path = Path(path)
+    if not (path.is_dir() and path.name.startswith("PROF_")) or (path / layout.MANIFEST).is_file():
+        return False
+    return (path / "host").is_dir() or any(MSPROF_DEVICE_DIR.match(p.name) and p.is_dir() for p in path.iterdir())
+
+
+def ranks_in(path: Path) -> list[int]:
+    """The rank (device) ids the folder's MindSpore profiler files are named with, sorted."""
+    path = Path(path)
+    if not path.is_dir():
+        return []
+    return sorted({int(m["rank"]) for p in path.iterdir() if (m := MINDSPORE_FILE.match(p.name)) and p.is_file()})
+
+
+def is_mindspore_legacy_dir(path: Path) -> bool:
+    """A folder (not a PROF_ directory) holding MindSpore profiler files of at least one rank."""
+    path = Path(path)
+    return not path.name.startswith("PROF_") and bool(ranks_in(path))
