@@ -7,7 +7,7 @@ import pytest
 
 from perfsight.ingest.kineto_columns import int_column, micros_to_ns, raw_text_column, scalar_text
 from perfsight.ingest.kineto_kinds import classify
-from perfsight.ingest.kineto_nesting import Nesting
+from perfsight.ingest.kineto_nesting import Nesting, _nest, _stack_pass
 
 
 def nesting(*slices):
@@ -50,6 +50,58 @@ def test_no_slices():
     assert result.enclosing(np.array([0]), np.array([0])).tolist() == [0]  # a zero-duration slice's instant
     empty = Nesting(*(np.array([], dtype=np.int64),) * 3)
     assert empty.parent.tolist() == [] and empty.enclosing(np.array([0]), np.array([5])).tolist() == [-1]
+
+
+def _random_tracks(seed: int, crossing: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sorted (track, start, end) of random nested slices: children inside parents, back-to-back and equal
+    intervals, zero durations at a parent's start and end; with ``crossing``, some slices of tracks 1 and 3 outlive
+    their parent (the other tracks still nest)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for track in range(4):
+        cap = len(rows) + 1000
+
+        def fill(lo, hi, level):
+            t = lo
+            while t < hi and len(rows) < cap:
+                if rng.random() < 0.1:                      # an instant (zero-duration) slice
+                    rows.append((track, t, t))
+                    continue
+                length = int(rng.integers(0, max(1, hi - t) + 1))
+                end = t + length
+                if crossing and track % 2 and level and rng.random() < 0.2:  # tracks 1, 3 only
+                    end = hi + int(rng.integers(1, 5))      # outlives its parent
+                rows.append((track, t, end))
+                if rng.random() < 0.1:
+                    rows.append((track, t, end))            # an equal twin
+                if level < 6 and end - t > 2:
+                    fill(t, min(end, hi), level + 1)
+                t = end + int(rng.integers(0, 3))           # back to back or a gap
+        fill(0, 10_000, 0)
+    track, start, end = (np.array(column, dtype=np.int64) for column in zip(*rows))
+    order = np.lexsort((np.arange(len(track)), start - end, start, track))
+    return track[order], start[order], end[order]
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("crossing", [False, True])
+def test_nesting_without_the_stack_matches_the_stack_pass(seed, crossing):
+    track, start, end = _random_tracks(seed, crossing)
+    parent, depth, overlaps = _nest(track, start, end)
+    expected_parent, expected_depth, expected_overlaps = _stack_pass(track, start, end)
+    assert parent.tolist() == expected_parent.tolist()
+    assert depth.tolist() == expected_depth.tolist()
+    assert overlaps == expected_overlaps and (overlaps > 0) == crossing
+    assert depth.max() >= 4
+
+
+def test_deep_staircase_nests_in_one_pass():
+    # 20,000 slices each inside the previous one: depth 0..19,999, parents the previous row
+    n = 20_000
+    result = nesting(*((0, i, 2 * (n - i)) for i in range(n)))
+    assert result.depth.tolist() == list(range(n))
+    assert result.parent.tolist() == [-1] + list(range(n - 1))
+    assert result.overlaps == 0
 
 
 @pytest.mark.parametrize("category, name, kind, task_type, step", [

@@ -27,7 +27,7 @@ class Nesting:
         self._track = track[self._order]
         self._start = start[self._order]
         self._end = self._start + dur[self._order]
-        self._parent, depth, self.overlaps = _stack_pass(self._track, self._start, self._end)
+        self._parent, depth, self.overlaps = _nest(self._track, self._start, self._end)
         self.parent = np.empty(len(track), dtype=np.int64)
         self.parent[self._order] = self._to_rows(self._parent)
         self.depth = np.empty(len(track), dtype=np.int64)
@@ -81,6 +81,80 @@ def take_or_missing(values: np.ndarray, rows: np.ndarray, missing: int = -1) -> 
     result = np.full(len(rows), missing, dtype=values.dtype)
     result[found] = values[rows[found]]
     return result
+
+
+def _nest(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Parent position, depth and partial-overlap count of slices sorted by (track, start, longest first).
+
+    Tracks whose slices nest properly (most) are nested by whole-array operations (``_nested_pass``); a
+    track with a partial overlap goes through the stack pass, which decides what becomes a sibling.
+    """
+    parent, depth, crossed = _nested_pass(track, start, end)
+    overlaps = 0
+    for first, last in _track_bounds(track, np.unique(track[crossed])):
+        part = slice(first, last)
+        part_parent, depth[part], part_overlaps = _stack_pass(track[part], start[part], end[part])
+        parent[part] = np.where(part_parent >= 0, part_parent + first, -1)
+        overlaps += part_overlaps
+    return parent, depth, overlaps
+
+
+def _nested_pass(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What the stack pass finds when every track nests properly, in O(n log n) whatever the depth, and
+    where that assumption fails.
+
+    A slice's depth is the number of earlier slices of its track still open at its start (end > start);
+    its parent is the latest earlier slice one level up. If slices cross, the first slice that crosses an
+    earlier one gets a parent that ends before it does, so checking every parent finds every track that
+    needs the stack pass (the returned mask).
+    """
+    n = len(track)
+    if not n:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+    position = np.arange(n, dtype=np.int64)
+    first = _track_first(track)
+    # Ends at or before each start among the track's slices: merge ends and starts, ends first on ties.
+    is_start = np.repeat(np.array([False, True]), n)
+    merged = np.lexsort((is_start, np.concatenate((end, start)), np.concatenate((track, track))))
+    ends_before = np.cumsum(~is_start[merged]) - ~is_start[merged]
+    closed = np.empty(n, dtype=np.int64)
+    closed[merged[is_start[merged]] - n] = ends_before[is_start[merged]]
+    closed -= first                                   # the ends of earlier tracks all sort before
+    closed -= _zero_durations_from_here(track, start, end)  # ... and so do the instant slices at this start
+    depth = position - first - closed
+    # Parent: the latest earlier position at depth - 1 (keys depth * n + position are unique and sorted).
+    keys = np.sort(depth * n + position)
+    below = np.searchsorted(keys, (depth - 1) * n + position) - 1
+    candidate = keys[np.maximum(below, 0)]
+    found = (depth > 0) & (below >= 0) & (candidate // n == depth - 1)
+    parent = np.where(found, candidate % n, -1)
+    holder = np.maximum(parent, 0)
+    encloses = (parent >= 0) & (end[holder] > start) & (end[holder] >= end)
+    return parent, depth, (depth > 0) & ~encloses
+
+
+def _zero_durations_from_here(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per slice, the zero-duration slices at or after it with the same track and start (they sort last)."""
+    zero = (end == start).astype(np.int64)
+    counted = np.cumsum(zero)
+    new_run = np.ones(len(track), dtype=bool)
+    new_run[1:] = (track[1:] != track[:-1]) | (start[1:] != start[:-1])
+    run_last = np.append(np.flatnonzero(new_run)[1:] - 1, len(track) - 1)
+    last = np.repeat(run_last, np.diff(np.append(np.flatnonzero(new_run), len(track))))
+    return counted[last] - counted + zero
+
+
+def _track_first(track: np.ndarray) -> np.ndarray:
+    """Per position, the first position of its track (positions sorted by track)."""
+    starts = np.flatnonzero(np.concatenate(([True], track[1:] != track[:-1])))
+    return np.repeat(starts, np.diff(np.append(starts, len(track))))
+
+
+def _track_bounds(track: np.ndarray, wanted: np.ndarray) -> list[tuple[int, int]]:
+    """(first, last + 1) positions of each of the ``wanted`` tracks (positions sorted by track)."""
+    firsts = np.searchsorted(track, wanted, side="left")
+    lasts = np.searchsorted(track, wanted, side="right")
+    return list(zip(firsts.tolist(), lasts.tolist()))
 
 
 def _stack_pass(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
