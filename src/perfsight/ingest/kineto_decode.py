@@ -1,6 +1,7 @@
 """Decoding one Kineto (Chrome-trace JSON) file as a stream of typed event batches, numbers kept as text.
 
-Owns: reading plain or gzip bytes piece by piece (salvaging a broken gzip stream), the msgspec Structs
+Owns: reading plain or gzip bytes piece by piece (salvaging a broken gzip stream; gunzipped by ISA-L,
+python-isal's zlib-compatible decompressor, about twice zlib's speed), the msgspec Structs
 that describe a trace event and the trace header, and framing: cutting the ``traceEvents`` array into
 batches of complete events, each decoded with one msgspec call, so the whole document and one Python
 object per event never exist at once. JSON floats are decoded to their exact text (``ts`` and
@@ -13,11 +14,11 @@ A file that is not a trace at all raises InputError.
 from __future__ import annotations
 
 import re
-import zlib
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
 import msgspec
+from isal import isal_zlib
 
 from perfsight.errors import InputError
 from perfsight.ingest import progress
@@ -283,12 +284,12 @@ def _read(file: BinaryIO, size: int) -> bytes:
 
 def _gunzipped(file: BinaryIO, compressed: bytes, path: Path, warnings: list[str], piece_bytes: int
                ) -> Iterator[bytes]:
-    decompressor = zlib.decompressobj(wbits=47)
+    decompressor = isal_zlib.decompressobj(wbits=47)
     produced = 0
     while compressed:
         try:
             piece = decompressor.decompress(compressed, piece_bytes)
-        except zlib.error as error:
+        except isal_zlib.error as error:
             if not produced:
                 raise InputError(f"{path}: not a readable gzip file ({error}); expected {EXPECTED}") from None
             warnings.append(f"{path.name}: gzip stream broken ({error}) after {produced} bytes of JSON text")
@@ -299,7 +300,7 @@ def _gunzipped(file: BinaryIO, compressed: bytes, path: Path, warnings: list[str
         if decompressor.eof:
             compressed = decompressor.unused_data or _read(file, piece_bytes)
             if compressed:  # a further gzip member follows
-                decompressor = zlib.decompressobj(wbits=47)
+                decompressor = isal_zlib.decompressobj(wbits=47)
         else:
             compressed = decompressor.unconsumed_tail or _read(file, piece_bytes)
     if not decompressor.eof:

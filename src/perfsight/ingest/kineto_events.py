@@ -17,14 +17,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.ingest.kineto_columns import (ZERO, array, int_column, micros_to_ns, raw_text_column,
+from perfsight.ingest.kineto_columns import (ZERO, int_column, micros_to_ns, raw_text_column,
                                              scalar_text, text_column)
 from perfsight.ingest.kineto_decode import ABSENT, Event, TraceStream
 
 #: runtime -> device flow categories (current, 2021 and 2022 Kineto); slices' correlation ids carry these links
 LAUNCH_FLOW_CATEGORIES = ("ac2g", "async", "async_cpu_to_gpu")
 MEMORY_EVENT = "[memory]"
-_EMPTY_ARGS = array(["{}", "null"], pa.string())
+_EMPTY_ARGS = pa.array(["{}", "null"], pa.string())
 
 
 class _SliceArgs(msgspec.Struct, gc=False, rename={
@@ -137,10 +137,14 @@ def _scalar_columns(events: list[Event], skipped: Counter, what: str) -> dict:
     _count(skipped, f"{what} with a ts that is not a number", invalid)
     _count(skipped, f"{what} without ts", ts_ns.null_count - invalid)
     return {
-        "pid": pc.fill_null(scalar_text([e.pid for e in events]), ""),
-        "tid": pc.fill_null(scalar_text([e.tid for e in events]), ""),
+        "pid": _absent_as_empty(scalar_text([e.pid for e in events])),
+        "tid": _absent_as_empty(scalar_text([e.tid for e in events])),
         "ts_ns": ts_ns,
     }
+
+
+def _absent_as_empty(text: pa.Array) -> pa.Array:
+    return pc.fill_null(text, "") if text.null_count else text
 
 
 def _count(skipped: Counter, what: str, count: int) -> None:
@@ -149,10 +153,12 @@ def _count(skipped: Counter, what: str, count: int) -> None:
 
 
 def _keep_valid(table: pa.Table, required: list[str]) -> pa.Table:
+    if not any(table[name].null_count for name in required):
+        return table
     valid = pc.is_valid(table[required[0]])
     for name in required[1:]:
         valid = pc.and_(valid, pc.is_valid(table[name]))
-    return table if pc.all(valid).as_py() else table.filter(valid)
+    return table.filter(valid)
 
 
 def _slice_table(events: list[Event], skipped: Counter) -> pa.Table:
@@ -245,7 +251,7 @@ def _counter_table(events: list[Event], skipped: Counter) -> pa.Table:
     columns = _scalar_columns(events, skipped, "counter events")
     columns["name"] = text_column([e.name for e in events])
     table = pa.table(columns).take(pa.array(np.array(rows, dtype=np.int64)))
-    table = table.append_column("series", array(series, pa.string())).append_column(
+    table = table.append_column("series", pa.array(series, pa.string())).append_column(
         "value", pa.array(np.array(values, dtype=np.float64)))
     return _keep_valid(table, ["ts_ns"])
 
