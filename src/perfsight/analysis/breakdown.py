@@ -43,9 +43,12 @@ from .step_spans import STEP_SPANS_CTE
 #: the categories of the priority sweep, highest priority first (idle is the remainder)
 CATEGORIES = ("compute", "communication", "memory", "runtime", "dataloader", "host_ops", "python")
 
-_CATEGORY_SQL = f"""
+_DEVICE_CATEGORY_SQL = f"""
 SELECT rank, list_position($types, kernel_type) - 1 AS category, start_ns, end_ns
 FROM ({DEVICE_TASKS_SQL})
+"""
+
+_CATEGORY_SQL = _DEVICE_CATEGORY_SQL + """
 UNION ALL
 SELECT coalesce(t.rank, 0) AS rank,
        CASE WHEN s.kind IN ('runtime', 'driver', 'sync') THEN 3
@@ -87,12 +90,16 @@ class _Rank:
         return out
 
 
-def _ranks(tables: RunTables) -> tuple[dict[int, _Rank], pa.Table]:
-    con = tables.connect()
-    t = con.sql(_CATEGORY_SQL, params={"types": list(KERNEL_TYPES)}).to_arrow_table()
+def _ranks(tables: RunTables, *, host: bool = True) -> dict[int, _Rank]:
+    """Each rank's category sets; with ``host=False`` only the device ones (the host sets stay empty)."""
+    sql = _CATEGORY_SQL if host else _DEVICE_CATEGORY_SQL
+    t = tables.connect().sql(sql, params={"types": list(KERNEL_TYPES)}).to_arrow_table()
     rank, category, start, end = (t.column(c).to_numpy() for c in ("rank", "category", "start_ns", "end_ns"))
-    ranks = {int(r): _Rank(category[rank == r], start[rank == r], end[rank == r]) for r in np.unique(rank)}
-    return ranks, con.sql(_STEPS_SQL).to_arrow_table()
+    return {int(r): _Rank(category[rank == r], start[rank == r], end[rank == r]) for r in np.unique(rank)}
+
+
+def _steps(tables: RunTables) -> pa.Table:
+    return tables.connect().sql(_STEPS_SQL).to_arrow_table()
 
 
 def _pct(part, whole) -> list[float | None]:
@@ -127,7 +134,7 @@ def temporal_breakdown(tables: RunTables) -> pa.Table:
     busy - compute, itself split into ``communication_ns`` (communication while no compute runs) and
     ``memory_ns`` (memcpy/memset while neither runs). ``*_pct`` are percent of ``kernel_time_ns``. A rank
     without device tasks has no row (HTA crashes on such traces)."""
-    ranks, _ = _ranks(tables)
+    ranks = _ranks(tables, host=False)
     rows = []
     for r, data in sorted(ranks.items()):
         span = data.device_span()
@@ -158,7 +165,7 @@ def step_breakdown(tables: RunTables) -> pa.Table:
     time of each category of the module docstring's priority sweep inside it (``compute_ns``,
     ``communication_ns``, ``memory_ns``, ``runtime_ns``, ``dataloader_ns``, ``host_ops_ns``, ``python_ns``,
     ``idle_ns``); they add up exactly to ``step_ns``. No step slices: an empty table."""
-    ranks, steps = _ranks(tables)
+    ranks, steps = _ranks(tables), _steps(tables)
     columns = {name: [] for name in STEP_BREAKDOWN.names}
     for r in sorted(set(steps.column("rank").to_pylist())):
         mine = steps.filter(pc.equal(steps["rank"], r))
@@ -233,7 +240,7 @@ def overlap(tables: RunTables) -> pa.Table:
       communication hidden behind computation, HTA's get_comm_comp_overlap (over the whole span).
 
     Sorted by rank, then the steps in order, then the whole-span row."""
-    ranks, steps = _ranks(tables)
+    ranks, steps = _ranks(tables, host=False), _steps(tables)
     step_rank = steps.column("rank").to_numpy()
     rows = []
     for r in sorted(set(ranks) | set(step_rank.tolist())):
@@ -282,7 +289,7 @@ def overlap_intervals(tables: RunTables) -> pa.Table:
     Each row's intervals are disjoint, sorted and non-empty; their lengths add up to ``overlap``'s
     ``computation_ns``, ``communication_ns``, ``pure_communication_ns`` and ``free_ns``. Sorted by rank,
     row (in ``OVERLAP_ROWS`` order), start."""
-    ranks, _ = _ranks(tables)
+    ranks = _ranks(tables, host=False)
     parts = []                          # (rank, row index, starts, ends)
     for r, data in sorted(ranks.items()):
         span = data.device_span()
