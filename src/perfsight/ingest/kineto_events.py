@@ -86,10 +86,11 @@ GROUPS = ("slices", "flows", "memory", "counters")
 def event_tables(stream: TraceStream) -> EventTables:
     """Read ``stream`` batch by batch into per-group tables."""
     metadata, skipped = TraceMetadata(), Counter()
-    parts = {group: [empty] for group, empty in _batch_tables([], metadata, skipped).items()}  # the schemas
+    parts = {group: [build([], skipped)] for group, build in _BUILDERS.items()}  # the schemas
     for batch in stream.batches():
-        for group, table in _batch_tables(batch, metadata, skipped).items():
-            parts[group].append(table)
+        for group, events in _split(batch, metadata, skipped).items():
+            if events:
+                parts[group].append(_BUILDERS[group](events, skipped))
     base = stream.base_time_ns or 0
     tables = {group: _with_base(pa.concat_tables(tables), base) for group, tables in parts.items()}
     return EventTables(**tables, metadata=metadata, skipped=skipped)
@@ -102,7 +103,8 @@ def _with_base(table: pa.Table, base: int) -> pa.Table:
     return table.set_column(column, "ts_ns", pc.add_checked(table["ts_ns"], base))
 
 
-def _batch_tables(events: list[Event], metadata: TraceMetadata, skipped: Counter) -> dict[str, pa.Table]:
+def _split(events: list[Event], metadata: TraceMetadata, skipped: Counter) -> dict[str, list[Event]]:
+    """The events of each group (metadata goes into ``metadata``, other phases are counted as skipped)."""
     groups = _group_by_phase(events)
     events.clear()
     complete = groups.pop("X", [])
@@ -113,12 +115,8 @@ def _batch_tables(events: list[Event], metadata: TraceMetadata, skipped: Counter
     groups.pop("t", None)  # flow steps: perfsight links only the two ends
     for phase, unsupported in groups.items():
         skipped[f"events of unsupported phase {phase!r}"] += len(unsupported)
-    return {
-        "slices": _slice_table(complete, skipped),
-        "flows": _flow_table(flows, skipped),
-        "memory": _memory_table([e for e in instants if e.name == MEMORY_EVENT], skipped),
-        "counters": _counter_table(counters, skipped),
-    }
+    return {"slices": complete, "flows": flows, "memory": [e for e in instants if e.name == MEMORY_EVENT],
+            "counters": counters}
 
 
 def _group_by_phase(events: list[Event]) -> dict[Any, list[Event]]:
@@ -263,6 +261,9 @@ def _args_dict(event: Event) -> dict:
         return {}
     return args if isinstance(args, dict) else {}
 
+
+#: group -> the function building its table from its events
+_BUILDERS = {"slices": _slice_table, "flows": _flow_table, "memory": _memory_table, "counters": _counter_table}
 
 _METADATA_FIELDS = {  # event name -> (args key, TraceMetadata attribute, keyed by (pid, tid) or by pid)
     "process_name": ("name", "process_names", False),
