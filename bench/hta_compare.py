@@ -79,6 +79,8 @@ temporal = temporal_breakdown(run.tables)
 t2 = time.perf_counter()
 kernels = kernel_breakdown(run.tables)
 t3 = time.perf_counter()
+from perfsight.ingest import cache
+cache.wait()                               # the background cache write (the interpreter would wait at exit)
 compute_pct = None
 if "compute_pct" in temporal.column_names and temporal.num_rows:
     compute_pct = temporal.column("compute_pct")[0].as_py()

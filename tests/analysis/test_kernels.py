@@ -13,11 +13,14 @@ tests/analysis/hta_conventions.py). Differences accounted for in the comparisons
   7: 42486 vs 42372 us).
 * triton: HTA counts a host cpu_op whose args carry ``stream`` as a GPU kernel (95 us); left out.
 """
+import statistics
+
 import pytest
 
 from perfsight.analysis import kernels
 
 from . import hta_conventions as hta
+from .planted import tables_from_rows
 from .planted_gpu import cpu_only_run, gpu_run
 
 HTA_LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync")
@@ -32,6 +35,40 @@ def test_kernel_breakdown_planted():
     assert rows["gemm"]["pct"] == pytest.approx(100 * 1000 / 1510)
     assert rows["gemm"]["stddev_ns"] == 0 and rows["gemm"]["mean_ns"] == 1000
     assert kernels.kernel_breakdown(cpu_only_run()).num_rows == 0
+
+
+def test_kernel_breakdown_statistics_per_rank_and_name():
+    # two ranks; repeated kernels with varied durations; a kernel on a thread track is not device work
+    durations = {(0, "gemm"): [100, 250, 400, 1000], (0, "relu"): [30, 30], (0, "ncclAllReduce"): [700],
+                 (0, "Memcpy DtoH"): [5, 7, 9], (1, "gemm"): [999], (1, "zzz_kernel"): [999], (1, "aaa_kernel"): [999],
+                 (1, "relu"): [3, 4]}
+    tracks = [{"track_id": 1, "rank": 0, "pid": "1", "tid": "1", "kind": "thread", "name": "thread"},
+              {"track_id": 2, "rank": 0, "pid": "0", "tid": "stream 7", "kind": "stream", "name": "stream 7"},
+              {"track_id": 3, "rank": 1, "pid": "0", "tid": "7", "kind": "stream", "name": "stream 7"}]
+    slices, start = [], 0
+    for (rank, name), values in durations.items():
+        for dur in values:
+            kind = "memcpy" if name.startswith("Memcpy") else "kernel"
+            slices.append({"id": len(slices), "kind": kind, "name": name, "op_type": name, "track_id": 2 + rank,
+                           "start_ns": start, "dur_ns": dur})
+            start += 2000
+    slices.append({"id": len(slices), "kind": "kernel", "name": "gemm", "op_type": "gemm", "track_id": 1,
+                   "start_ns": 0, "dur_ns": 10**6})
+    table = kernels.kernel_breakdown(tables_from_rows(slices=slices, tracks=tracks))
+    kinds = {"gemm": "COMPUTATION", "relu": "COMPUTATION", "zzz_kernel": "COMPUTATION", "aaa_kernel": "COMPUTATION",
+             "ncclAllReduce": "COMMUNICATION", "Memcpy DtoH": "MEMORY"}
+    type_sums = {}
+    for (rank, name), values in durations.items():
+        type_sums[rank, kinds[name]] = type_sums.get((rank, kinds[name]), 0) + sum(values)
+    expected = sorted(
+        ((rank, kinds[name], name, len(values), sum(values), max(values), min(values),
+          statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0,
+          100 * sum(values) / type_sums[rank, kinds[name]]) for (rank, name), values in durations.items()),
+        key=lambda row: (row[0], row[1], -row[4], row[2]))
+    got = [tuple(row.values()) for row in table.to_pylist()]
+    assert [row[:7] for row in got] == [row[:7] for row in expected]    # sorted: rank, type, sum desc, name
+    assert [row[7:] for row in got] == [pytest.approx(row[7:], rel=1e-12) for row in expected]
+    assert [row[2] for row in got if row[0] == 1] == ["aaa_kernel", "gemm", "zzz_kernel", "relu"]  # ties: by name
 
 
 def test_kernel_type_breakdown_planted():

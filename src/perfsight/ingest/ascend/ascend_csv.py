@@ -26,7 +26,7 @@ import pyarrow.csv as pacsv
 
 from ...errors import InputError
 from ...tables import new_connection
-from ..kineto_columns import exact_ns
+from ..kineto_columns import exact_ns, flat
 
 #: canonical name -> the headers it is written as (first: torch_npu's current spelling)
 COLUMNS: dict[str, tuple[str, ...]] = {
@@ -128,7 +128,7 @@ def ns_from_us(column: pa.Array | pa.ChunkedArray, what: str, path: Path) -> pa.
     """Microsecond texts (``"1736413971558972.912\\t"``) -> exact int64 ns; null stays null.
 
     A text that is not a number is an InputError naming the file, the column and the value."""
-    text = pc.utf8_trim_whitespace(_flat(column))
+    text = pc.utf8_trim_whitespace(flat(column))
     ns, invalid = exact_ns(text)
     if invalid:
         bad = next(v for v, n in zip(text.to_pylist(), ns.to_pylist()) if v is not None and n is None)
@@ -138,7 +138,7 @@ def ns_from_us(column: pa.Array | pa.ChunkedArray, what: str, path: Path) -> pa.
 
 def numbers(column: pa.Array | pa.ChunkedArray, type: pa.DataType = pa.float64()) -> pa.Array:
     """Number texts -> ``type``; texts that are not numbers (``N/A``, ``-``) become null."""
-    text = pc.utf8_trim_whitespace(_flat(column))
+    text = pc.utf8_trim_whitespace(flat(column))
     usable = pc.match_substring_regex(text, _NUMBER.pattern)
     cleaned = pc.if_else(pc.fill_null(usable, False), text, pa.scalar(None, pa.string()))
     if pa.types.is_integer(type):
@@ -188,7 +188,7 @@ def _dim(text: str) -> int | str:
 
 
 def _per_distinct(column: pa.Array | pa.ChunkedArray, convert) -> pa.Array:
-    encoded = _flat(column).dictionary_encode()
+    encoded = flat(column).dictionary_encode()
     values = [None if not text or not text.strip().strip('"') else convert(text)
               for text in encoded.dictionary.to_pylist()]
     return pa.array(values, pa.string()).take(encoded.indices)
@@ -201,7 +201,3 @@ def json_object(text: str | None) -> dict:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
-
-
-def _flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
