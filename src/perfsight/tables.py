@@ -117,6 +117,12 @@ def empty(name: str) -> pa.Table:
     return SCHEMAS[name].empty_table()
 
 
+def flows_table(src_ids, dst_ids, kind: str) -> pa.Table:
+    """A canonical flows table of ``kind`` links from ``src_ids`` to ``dst_ids`` (arrays of slice ids)."""
+    return conform("flows", pa.table({"src_id": src_ids, "dst_id": dst_ids,
+                                      "kind": pa.array([kind] * len(src_ids), pa.string())}))
+
+
 def conform(name: str, table: pa.Table) -> pa.Table:
     """Return ``table`` with exactly the canonical columns of ``name``, in order and type.
 

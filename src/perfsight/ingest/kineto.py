@@ -33,9 +33,9 @@ from perfsight.ingest.kineto_columns import dictionary, flat
 from perfsight.ingest.kineto_decode import TraceStream, json_pieces
 from perfsight.ingest.kineto_events import GROUPS, EventTables, TraceMetadata, event_tables
 from perfsight.ingest.kineto_kinds import classify_columns
-from perfsight.ingest.kineto_nesting import Nesting, take_or_missing
+from perfsight.ingest.kineto_nesting import Nesting, ids_or_null, take_or_missing
 from perfsight.ingest.kineto_tracks import Tracks, build_tracks
-from perfsight.tables import RunTables, conform, meta_table
+from perfsight.tables import RunTables, conform, flows_table, meta_table
 
 SNIFF_BYTES = 1 << 16
 _TRACE_NAME = (".pt.trace.json", ".pt.trace.json.gz")
@@ -170,7 +170,7 @@ class _Slices:
             "start_ns": self.start,
             "dur_ns": self.end - self.start,
             "depth": self.nesting.depth.astype(np.int16),
-            "parent_id": _ids_or_null(self.ids, self.nesting.parent),
+            "parent_id": ids_or_null(self.ids, self.nesting.parent),
             "step": self._steps(),
             "correlation_id": source["correlation_id"],
             "external_id": source["external_id"],
@@ -213,7 +213,7 @@ class _Slices:
 
     def launch_flows(self) -> pa.Table:
         device = np.flatnonzero(self.launcher >= 0)
-        return _flows(self.ids[self.launcher[device]], self.ids[device], "launch")
+        return flows_table(self.ids[self.launcher[device]], self.ids[device], "launch")
 
     def linked_flows(self, flows: pa.Table, tracks: Tracks, skipped: Counter) -> pa.Table:
         """``fwdbwd`` and other flow events: bind each end to its enclosing slice, pair ends by id."""
@@ -223,8 +223,8 @@ class _Slices:
         src_rows, dst_rows, categories = pair_flow_ends(flows, bound)
         is_fwdbwd = pc.equal(categories, "fwdbwd").to_numpy(zero_copy_only=False)
         return pa.concat_tables([
-            _flows(self.ids[src_rows[is_fwdbwd]], self.ids[dst_rows[is_fwdbwd]], "fwdbwd"),
-            _flows(self.ids[src_rows[~is_fwdbwd]], self.ids[dst_rows[~is_fwdbwd]], "other"),
+            flows_table(self.ids[src_rows[is_fwdbwd]], self.ids[dst_rows[is_fwdbwd]], "fwdbwd"),
+            flows_table(self.ids[src_rows[~is_fwdbwd]], self.ids[dst_rows[~is_fwdbwd]], "other"),
         ])
 
     def enclosing_rows(self, events: pa.Table, tracks: Tracks, accept: np.ndarray | None = None) -> np.ndarray:
@@ -263,15 +263,6 @@ def _first_match(table: pa.Table, key: str, rows: np.ndarray, candidates: np.nda
     return matches
 
 
-def _ids_or_null(ids: np.ndarray, rows: np.ndarray) -> pa.Array:
-    return pa.array(take_or_missing(ids, rows, 0), pa.int64(), mask=rows < 0)
-
-
-def _flows(src: np.ndarray, dst: np.ndarray, kind: str) -> pa.Table:
-    return conform("flows", pa.table({"src_id": src, "dst_id": dst,
-                                      "kind": pa.array([kind] * len(src), pa.string())}))
-
-
 # --- memory, counters, meta -----------------------------------------------------------------------------
 
 def _memory(memory: pa.Table, tracks: Tracks, slices: _Slices) -> pa.Table:
@@ -285,7 +276,7 @@ def _memory(memory: pa.Table, tracks: Tracks, slices: _Slices) -> pa.Table:
         "total_reserved": memory["total_reserved"],
         "device": _device_names(memory["device_type"], memory["device_id"]),
         "track_id": tracks.timeline_ids(memory["pid"], memory["tid"]),
-        "op_slice_id": _ids_or_null(slices.ids, operator),
+        "op_slice_id": ids_or_null(slices.ids, operator),
     }))
 
 

@@ -16,6 +16,7 @@ callers can report them. No input makes this fail.
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 
 
 class Nesting:
@@ -73,6 +74,11 @@ class Nesting:
 def overlap_warning(count: int) -> str:
     """The parse warning for ``Nesting.overlaps`` partial overlaps (readers that report them as text)."""
     return f"{count} times a slice started inside another of its track and ended after it (made siblings)"
+
+
+def ids_or_null(ids: np.ndarray, rows: np.ndarray) -> pa.Array:
+    """The ``ids`` of ``rows`` as an int64 column, null where a row is -1 (a missing parent, operator...)."""
+    return pa.array(take_or_missing(ids, rows, 0), pa.int64(), mask=rows < 0)
 
 
 def take_or_missing(values: np.ndarray, rows: np.ndarray, missing: int = -1) -> np.ndarray:

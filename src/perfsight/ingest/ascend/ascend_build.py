@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...tables import SLICES, TRACKS, RunTables, conform, meta_table
+from ...tables import SLICES, TRACKS, RunTables, conform, flows_table, meta_table
 from ..kineto_nesting import Nesting, overlap_warning
 
 #: source columns a slice part may give (besides the required track, kind, name, start_ns, dur_ns)
@@ -157,8 +157,7 @@ def _launch_flows(slices: pa.Table, ranks: np.ndarray, streams: np.ndarray) -> p
     match = pc.fill_null(match, -1).to_numpy()
     found = match >= 0
     ids = slices["id"].to_numpy()
-    return conform("flows", pa.table({"src_id": ids[host[match[found]]], "dst_id": ids[device[found]],
-                                      "kind": pa.array(["launch"] * int(found.sum()), pa.string())}))
+    return flows_table(ids[host[match[found]]], ids[device[found]], "launch")
 
 
 def add_steps(builder: RunBuilder, track: int, steps: pa.Table, *, phases: dict[str, str] | None = None,

@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from ...errors import InputError
 from ...tables import TRACKS, RunTables, conform, meta_table, new_connection
-from ..kineto_nesting import Nesting, overlap_warning, take_or_missing
+from ..kineto_nesting import Nesting, ids_or_null, overlap_warning, take_or_missing
 from .detect import DB_NAME, OUTPUT_DIR, find_torch_npu_db
 from .torch_npu_db_device import read_device
 from .torch_npu_db_host import INT, TEXT, read_host
@@ -90,7 +90,7 @@ def read_torch_npu_db(run_dir: Path, *, rank: int | None = None, id_offset: int 
         "id": src["id"], "kind": src["kind"], "name": src["name"], "op_type": src["op_type"],
         "task_type": src["task_type"], "track_id": src["track_id"], "start_ns": src["start_ns"],
         "dur_ns": src["dur_ns"], "depth": src["depth"],
-        "parent_id": pa.array(take_or_missing(ids, nesting.parent, 0), pa.int64(), mask=nesting.parent < 0),
+        "parent_id": ids_or_null(ids, nesting.parent),
         "step": linked["step"], "correlation_id": linked["correlation_id"], "external_id": linked["external_id"],
         "input_shapes": src["input_shapes"], "input_dtypes": src["input_dtypes"],
         "args": src["args"],
@@ -216,7 +216,7 @@ def _memory(records: pa.Table, src: pa.Table, nesting: Nesting, tracks: pa.Table
     threads = take_or_missing(src["track_id"].to_numpy().astype(np.int64), operator, -1)
     main = _main_thread(tracks)
     return conform("memory", records.drop_columns(["op_name"]).append_column(
-        "op_slice_id", pa.array(take_or_missing(src["id"].to_numpy(), operator, 0), pa.int64(), mask=operator < 0)
+        "op_slice_id", ids_or_null(src["id"].to_numpy(), operator)
     ).append_column("track_id", pa.array(np.where(threads >= 0, threads, -1 if main is None else main),
                                          pa.int32(), mask=(threads < 0) & (main is None))))
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import duckdb
 import pyarrow as pa
 
-from ...tables import conform
+from ...tables import conform, flows_table
 
 _LINKS_SQL = """
 WITH step_spans AS (
@@ -77,8 +77,7 @@ def link(con: duckdb.DuckDBPyConnection) -> tuple[pa.Table, pa.Table]:
     columns = con.sql(_LINKS_SQL).to_arrow_table()
     launched = columns.filter(columns["launcher"].is_valid())
     flows = pa.concat_tables([
-        conform("flows", pa.table({"src_id": launched["launcher"], "dst_id": launched["id"],
-                                   "kind": pa.array(["launch"] * launched.num_rows, pa.string())})),
+        flows_table(launched["launcher"], launched["id"], "launch"),
         conform("flows", con.sql(_PAIRS_SQL).to_arrow_table()),
     ])
     return columns.drop_columns(["id", "launcher"]), flows

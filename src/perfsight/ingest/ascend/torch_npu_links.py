@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...tables import conform
+from ...tables import flows_table
 from ..kineto import pair_flow_ends
 from ..kineto_nesting import Nesting, take_or_missing
 
@@ -56,9 +56,7 @@ def link(slices: pa.Table, flows: pa.Table, track_keys: dict[tuple[str, str], in
              (src[unlaunched], dst[unlaunched], "launch"),
              (src[~np.isin(category, ["fwdbwd", "async_npu"])], dst[~np.isin(category, ["fwdbwd", "async_npu"])],
               "other")]
-    table = pa.concat_tables([conform("flows", pa.table({"src_id": ids[s], "dst_id": ids[d],
-                                                          "kind": pa.array([k] * len(s), pa.string())}))
-                              for s, d, k in parts])
+    table = pa.concat_tables([flows_table(ids[s], ids[d], k) for s, d, k in parts])
     return Links(pa.array(external, pa.int64(), mask=external < 0), table, nesting)
 
 
