@@ -37,14 +37,19 @@ import pyarrow.compute as pc
 
 from ..tables import RunTables
 from . import intervals
-from .kernels import device_task_arrays
+from .kernels import DEVICE_TASKS_SQL, KERNEL_TYPES
 from .step_spans import STEP_SPANS_CTE
 
 #: the categories of the priority sweep, highest priority first (idle is the remainder)
 CATEGORIES = ("compute", "communication", "memory", "runtime", "dataloader", "host_ops", "python")
 
-#: the host categories of the priority sweep (3 runtime .. 6 python), per rank
-_HOST_CATEGORY_SQL = """
+_DEVICE_CATEGORY_SQL = f"""
+SELECT rank, list_position($types, kernel_type) - 1 AS category, start_ns, end_ns
+FROM ({DEVICE_TASKS_SQL})
+"""
+
+_CATEGORY_SQL = _DEVICE_CATEGORY_SQL + """
+UNION ALL
 SELECT coalesce(t.rank, 0) AS rank,
        CASE WHEN s.kind IN ('runtime', 'driver', 'sync') THEN 3
             WHEN s.kind = 'dataloader' THEN 4
@@ -87,11 +92,9 @@ class _Rank:
 
 def _ranks(tables: RunTables, *, host: bool = True) -> dict[int, _Rank]:
     """Each rank's category sets; with ``host=False`` only the device ones (the host sets stay empty)."""
-    rank, category, start, end = device_task_arrays(tables)  # categories 0-2 are the kernel types
-    if host:
-        t = tables.connect().sql(_HOST_CATEGORY_SQL).to_arrow_table()
-        rank, category, start, end = (np.concatenate((mine, t.column(c).to_numpy())) for mine, c in
-                                      zip((rank, category, start, end), ("rank", "category", "start_ns", "end_ns")))
+    sql = _CATEGORY_SQL if host else _DEVICE_CATEGORY_SQL
+    t = tables.connect().sql(sql, params={"types": list(KERNEL_TYPES)}).to_arrow_table()
+    rank, category, start, end = (t.column(c).to_numpy() for c in ("rank", "category", "start_ns", "end_ns"))
     return {int(r): _Rank(category[rank == r], start[rank == r], end[rank == r]) for r in np.unique(rank)}
 
 

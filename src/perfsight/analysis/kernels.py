@@ -17,68 +17,25 @@ trace has two or more); ``cuda_sync`` events and GPU user annotations are not co
 """
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..tables import RunTables, new_connection
 from .ops import DEVICE_TASK_KINDS
 
 KERNEL_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
 
-DEVICE_TASKS = pa.schema([
-    ("id", pa.int64()),
-    ("rank", pa.int32()),
-    ("track_id", pa.int32()),
-    ("stream", pa.string()),
-    ("kind", pa.string()),
-    ("name", pa.string()),
-    ("kernel_type", pa.string()),
-    ("start_ns", pa.int64()),
-    ("end_ns", pa.int64()),
-    ("dur_ns", pa.int64()),
-    ("step", pa.int32()),
-    ("correlation_id", pa.int64()),
-])
-
-
-def device_tasks(tables: RunTables) -> pa.Table:
-    """The run's device tasks (the module docstring's definition and kernel types), in slice order (schema
-    ``DEVICE_TASKS``): ``rank`` is their track's (0 when it has none), ``stream`` the track's tid without
-    its ``stream `` prefix. Built with Arrow compute alone, so the analyses that need nothing more (the
-    kernel and temporal breakdowns) answer without starting DuckDB (~0.1 s and ~30 MiB the first time in
-    a process); the SQL analyses query it as the view ``device_tasks``."""
-    slices = tables.slices.select(["id", "track_id", "kind", "name", "start_ns", "dur_ns", "step", "correlation_id"])
-    slices = slices.filter(pc.is_in(slices["kind"], pa.array(DEVICE_TASK_KINDS)))
-    tracks = tables.tracks
-    row = pc.index_in(slices["track_id"], tracks["track_id"])
-    on_stream = pc.fill_null(pc.equal(pc.take(tracks["kind"], row), "stream"), False)
-    slices, row = slices.filter(on_stream), pc.filter(row, on_stream)
-    kind, name = slices["kind"], slices["name"]
-    communication = pc.or_(pc.equal(kind, "comm"), pc.fill_null(pc.starts_with(name, "nccl"), False))
-    memory = pc.is_in(kind, pa.array(["memcpy", "memset"]))
-    return pa.table({
-        "id": slices["id"],
-        "rank": pc.fill_null(pc.take(tracks["rank"], row), pa.scalar(0, pa.int32())),
-        "track_id": slices["track_id"],
-        "stream": pc.replace_substring_regex(pc.take(tracks["tid"], row), "^stream ", ""),
-        "kind": kind,
-        "name": name,
-        "kernel_type": pc.if_else(communication, "COMMUNICATION", pc.if_else(memory, "MEMORY", "COMPUTATION")),
-        "start_ns": slices["start_ns"],
-        "end_ns": pc.add(slices["start_ns"], slices["dur_ns"]),
-        "dur_ns": slices["dur_ns"],
-        "step": slices["step"],
-        "correlation_id": slices["correlation_id"],
-    }, schema=DEVICE_TASKS)
-
-
-def _connect(tables: RunTables):
-    """``tables.connect()`` with the view ``device_tasks`` too."""
-    con = tables.connect()
-    con.register("device_tasks", device_tasks(tables))
-    return con
-
+#: SQL for the device tasks of a run: id, rank, track_id, stream, kind, name, kernel_type, start/end/dur, step,
+#: correlation_id. Shared with the breakdown analyses.
+DEVICE_TASKS_SQL = f"""
+SELECT s.id, coalesce(t.rank, 0) AS rank, s.track_id, regexp_replace(t.tid, '^stream ', '') AS stream,
+       s.kind, s.name,
+       CASE WHEN s.kind = 'comm' OR starts_with(s.name, 'nccl') THEN 'COMMUNICATION'
+            WHEN s.kind IN ('memcpy', 'memset') THEN 'MEMORY'
+            ELSE 'COMPUTATION' END AS kernel_type,
+       s.start_ns, s.start_ns + s.dur_ns AS end_ns, s.dur_ns, s.step, s.correlation_id
+FROM slices s JOIN tracks t USING (track_id)
+WHERE t.kind = 'stream' AND s.kind IN ({", ".join(f"'{kind}'" for kind in DEVICE_TASK_KINDS)})
+"""
 
 KERNEL_BREAKDOWN = pa.schema([
     ("rank", pa.int32()),
@@ -100,47 +57,16 @@ def kernel_breakdown(tables: RunTables) -> pa.Table:
     execution, as HTA) and ``pct``, the share (percent) of the summed duration of all the rank's device tasks
     of the same kernel type. Sorted by rank, kernel type, sum descending, name. Unlike HTA's
     ``kernel_breakdown`` no kernels are folded into an ``others`` row."""
-    tasks = device_tasks(tables)
-    if not tasks.num_rows:
-        return KERNEL_BREAKDOWN.empty_table()
-    rank, kernel_type, name = (_codes(tasks[column]) for column in ("rank", "kernel_type", "name"))
-    order = np.lexsort((name, kernel_type, rank))
-    keys = np.stack((rank, kernel_type, name))[:, order]
-    first = _group_starts(keys)                            # of each (rank, kernel type, name)
-    dur = tasks["dur_ns"].to_numpy()[order]
-    count = np.diff(np.append(first, len(dur)))
-    sum_ns = np.add.reduceat(dur, first)
-    mean = sum_ns / count
-    deviation = dur - np.repeat(mean, count)
-    variance = np.add.reduceat(deviation * deviation, first) / np.maximum(count - 1, 1)
-    type_first = _group_starts(keys[:2, first])            # groups of each (rank, kernel type)
-    type_sum = np.repeat(np.add.reduceat(sum_ns, type_first), np.diff(np.append(type_first, len(first))))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        pct = 100.0 * sum_ns / type_sum
-    rows = order[first]
-    return pa.table({
-        "rank": tasks["rank"].take(rows),
-        "kernel_type": tasks["kernel_type"].take(rows),
-        "name": tasks["name"].take(rows),
-        "count": count,
-        "sum_ns": sum_ns,
-        "max_ns": np.maximum.reduceat(dur, first),
-        "min_ns": np.minimum.reduceat(dur, first),
-        "mean_ns": mean,
-        "stddev_ns": np.where(count > 1, np.sqrt(variance), 0.0),
-        "pct": pa.array(pct, mask=type_sum == 0),
-    }, schema=KERNEL_BREAKDOWN).sort_by([("rank", "ascending"), ("kernel_type", "ascending"),
-                                         ("sum_ns", "descending"), ("name", "ascending")])
-
-
-def _group_starts(keys: np.ndarray) -> np.ndarray:
-    """Where the key rows (sorted column by column) change: the first column of each group."""
-    return np.flatnonzero(np.concatenate(([True], (keys[:, 1:] != keys[:, :-1]).any(axis=0))))
-
-
-def _codes(column: pa.ChunkedArray) -> np.ndarray:
-    """Equal values -> equal integers (for grouping)."""
-    return column.combine_chunks().dictionary_encode().indices.to_numpy()
+    query = f"""
+        WITH k AS ({DEVICE_TASKS_SQL})
+        SELECT rank, kernel_type, name, count(*) AS count, sum(dur_ns)::BIGINT AS sum_ns,
+               max(dur_ns) AS max_ns, min(dur_ns) AS min_ns, avg(dur_ns) AS mean_ns,
+               coalesce(stddev_samp(dur_ns), 0) AS stddev_ns,
+               100.0 * sum(dur_ns) / nullif(sum(sum(dur_ns)) OVER (PARTITION BY rank, kernel_type), 0) AS pct
+        FROM k GROUP BY rank, kernel_type, name
+        ORDER BY rank, kernel_type, sum_ns DESC, name
+    """
+    return tables.connect().sql(query).to_arrow_table().cast(KERNEL_BREAKDOWN)
 
 
 KERNEL_TYPE_BREAKDOWN = pa.schema([
@@ -153,9 +79,12 @@ KERNEL_TYPE_BREAKDOWN = pa.schema([
 
 def device_task_arrays(tables: RunTables):
     """The device tasks as numpy arrays: (rank, kernel type index into ``KERNEL_TYPES``, start_ns, end_ns)."""
-    tasks = device_tasks(tables)
-    type_index = pc.index_in(tasks["kernel_type"], pa.array(KERNEL_TYPES))
-    return tuple(column.to_numpy() for column in (tasks["rank"], type_index, tasks["start_ns"], tasks["end_ns"]))
+    query = f"""
+        SELECT rank, list_position($types, kernel_type) - 1 AS type_index, start_ns, end_ns
+        FROM ({DEVICE_TASKS_SQL})
+    """
+    t = tables.connect().sql(query, params={"types": list(KERNEL_TYPES)}).to_arrow_table()
+    return tuple(t.column(c).to_numpy() for c in ("rank", "type_index", "start_ns", "end_ns"))
 
 
 def kernel_type_breakdown(tables: RunTables) -> pa.Table:
@@ -202,8 +131,9 @@ LAUNCH_STATS = pa.schema([
     ("step", pa.int32()),
 ])
 
-_LAUNCHES_SQL = """
-WITH k AS (FROM device_tasks), api AS (
+_LAUNCHES_SQL = f"""
+WITH k AS ({DEVICE_TASKS_SQL}
+), api AS (
     SELECT s.id, coalesce(t.rank, 0) AS rank, s.name, s.kind, s.start_ns, s.dur_ns, s.correlation_id
     FROM slices s JOIN tracks t USING (track_id)
     WHERE t.kind = 'thread' AND s.kind IN ('runtime', 'driver') AND s.correlation_id IS NOT NULL
@@ -227,7 +157,7 @@ def launch_stats(tables: RunTables) -> pa.Table:
     ``start_delay_ns`` = task start - start of the call. HTA restricts itself to cudaLaunchKernel(ExC),
     cudaMemcpyAsync and cudaMemsetAsync; this keeps every launching call (cudaGraphLaunch, whose one call
     launches many kernels; Triton's cuLaunchKernel; ...). HTA also clips negative launch delays to 0."""
-    return _connect(tables).sql(_LAUNCHES_SQL).to_arrow_table().cast(LAUNCH_STATS)
+    return tables.connect().sql(_LAUNCHES_SQL).to_arrow_table().cast(LAUNCH_STATS)
 
 
 LAUNCH_SUMMARY = pa.schema([
@@ -286,8 +216,9 @@ IDLE_TIME_BREAKDOWN = pa.schema([
 
 IDLE_CATEGORIES = ("host_wait", "kernel_wait", "other")
 
-_IDLE_SQL = """
-WITH k AS (FROM device_tasks), api AS (
+_IDLE_SQL = f"""
+WITH k AS ({DEVICE_TASKS_SQL}
+), api AS (
     SELECT coalesce(t.rank, 0) AS rank, s.correlation_id, min(s.start_ns) AS runtime_start
     FROM slices s JOIN tracks t USING (track_id)
     WHERE t.kind = 'thread' AND s.kind IN ('runtime', 'driver') AND s.correlation_id IS NOT NULL
@@ -332,7 +263,7 @@ def idle_time_breakdown(tables: RunTables, consecutive_kernel_delay_ns: int = 30
     HTA compares with the previous task's own end and sums negative gaps (overlapping tasks) as
     kernel_wait; here an overlap is a zero gap, measured from the furthest end so far."""
     params = {"delay": consecutive_kernel_delay_ns, "categories": list(IDLE_CATEGORIES)}
-    return _connect(tables).sql(_IDLE_SQL, params=params).to_arrow_table().cast(IDLE_TIME_BREAKDOWN)
+    return tables.connect().sql(_IDLE_SQL, params=params).to_arrow_table().cast(IDLE_TIME_BREAKDOWN)
 
 
 QUEUE_LENGTH = pa.schema([
@@ -352,7 +283,8 @@ def queue_length(tables: RunTables) -> pa.Table:
     length summary: the number of tasks launched on the stream (their runtime call started) and not yet
     finished, sampled at every launch and every task end (``count`` samples)."""
     query = f"""
-        WITH k AS (FROM device_tasks), launched AS (
+        WITH k AS ({DEVICE_TASKS_SQL}
+        ), launched AS (
             SELECT k.rank, k.track_id, k.stream, coalesce(l.cpu_start_ns, k.start_ns) AS launch_ns, k.end_ns
             FROM k LEFT JOIN (SELECT kernel_id, cpu_start_ns FROM ({_LAUNCHES_SQL})) l ON l.kernel_id = k.id
         ), events AS (
@@ -368,4 +300,4 @@ def queue_length(tables: RunTables) -> pa.Table:
                median(queue) AS median, max(queue) AS max
         FROM running GROUP BY ALL ORDER BY rank, track_id
     """
-    return _connect(tables).sql(query).to_arrow_table().cast(QUEUE_LENGTH)
+    return tables.connect().sql(query).to_arrow_table().cast(QUEUE_LENGTH)

@@ -6,7 +6,8 @@ dialects), reading a file with pyarrow (quoted fields spanning lines, every colu
 conversions the readers share: exact integer nanoseconds from microsecond texts (Ascend writes them with
 a trailing tab, ``"1736413971558972.912\\t"``, and they need 61 bits: never through float), numbers from
 texts (``N/A`` and empty are null), sizes in KB or MB to bytes, shape/dtype lists to canonical JSON text,
-and the columns without a canonical place to one JSON object per row (``row_json``, for ``args``).
+and the columns without a canonical place to one JSON object per row (``row_json``, for ``args``); JSON
+side files read or warned about (``read_json``).
 
 ``read_csv(path, required=...)`` returns a table whose known columns carry their canonical names; a
 missing required column is an InputError naming the file, the column and the headers found; a missing
@@ -192,6 +193,16 @@ def _per_distinct(column: pa.Array | pa.ChunkedArray, convert) -> pa.Array:
     values = [None if not text or not text.strip().strip('"') else convert(text)
               for text in encoded.dictionary.to_pylist()]
     return pa.array(values, pa.string()).take(encoded.indices)
+
+
+def read_json(path: Path, warnings: list[str], consequence: str):
+    """The JSON document in ``path``; None when it cannot be read or parsed, with the warning
+    ``<file>: not readable JSON (<why>); <consequence>``."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        warnings.append(f"{path.name}: not readable JSON ({error}); {consequence}")
+        return None
 
 
 def json_object(text: str | None) -> dict:

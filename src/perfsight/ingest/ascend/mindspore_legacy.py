@@ -52,7 +52,7 @@ from ...tables import RunTables
 from ..kineto_decode import TraceStream
 from ..kineto_events import event_tables
 from .ascend_build import RunBuilder, add_steps
-from .ascend_csv import json_object, numbers, read_csv
+from .ascend_csv import json_object, numbers, read_csv, read_json
 from .detect import MINDSPORE_FILE, ranks_in
 from .mindspore_minddata import add_cpu_utilization, add_device_queue, add_pipeline
 
@@ -375,9 +375,7 @@ def _add_meta_files(files: dict[str, Path], builder: RunBuilder, facts: dict) ->
         builder.sources.append(str(files["aicore_intermediate_type"]))
     for kind in ("flops_summary", "flops_scope", "ascend_timeline_summary"):
         if kind in files:
-            try:
-                facts[f"mindspore_{kind}"] = json.loads(files[kind].read_text(encoding="utf-8"))
-            except ValueError as error:
-                builder.warnings.append(f"{files[kind].name}: not JSON ({error}); not read")
-                continue
-            builder.sources.append(str(files[kind]))
+            document = read_json(files[kind], builder.warnings, "not read")
+            if document is not None:
+                facts[f"mindspore_{kind}"] = document
+                builder.sources.append(str(files[kind]))

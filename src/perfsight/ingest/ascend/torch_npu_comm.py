@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .ascend_csv import json_object
+from .ascend_csv import json_object, read_json
 from .ascend_kinds import collective_args
 from .torch_npu_kernels import merge_args, replace_rows
 from .torch_npu_meta import Group
@@ -44,11 +44,7 @@ def describe(slices: pa.Table, communication: Path | None, groups: dict[str, Gro
 
 def _entries(path: Path, warnings: list[str]) -> dict[str, list[tuple[float, str, dict]]]:
     """Operator name -> [(start us, group name, {Communication Time Info, Communication Bandwidth Info})]."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        warnings.append(f"{path.name}: not readable JSON ({error}); communication groups and times unknown")
-        return {}
+    document = read_json(path, warnings, "communication groups and times unknown")
     found: dict[str, list] = {}
     for step in document.values() if isinstance(document, dict) else ():
         for kind in step.values() if isinstance(step, dict) else ():

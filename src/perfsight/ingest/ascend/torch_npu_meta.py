@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 
-from .ascend_csv import read_csv
+from .ascend_csv import read_csv, read_json
 from .detect import OUTPUT_DIR
 
 _INFO_NAME = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
@@ -91,11 +91,7 @@ def read_facts(run_dir: Path, rank: int | None) -> Facts:
 
 
 def _json(path: Path, facts: Facts):
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        facts.warnings.append(f"{path.name}: not readable JSON ({error}); its facts are unknown")
-        return {}
+    value = read_json(path, facts.warnings, "its facts are unknown")
     return value if isinstance(value, dict) else {}
 
 
