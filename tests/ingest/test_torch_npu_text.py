@@ -325,3 +325,19 @@ def test_trace_args_that_are_not_objects_are_skipped_and_counted(tmp_path):
     assert trace.slices["correlation_id"].to_pylist() == [11, None]
     assert [w for w in builder.warnings if "args are not an object" in w] == [
         "trace_view.json: 1 events whose args are not an object of the expected types (args ignored)"]
+
+
+def test_a_step_drawn_on_several_rows_spans_all_of_them():
+    """Slices without a step get the step whose span holds their start; one step number drawn as several
+    step slices (e.g. on two threads) spans from the earliest start to the latest end."""
+    from perfsight.ingest.ascend.ascend_build import RunBuilder
+
+    builder = RunBuilder()
+    main, other = (builder.track("thread", "cpu", name, rank=0, pid="1", tid=name) for name in ("1", "2"))
+    builder.add_slices({"track": [main, other, main], "kind": ["step"] * 3, "name": ["ProfilerStep#5"] * 2 + ["#6"],
+                        "start_ns": [150, 100, 400], "dur_ns": [50, 200, 100], "step": [5, 5, 6]})
+    builder.add_slices({"track": [main] * 4, "kind": ["cpu_op"] * 4, "name": ["a", "b", "c", "d"],
+                        "start_ns": [120, 250, 350, 450], "dur_ns": [1] * 4})
+    slices = builder.finish({}).slices
+    steps = dict(zip(slices["name"].to_pylist(), slices["step"].to_pylist()))
+    assert (steps["a"], steps["b"], steps["c"], steps["d"]) == (5, 5, None, 6)

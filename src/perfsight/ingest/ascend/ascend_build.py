@@ -134,9 +134,11 @@ def _steps_by_time(source: pa.Table, ranks: np.ndarray) -> pa.Array:
     is_step = pc.equal(source["kind"], "step").to_numpy(zero_copy_only=False) & (steps >= 0)
     for rank in np.unique(ranks[is_step]).tolist():
         rows = np.flatnonzero(is_step & (ranks == rank))
-        numbers = np.unique(steps[rows])
-        first = np.array([start[rows][steps[rows] == n].min() for n in numbers])
-        last = np.array([end[rows][steps[rows] == n].max() for n in numbers])
+        numbers, step_of_row = np.unique(steps[rows], return_inverse=True)
+        first = np.full(len(numbers), np.iinfo(np.int64).max)
+        np.minimum.at(first, step_of_row, start[rows])
+        last = np.full(len(numbers), np.iinfo(np.int64).min)
+        np.maximum.at(last, step_of_row, end[rows])
         by_start = np.argsort(first, kind="stable")
         first, last, numbers = first[by_start], last[by_start], numbers[by_start]
         todo = np.flatnonzero((steps < 0) & (ranks == rank) & source["placeable"].to_numpy(zero_copy_only=False))
