@@ -233,6 +233,7 @@ def test_database_only_directory_reads_through_the_profiler_database_reader(shar
         expected = dict(con.execute("""
             SELECT o.value, count(*) FROM COMPUTE_TASK_INFO c JOIN TASK t USING (globalTaskId)
             JOIN STRING_IDS o ON o.id = c.opType GROUP BY o.value""").fetchall())
+        [(launches,)] = con.execute(_LAUNCHED_DEVICE_SLICES).fetchall()
     tables = read_msprof_dir(prof)
     assert_valid(tables)
     assert tables.meta_dict()["source_format"] == "msprof"
@@ -241,4 +242,26 @@ def test_database_only_directory_reads_through_the_profiler_database_reader(shar
     for op_type in kernels["op_type"].drop_null().to_pylist():
         counted[op_type] = counted.get(op_type, 0) + 1
     assert {k: v for k, v in counted.items() if k in expected} == expected
-    assert tables.flows.num_rows > 0
+    assert launches == 241
+    assert tables.flows["kind"].to_pylist() == ["launch"] * launches              # no PyTorch tables: launches only
+    by_id = {row["id"]: row for row in tables.slices.select(["id", "kind", "correlation_id"]).to_pylist()}
+    for flow in tables.flows.to_pylist():
+        source, target = by_id[flow["src_id"]], by_id[flow["dst_id"]]
+        assert source["kind"] == "runtime" and target["kind"] in ("kernel", "comm", "memcpy", "sync", "other")
+        assert source["correlation_id"] == target["correlation_id"]
+
+
+#: The device slices a CANN_API call launched (same connectionId), counted straight from the database: the
+#: computing tasks, the tasks without info other than FFTS+/HCCL launch containers, and the communication
+#: operators; not the HCCL plane steps (their operator has the flow) (torch_npu_db_device's rules).
+_LAUNCHED_DEVICE_SLICES = """
+WITH launched AS (SELECT * FROM TASK WHERE connectionId IN (SELECT connectionId FROM CANN_API)),
+info AS (SELECT globalTaskId FROM COMPUTE_TASK_INFO UNION SELECT globalTaskId FROM COMMUNICATION_TASK_INFO)
+SELECT (SELECT count(*) FROM launched WHERE globalTaskId IN (SELECT globalTaskId FROM COMPUTE_TASK_INFO))
+     + (SELECT count(*) FROM launched t WHERE globalTaskId NOT IN (SELECT globalTaskId FROM info)
+        AND NOT (contextId = 4294967295 AND EXISTS (
+            SELECT 1 FROM TASK u JOIN info i USING (globalTaskId) WHERE u.deviceId = t.deviceId
+            AND u.streamId = t.streamId AND u.taskId = t.taskId AND u.connectionId = t.connectionId
+            AND u.contextId <> 4294967295)))
+     + (SELECT count(*) FROM COMMUNICATION_OP WHERE connectionId IN (SELECT connectionId FROM CANN_API))
+"""
