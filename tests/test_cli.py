@@ -41,6 +41,19 @@ def test_export_of_a_directory_without_runs_is_a_clear_error(tmp_path, capsys):
     assert "holds no run perfsight can read" in capsys.readouterr().err
 
 
+def test_a_folder_whose_runs_lie_deeper_names_them(tmp_path, shared_data, capsys):
+    """Two jobs two levels down and a folder without traces: the error names the two, not the empty one."""
+    trace = shared_data / "kineto/generated_torch213_cpu/cpu_mlp_plain.pt.trace.json.gz"
+    for job in ("exp/a/rank0", "exp/b/rank0"):
+        (tmp_path / job).mkdir(parents=True)
+        (tmp_path / job / trace.name).symlink_to(trace)
+    (tmp_path / "exp/empty").mkdir()
+    assert main(["analyse", str(tmp_path / "exp")]) == 2
+    err = " ".join(capsys.readouterr().err.split())  # rich wraps long messages
+    assert "holds no run perfsight can read" in err
+    assert "Runs were found below it, in a/rank0, b/rank0: open one of those" in err
+
+
 def test_run_without_a_command(capsys):
     assert main(["run", "--"]) == 2
     assert "no command given" in capsys.readouterr().err

@@ -12,6 +12,7 @@ with the reason:
 * CPU-only traces: HTA has no temporal breakdown (it crashes); perfsight returns no rows.
 """
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from perfsight.analysis import breakdown, intervals
@@ -87,6 +88,17 @@ def test_step_breakdown_average_adds_up():
     assert avg["steps"] == 2 and avg["step_ns"] == 10000 and avg["compute_ns"] == 400
     assert sum(avg[f"{c}_ns"] for c in (*breakdown.CATEGORIES, "idle")) == avg["step_ns"]
     assert sum(avg[f"{c}_pct"] for c in (*breakdown.CATEGORIES, "idle")) == pytest.approx(100)
+
+
+def test_step_breakdown_average_apportions_whole_ns():
+    """Means of 1.5 ns round up independently (2 + 2 > the mean step of 3): apportioned, none goes negative."""
+    zero = [0, 0]
+    columns = {f"{c}_ns": zero for c in (*breakdown.CATEGORIES, "idle")}
+    columns.update(rank=[0, 0], step_ns=[3, 3], compute_ns=[1, 2], host_ops_ns=[2, 1])
+    [avg] = breakdown.step_breakdown_average(pa.table(columns)).to_pylist()
+    parts = {c: avg[f"{c}_ns"] for c in (*breakdown.CATEGORIES, "idle")}
+    assert avg["step_ns"] == 3 and sum(parts.values()) == 3 and min(parts.values()) == 0
+    assert sorted((parts["compute"], parts["host_ops"])) == [1, 2] and parts["idle"] == 0
 
 
 def test_temporal_breakdown_planted():

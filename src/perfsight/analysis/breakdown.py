@@ -192,24 +192,32 @@ STEP_BREAKDOWN_AVERAGE = pa.schema(
 
 def step_breakdown_average(breakdown: pa.Table) -> pa.Table:
     """Per rank, the mean over the steps of a ``step_breakdown`` table (schema ``STEP_BREAKDOWN_AVERAGE``):
-    ``steps`` counted, each ``*_ns`` the mean rounded to the ns, except ``idle_ns``, the mean step minus the
-    other rounded means, so the averages too add up exactly to ``step_ns``; ``*_pct`` are percent of the
-    summed step time (exact, not rounded)."""
-    names = [f"{c}_ns" for c in CATEGORIES]
+    ``steps`` counted, ``step_ns`` the mean step rounded to the ns, and each part (``idle_ns`` included) its
+    mean apportioned to whole ns by largest remainder, so the averages too add up exactly to ``step_ns``
+    and none is negative; ``*_pct`` are percent of the summed step time (exact, not rounded)."""
+    parts = [f"{c}_ns" for c in (*CATEGORIES, "idle")]
     rows = []
     ranks = breakdown.column("rank").to_numpy() if breakdown.num_rows else np.zeros(0, np.int32)
     for r in sorted(set(ranks.tolist())):
         mine = ranks == r
-        total = {n: int(breakdown.column(n).to_numpy()[mine].sum()) for n in ["step_ns", *names, "idle_ns"]}
+        total = {n: int(breakdown.column(n).to_numpy()[mine].sum()) for n in ["step_ns", *parts]}
         count = int(mine.sum())
         row = {"rank": r, "steps": count, "step_ns": round(total["step_ns"] / count)}
-        for n in names:
-            row[n] = round(total[n] / count)
-        row["idle_ns"] = row["step_ns"] - sum(row[n] for n in names)
+        row.update(zip(parts, _apportion([total[n] for n in parts], count, row["step_ns"])))
         for c in (*CATEGORIES, "idle"):
             row[f"{c}_pct"] = 100.0 * total[f"{c}_ns"] / total["step_ns"] if total["step_ns"] else None
         rows.append(row)
     return pa.Table.from_pylist(rows, schema=STEP_BREAKDOWN_AVERAGE)
+
+
+def _apportion(totals: list[int], count: int, target: int) -> list[int]:
+    """Whole-ns means ``totals[i] / count`` that add up to ``target`` (the rounded mean of their sum):
+    floors first, then one ns more each to the parts with the largest remainders."""
+    floors = [total // count for total in totals]
+    by_remainder = sorted(range(len(totals)), key=lambda i: totals[i] % count, reverse=True)
+    for i in by_remainder[:target - sum(floors)]:
+        floors[i] += 1
+    return floors
 
 
 OVERLAP = pa.schema([

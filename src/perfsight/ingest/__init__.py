@@ -133,17 +133,57 @@ def find_runs(path: Path) -> list[RunSource]:
             return [RunSource("kineto", path)]
         raise InputError(f"{path}: not a run perfsight can read; expected a PROF_ directory, "
                          "a torch.profiler trace (*.pt.trace.json[.gz]) or a folder holding them")
+    runs = _runs_in_folder(path)
+    if not runs:
+        raise InputError(f"{path}: holds no run perfsight can read; expected a PROF_ directory (with "
+                         "manifest.json), a parent of PROF_ directories, torch.profiler trace files, or "
+                         "Ascend profiler output (*_ascend_pt / ASCEND_PROFILER_OUTPUT, msprof PROF_ "
+                         "directories, MindSpore profiler files)" + _deeper_hint(path))
+    return runs
+
+
+def _runs_in_folder(path: Path) -> list[RunSource]:
+    from .kineto import is_kineto_trace
+
     runs = [RunSource("perfsight", p) for p in layout.find_run_dirs(path)]
     if not runs:
         runs = ascend_runs(path)
     if not runs:
         runs = [RunSource("kineto", p) for p in sorted(path.iterdir()) if p.is_file() and is_kineto_trace(p)]
-    if not runs:
-        raise InputError(f"{path}: holds no run perfsight can read; expected a PROF_ directory (with "
-                         "manifest.json), a parent of PROF_ directories, torch.profiler trace files, or "
-                         "Ascend profiler output (*_ascend_pt / ASCEND_PROFILER_OUTPUT, msprof PROF_ "
-                         "directories, MindSpore profiler files)")
     return runs
+
+
+DEEPER_LEVELS = 3      # how far below a folder without runs the error message looks for some
+DEEPER_FOLDERS = 300   # how many folders it looks into at most (it must answer quickly)
+DEEPER_SHOWN = 6       # how many of the folders found it names
+
+
+def _deeper_hint(path: Path) -> str:
+    """For the error on a folder without runs: the folders below it (breadth first, a few levels, not
+    below a folder with runs) that hold runs, so the user sees what to open instead; "" if none."""
+    found, level, looked = [], [path], 0
+    for _ in range(DEEPER_LEVELS):
+        level = [child for folder in level for child in _subfolders(folder)][:DEEPER_FOLDERS - looked]
+        looked += len(level)
+        without_runs = []
+        for folder in level:
+            with contextlib.suppress(InputError, OSError):
+                (found if _runs_in_folder(folder) else without_runs).append(folder)
+        level = without_runs
+    if not found:
+        return ""
+    shown = ", ".join(str(folder.relative_to(path)) for folder in found[:DEEPER_SHOWN])
+    more = f" and {len(found) - DEEPER_SHOWN} more" if len(found) > DEEPER_SHOWN else ""
+    return (f". Runs were found below it, in {shown}{more}: open one of those, or browse them all with "
+            f"`perfsight insight --summary-base-dir {path}`")
+
+
+def _subfolders(folder: Path) -> list[Path]:
+    try:
+        return sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink()
+                      and p.name not in (layout.CACHE_DIR, layout.OUTPUT_DIR) and not p.name.startswith("."))
+    except OSError:
+        return []
 
 
 def load(run: RunSource, *, use_cache: bool = True) -> RunTables:
