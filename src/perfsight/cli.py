@@ -346,9 +346,9 @@ READS_TRACES = ("analyse", "analyze", "export", "insight")
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command_name in READS_TRACES:
-        # Arrow's default pool keeps freed memory; the system allocator peaks ~60 MiB lower on a 54 MB
-        # trace for ~10% more time (bench/RESULTS.md). Set before pyarrow is first imported.
-        os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+        from .reader_process import prepare
+
+        prepare()
     try:
         return COMMANDS[args.command_name](args)
     except PerfsightError as exc:

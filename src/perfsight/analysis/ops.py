@@ -73,7 +73,9 @@ _DEVICE_TASK_PREDICATE = "t.kind = 'stream' AND list_contains($device_kinds, s.k
 
 _INSTANCES_SQL = """
 WITH picked AS (
-    SELECT s.*, coalesce(t.rank, 0) AS rank, t.device, t.name AS track,
+    SELECT s.id, s.name, s.op_type, s.kind, s.task_type, s.track_id, s.depth, s.start_ns, s.dur_ns,
+           s.input_shapes, s.input_dtypes, s.step, s.external_id,
+           coalesce(t.rank, 0) AS rank, t.device, t.name AS track,
            CASE WHEN t.kind = 'stream' THEN 'device' ELSE s.kind END AS category
     FROM slices s JOIN tracks t USING (track_id)
     WHERE {predicate}

@@ -1,7 +1,8 @@
 """Terminal rendering with rich: the run summary (`perfsight demo`, `perfsight analyse`), the advice
 and the option list.
 
-Fits an 80-column terminal: long names are cut with an ellipsis, never wrapped.
+Fits an 80-column terminal: long names are cut with an ellipsis, never wrapped. Every text that comes
+from a trace (paths, operator and device names, messages) is escaped, so brackets in it are never markup.
 """
 from __future__ import annotations
 
@@ -19,6 +20,14 @@ NAME_WIDTH = 34
 
 def _ms(ns) -> str:
     return "-" if ns is None else f"{ns / 1e6:,.3f}"
+
+
+def _bytes(count: int) -> str:
+    """A byte count in the largest binary unit that keeps it at 1 or more (``8 B``, ``6,322.4 MiB``)."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if count >= size:
+            return f"{count / size:,.1f} {unit}"
+    return f"{count} B"
 
 
 def _short(name: str, width: int = NAME_WIDTH) -> str:
@@ -51,7 +60,7 @@ def print_run_summary(run_dir: Path, written: list[Path], console: Console | Non
 def print_summary(title: str, summary: dict, console: Console | None = None) -> None:
     """Step times, the profiled steps and the top operators of ``run_summary``."""
     console = console or Console()
-    console.print(f"[bold]perfsight run[/bold] {title}")
+    console.print(f"[bold]perfsight run[/bold] {escape(title)}", soft_wrap=True)  # paths are never cut
     for warning in summary["warnings"]:
         console.print(f"[yellow]warning:[/yellow] {escape(str(warning))}")
     steps = summary["steps"]
@@ -80,17 +89,17 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
         for column in ("calls", "self ms", "total ms", "avg ms"):
             table.add_column(column, justify="right")
         for row in ops.to_pylist():
-            table.add_row(*(str(row["rank"]),) * ranked, _short(row["op_type"], NAME_WIDTH - 5 * ranked),
+            table.add_row(*(str(row["rank"]),) * ranked, escape(_short(row["op_type"], NAME_WIDTH - 5 * ranked)),
                           str(row["count"]), _ms(row["self_ns"]), _ms(row["total_ns"]), _ms(row["avg_ns"]))
         console.print(table)
     _print_breakdown(summary["breakdown"], console)
     _print_overlap(summary["overlap"], console)
     for row in summary["memory_peak"].to_pylist():
-        console.print(f"memory peak {row['device']} (rank {row['rank']}): {row['peak_allocated_bytes'] / 2**20:,.1f} MiB "
-                      f"allocated, {row['peak_reserved_bytes'] / 2**20:,.1f} MiB reserved, in step {row['step']} "
-                      f"during {row['op_type']}")
+        console.print(f"memory peak {escape(row['device'])} (rank {row['rank']}): "
+                      f"{_bytes(row['peak_allocated_bytes'])} allocated, {_bytes(row['peak_reserved_bytes'])} "
+                      f"reserved, in step {row['step']} during {escape(str(row['op_type']))}")
     for row in summary["data"].to_pylist():
-        console.print(f"data preparation (rank {row['rank']}): {row['verdict']} input-bound; {row['reason']}")
+        console.print(f"data preparation (rank {row['rank']}): {row['verdict']} input-bound; {escape(row['reason'])}")
     print_advice(summary["advice"], console)
 
 
@@ -102,7 +111,7 @@ def _print_breakdown(breakdown, console: Console) -> None:
     if not breakdown.num_rows:
         return
     rows = breakdown.to_pylist()
-    table = Table(title="Mean step breakdown (adds up to the step)", title_justify="left")
+    table = Table(title="Mean step breakdown (ms, %)", title_justify="left")
     table.add_column("category")
     for row in rows:
         table.add_column(f"rank {row['rank']} ms", justify="right")
