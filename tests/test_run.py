@@ -1,12 +1,19 @@
-"""perfsight.open: one run, or several ranks merged into one job with unique ids."""
+"""perfsight.open: one run, or several ranks merged into one job with unique ids; the step points it
+takes from the environment and from the run's options."""
+import csv
+import json
 import shutil
+from decimal import Decimal
 
 import pyarrow.compute as pc
 import pytest
 
 import perfsight
 from perfsight.errors import InputError
+from perfsight.analysis.steps import step_trace
 from perfsight.ingest.kineto import read_kineto
+
+from tests.analysis.planted_host import perfsight_run  # noqa: F401  (fixture)
 
 
 def test_a_folder_of_rank_traces_opens_as_one_job(shared_data):
@@ -58,3 +65,55 @@ def test_every_run_method_names_an_existing_analysis():
 def test_traces_that_do_not_say_their_rank_are_not_merged(shared_data):
     with pytest.raises(InputError, match="some do not say their rank"):
         perfsight.open(shared_data / "kineto/generated_torch213_cpu")
+
+
+CPU_TRACE = "kineto/generated_torch213_cpu/cpu_mlp_rs_mem_stack.pt.trace.json.gz"
+
+
+def _bp_ends(run) -> list[int]:
+    return run.step_trace().column("bp_end_ns").to_pylist()
+
+
+def test_step_points_from_the_environment_reach_every_surface(shared_data, tmp_path, monkeypatch):
+    """PERFSIGHT_BP_END names the backward end for the Python API, the summary and the exported files."""
+    from perfsight.analysis.summary import run_summary
+    from perfsight.api import export
+
+    trace = shared_data / CPU_TRACE
+    automatic = perfsight.open(trace)
+    monkeypatch.setenv("PERFSIGHT_BP_END", "aten::addmm")
+    pinned = perfsight.open(trace)
+    assert pinned.meta["bp_point"] == "aten::addmm" and "bp_point" not in automatic.meta
+    expected = step_trace(automatic.tables, bp_point="aten::addmm").column("bp_end_ns").to_pylist()
+    assert _bp_ends(pinned) == expected and all(p < a for p, a in zip(expected, _bp_ends(automatic)))
+    assert run_summary(pinned.tables)["profiled_steps"].column("bp_end_ns").to_pylist() == expected
+    [files] = export(trace, timeline=True, summary=True, output=tmp_path).values()
+    [summary_file] = [f for f in files if f.name.startswith("step_trace_") and f.suffix == ".csv"]
+    with summary_file.open() as rows:
+        exported = [int(Decimal(row["BP End(us)"]) * 1000) for row in csv.DictReader(rows)]
+    assert exported == expected
+
+
+def test_a_runs_own_points_are_used_and_missing_ones_are_said(perfsight_run, tmp_path):  # noqa: F811
+    from perfsight.analysis.summary import run_summary
+
+    run_dir = tmp_path / perfsight_run.name
+    shutil.copytree(perfsight_run, run_dir, ignore=shutil.ignore_patterns(".perfsight_cache*", "perfsight_output"))
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["options_resolved"].update(fp_point="aten::linear", bp_point="no_such_op")
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    run = perfsight.open(run_dir)
+    assert run.step_trace().to_pylist() == step_trace(run.tables, fp_point="aten::linear",
+                                                      bp_point="no_such_op").to_pylist()
+    assert _bp_ends(run) and set(_bp_ends(run)) == {None}
+    steps = run.steps
+    [warning] = run_summary(run.tables)["warnings"]
+    assert warning.startswith(f"bp_point 'no_such_op' names no host operator in {len(steps)} of {len(steps)} "
+                              f"steps ({', '.join(map(str, steps))})")
+
+
+def test_methods_keep_the_signature_of_their_analysis(shared_data):
+    import inspect
+
+    run = perfsight.open(shared_data / CPU_TRACE)
+    assert list(inspect.signature(run.step_trace).parameters) == ["fp_point", "bp_point"]

@@ -5,7 +5,6 @@
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ def export(path: str | os.PathLike, *, timeline: bool = True, summary: bool = Tr
     (needed when the run's directory is read-only). ``clear`` removes the Parquet cache afterwards.
     """
     from .export import Selection, export_summary, export_timeline, select, write_readme
+    from .run import with_step_points_from_env
 
     if fmt not in ("csv", "json"):
         raise InputError(f"--format: {fmt!r} is not allowed; allowed: csv, json")
@@ -38,16 +38,15 @@ def export(path: str | os.PathLike, *, timeline: bool = True, summary: bool = Tr
     runs = ingest.find_runs(Path(path))
     results: dict[Path, list[Path]] = {}
     for run in runs:
-        tables = select(ingest.load(run), selection)
+        tables = with_step_points_from_env(select(ingest.load(run), selection))
         out_dir = Path(output) / run.path.name if output else run.default_output_dir
         _ensure_writable(out_dir)
         stamp = _free_stamp(out_dir)
-        fp_point, bp_point = fp_bp_points(tables)
         written: list[Path] = []
         if timeline:
             written += export_timeline(tables, out_dir, stamp=stamp)
         if summary:
-            written += export_summary(tables, out_dir, stamp=stamp, fmt=fmt, fp_point=fp_point, bp_point=bp_point)
+            written += export_summary(tables, out_dir, stamp=stamp, fmt=fmt)
         if written:
             written.append(write_readme(out_dir, written))
         if clear:
@@ -79,11 +78,3 @@ def _free_stamp(out_dir: Path) -> str:
     while any(out_dir.glob(f"*_{candidate}.*")):
         candidate, n = f"{stamp}_{n}", n + 1
     return candidate
-
-
-def fp_bp_points(tables: RunTables) -> tuple[str | None, str | None]:
-    """fp_point / bp_point: PERFSIGHT_FP_START / PERFSIGHT_BP_END, else the run's options, else automatic."""
-    resolved = json.loads(tables.meta_dict().get("manifest") or "{}").get("options_resolved", {})
-    fp = os.environ.get("PERFSIGHT_FP_START") or resolved.get("fp_point") or None
-    bp = os.environ.get("PERFSIGHT_BP_END") or resolved.get("bp_point") or None
-    return fp, bp

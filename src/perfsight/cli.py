@@ -313,14 +313,12 @@ def cmd_demo(args) -> int:
 
 def cmd_analyse(args) -> int:
     from .analysis.summary import run_summary
-    from .api import fp_bp_points
     from .run import open as open_run
     from .views import json_report
     from .views.terminal import print_summary
 
     run = _with_progress(args.path, lambda: open_run(args.path))
-    fp_point, bp_point = fp_bp_points(run.tables)
-    summary = run_summary(run.tables, top=args.top, fp_point=fp_point, bp_point=bp_point)
+    summary = run_summary(run.tables, top=args.top)
     if args.json:
         print(json_report.dumps({"path": str(run.path), "ranks": run.ranks, **summary}))
     else:

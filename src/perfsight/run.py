@@ -11,6 +11,7 @@ the run's tables (its docstring says the columns and units); nothing is computed
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 from pathlib import Path
 
@@ -37,6 +38,8 @@ class _Analysis:
             return function
         bound = lambda *args, **kwargs: function(run.tables, *args, **kwargs)  # noqa: E731
         bound.__doc__, bound.__name__ = function.__doc__, self.function
+        signature = inspect.signature(function)
+        bound.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
         return bound
 
 
@@ -108,9 +111,24 @@ class Run:
 
 
 def open(path: str | os.PathLike, *, use_cache: bool = True) -> Run:  # noqa: A001 - perfsight.open, by design
-    """Open the run at ``path``; several runs or traces of distinct ranks under it open as one job."""
+    """Open the run at ``path``; several runs or traces of distinct ranks under it open as one job.
+
+    PERFSIGHT_FP_START / PERFSIGHT_BP_END, when set, name the step trace's forward-start / backward-end
+    operators for every analysis of the run (over its own fp_point/bp_point options and the automatic
+    points)."""
     path = Path(path)
     sources = ingest.find_runs(path)
     loaded = [(str(source.path), ingest.load(source, use_cache=use_cache)) for source in sources]
     tables = loaded[0][1] if len(loaded) == 1 else merge(loaded)
-    return Run(path, tables, sources)
+    return Run(path, with_step_points_from_env(tables), sources)
+
+
+#: environment variables naming the step trace's points (the seed's PROFILING_FP_START / PROFILING_BP_END)
+STEP_POINT_VARIABLES = {"fp_point": "PERFSIGHT_FP_START", "bp_point": "PERFSIGHT_BP_END"}
+
+
+def with_step_points_from_env(tables: RunTables) -> RunTables:
+    """``tables`` with meta fp_point / bp_point set from STEP_POINT_VARIABLES where they are set."""
+    points = {point: os.environ[variable] for point, variable in STEP_POINT_VARIABLES.items()
+              if os.environ.get(variable)}
+    return tables.with_meta(points) if points else tables

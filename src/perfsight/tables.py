@@ -10,7 +10,7 @@ This module owns the schemas, the small vocabularies used in the ``kind`` column
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 import pyarrow as pa
 
@@ -159,6 +159,11 @@ class RunTables:
 
     def meta_dict(self) -> dict[str, str]:
         return dict(zip(self.meta.column("key").to_pylist(), self.meta.column("value").to_pylist()))
+
+    def with_meta(self, facts: dict[str, object]) -> RunTables:
+        """The same tables with ``facts`` set in meta (replacing those keys; the other tables are shared)."""
+        meta = {**self.meta_dict(), **facts}
+        return replace(self, meta=meta_table(meta))
 
     def connect(self):
         """A new DuckDB connection (``new_connection``) with each table registered under its name (zero-copy)."""

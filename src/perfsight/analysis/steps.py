@@ -29,10 +29,16 @@ trace perfsight applies those rules to host slices, per rank and step:
 
 Columns that cannot be found are null (no forward op, no backward op such as in inference, a named
 fp_point/bp_point absent from the step). No step slices: an empty table with the same columns.
+
+Where the names come from (``step_points``): the arguments, else meta ``fp_point``/``bp_point``, which
+holds PERFSIGHT_FP_START / PERFSIGHT_BP_END when ``perfsight.open`` saw them set (the seed's
+PROFILING_FP_START / PROFILING_BP_END), else the run's own fp_point/bp_point options (perfsight runs),
+else a reader's phase slices (MindSpore's ``fp_and_bp``); otherwise the points are found automatically.
 """
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..tables import RunTables, new_connection
 
@@ -126,13 +132,34 @@ FROM timed ORDER BY rank, step
 """
 
 
+def step_points(tables: RunTables, fp_point: str | None = None, bp_point: str | None = None
+                ) -> tuple[str | None, str | None]:
+    """The operator names the step trace uses for its forward start and backward end: those given, else
+    those in meta (the run's fp_point/bp_point options, PERFSIGHT_FP_START / PERFSIGHT_BP_END as applied
+    by ``perfsight.open``, or a reader's own phase slices); None where the point is found automatically."""
+    meta = tables.meta_dict()
+    return fp_point or meta.get("fp_point") or None, bp_point or meta.get("bp_point") or None
+
+
+def unmatched_step_points(trace: pa.Table, fp_point: str | None, bp_point: str | None) -> list[str]:
+    """For a ``step_trace`` made with named points: a sentence for each point that names no host operator
+    in some of its steps (their phases are then unknown, null)."""
+    found = []
+    for option, name, column in (("fp_point", fp_point, "fp_start_ns"), ("bp_point", bp_point, "bp_end_ns")):
+        missing = trace.filter(pc.is_null(trace.column(column))).column("step").to_pylist() if name else []
+        if missing:
+            shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
+            found.append(f"{option} {name!r} names no host operator in {len(missing)} of {trace.num_rows} "
+                         f"steps ({shown}): the step phases that depend on it are unknown there")
+    return found
+
+
 def step_trace(tables: RunTables, *, fp_point: str | None = None, bp_point: str | None = None) -> pa.Table:
     """One row per (rank, step) with the phase boundaries and durations described in the module
     docstring (schema ``STEP_TRACE``; times and durations int64 ns). Without ``fp_point``/``bp_point``,
     the ones a reader declared in meta (sources that record their own phase slices, e.g. MindSpore's
     ``fp_and_bp``) are used, else the points are found automatically."""
-    meta = tables.meta_dict()
-    fp_point, bp_point = fp_point or meta.get("fp_point") or None, bp_point or meta.get("bp_point") or None
+    fp_point, bp_point = step_points(tables, fp_point, bp_point)
     query = _STEP_TRACE_SQL.format(
         backward_name=_BACKWARD_NAME,
         fp=_FP_NAMED if fp_point else _FP_AUTO,

@@ -14,7 +14,7 @@ from .breakdown import overlap, step_breakdown, step_breakdown_average
 from .data import data_verdict
 from .memory import memory_peak
 from .ops import DEVICE_TASK_KINDS, op_statistic
-from .steps import step_trace
+from .steps import step_points, step_trace, unmatched_step_points
 
 STEP_SERIES = "host.step_time_ns"
 DATA_WAIT_SERIES = "host.data_wait_ns"
@@ -41,7 +41,8 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
     ops, Python and idle (adds up to the step); ``overlap``: merged computation / communication / pure
     communication / free time over each rank's device span; ``memory_peak``: per device;
     ``data``: the data-preparation verdict; ``advice``: the advisor's findings; ``warnings``: what the
-    readers skipped (damaged input) and how collection ended, when not cleanly."""
+    readers skipped (damaged input), how collection ended when not cleanly, and named fp/bp points that
+    are missing from steps."""
     facts = Facts(tables)         # analyses computed here are reused by the advisor
     profiled = facts.get(step_trace, fp_point=fp_point, bp_point=bp_point)
     steps = _series_stats(tables)
@@ -58,6 +59,7 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
     warnings = json.loads(meta.get("parse_warnings") or "[]")
     if meta.get("collection_status", "complete") not in ("complete", "None"):
         warnings.insert(0, f"collection: {meta['collection_status']}")
+    warnings += unmatched_step_points(profiled, *step_points(tables, fp_point, bp_point))
     return {"steps": steps, "profiled_steps": profiled, "top_ops": stats, "ops_category": category,
             "breakdown": step_breakdown_average(step_breakdown(tables)),
             "overlap": totals.filter(pc.is_null(totals.column("step"))),

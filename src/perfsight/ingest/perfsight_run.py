@@ -4,7 +4,9 @@ The Kineto trace windows in host/data become slices/tracks/flows/memory (via the
 the stub of a step that profiling stopped in demoted to an annotation;
 host_usage.csv becomes host counter series; steps.csv becomes the per-step series
 ``host.step_time_ns`` and ``host.data_wait_ns`` (every step the collector saw, profiled or not);
-msproftx.csv becomes annotation slices on one ``msproftx`` track per thread; the manifest goes to meta.
+msproftx.csv becomes annotation slices on one ``msproftx`` track per thread; the manifest goes to meta,
+and the run's fp_point/bp_point options (when given) to meta ``fp_point``/``bp_point``, where the step trace
+looks for them.
 A run killed mid-collection is read as far as its files go, and meta says it was interrupted.
 """
 from __future__ import annotations
@@ -55,6 +57,8 @@ def read_run(run_dir: Path) -> RunTables:
     facts = {**tables.meta_dict(), "source_format": "perfsight", "manifest": manifest,
              "rank": manifest.get("rank", 0), "world_size": manifest.get("world_size", 1),
              "collection_status": _status(manifest)}
+    options = manifest.get("options_resolved", {})
+    facts.update({point: options[point] for point in ("fp_point", "bp_point") if options.get(point)})
     return RunTables(
         slices=pa.concat_tables(slices), tracks=pa.concat_tables(tracks),
         counters=pa.concat_tables(counters), flows=tables.flows, memory=tables.memory,
