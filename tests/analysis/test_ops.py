@@ -5,7 +5,8 @@ import pytest
 from perfsight.analysis import ops
 from perfsight.tables import RunTables
 
-from .planted import ADDMM_SHAPES, BASE, LINEAR_SHAPES, STREAM, training_run
+from .planted import (ADDMM_SHAPES, BASE, LINEAR_SHAPES, MAIN, STREAM, TRACKS, _slice, tables_from_rows,
+                      training_run)
 
 
 def test_instances_are_the_device_tasks_with_waits_and_launcher_shapes():
@@ -87,6 +88,31 @@ def test_op_statistic_search_top_and_group_by_shape():
 def test_device_tasks_name_their_launching_op():
     tasks = ops.task_time(training_run()).to_pylist()
     assert [t["launch_op"] for t in tasks if t["name"] == "gemm_kernel"] == ["aten::addmm", "aten::linear"]
+
+
+def test_launch_op_follows_the_launch_flow_up_to_the_enclosing_operator():
+    """Kernels whose External id is not their operator's (as in df_index_resolver): the launch flow's runtime
+    call is climbed, through a Python function, to the operator; a collective's kernel names its host
+    comm op; a kernel without a flow falls back to the External id."""
+    s = _slice
+    slices = [
+        s(1, "cpu_op", "aten::mm", MAIN, 0, 1000, 0, external_id=4, input_shapes="[[8, 8], [8, 8]]"),
+        s(2, "python_function", "helper.py(3): launch", MAIN, 100, 900, 1, parent=1),
+        s(3, "runtime", "cudaLaunchKernel", MAIN, 200, 300, 2, parent=2, correlation_id=70),
+        s(4, "kernel", "gemm", STREAM, 1100, 1500, 0, correlation_id=70, external_id=70),
+        s(5, "cpu_op", "c10d::allreduce_", MAIN, 2000, 3000, 0, external_id=9),
+        s(6, "comm", "nccl:all_reduce", MAIN, 2100, 2900, 1, parent=5, external_id=9),
+        s(7, "runtime", "cudaLaunchKernel", MAIN, 2200, 2300, 2, parent=6, correlation_id=71),
+        s(8, "comm", "ncclKernel_AllReduce", STREAM, 3100, 3900, 0, correlation_id=71, external_id=71),
+        s(9, "cpu_op", "aten::relu", MAIN, 4000, 4500, 0, external_id=12),
+        s(10, "kernel", "relu_kernel", STREAM, 4600, 4700, 0, external_id=12),
+    ]
+    tables = tables_from_rows(slices=slices, tracks=TRACKS, flows=[{"src_id": 3, "dst_id": 4, "kind": "launch"},
+                                                                   {"src_id": 7, "dst_id": 8, "kind": "launch"}])
+    tasks = ops.op_instances(tables).to_pylist()
+    assert [(t["name"], t["launch_op"], t["input_shapes"]) for t in tasks] == [
+        ("gemm", "aten::mm", "[[8, 8], [8, 8]]"), ("ncclKernel_AllReduce", "nccl:all_reduce", None),
+        ("relu_kernel", "aten::relu", None)]
 
 
 def test_type_shares_top_types_then_the_rest_by_self_time():

@@ -72,7 +72,7 @@ TASK_TIME = pa.schema([
 _DEVICE_TASK_PREDICATE = "t.kind = 'stream' AND list_contains($device_kinds, s.kind)"
 
 _INSTANCES_SQL = """
-WITH picked AS (
+WITH RECURSIVE picked AS (
     SELECT s.id, s.name, s.op_type, s.kind, s.task_type, s.track_id, s.depth, s.start_ns, s.dur_ns,
            s.input_shapes, s.input_dtypes, s.step, s.external_id,
            coalesce(t.rank, 0) AS rank, t.device, t.name AS track,
@@ -81,26 +81,47 @@ WITH picked AS (
     WHERE {predicate}
 ), child_time AS (    -- time spent in directly nested slices, for self time
     SELECT parent_id AS id, sum(dur_ns) AS child_ns FROM slices WHERE parent_id IS NOT NULL GROUP BY parent_id
-), launching_op AS (  -- the innermost host operator a device task came from, and its input shapes
+), enclosing(task_id, id, kind, parent_id, hops) AS (  -- from each launch call up through its enclosing slices
+    SELECT f.dst_id, s.id, s.kind, s.parent_id, 0
+    FROM flows f JOIN slices s ON s.id = f.src_id
+    WHERE f.kind = 'launch'
+    UNION ALL
+    SELECT e.task_id, s.id, s.kind, s.parent_id, e.hops + 1
+    FROM enclosing e JOIN slices s ON s.id = e.parent_id
+    WHERE NOT list_contains($operator_kinds, e.kind) AND e.hops < {max_hops}
+), launched_by AS (   -- the innermost host operator around the call that launched a device task
+    SELECT e.task_id, s.name AS launch_op, s.input_shapes, s.input_dtypes
+    FROM enclosing e JOIN slices s USING (id)
+    WHERE list_contains($operator_kinds, e.kind)
+), same_external_id AS (  -- without a launch flow: the innermost host operator with the task's External id
     SELECT coalesce(t.rank, 0) AS rank, s.external_id, arg_max(s.name, s.depth) AS launch_op,
            arg_max(s.input_shapes, s.depth) FILTER (WHERE s.input_shapes IS NOT NULL) AS input_shapes,
            arg_max(s.input_dtypes, s.depth) FILTER (WHERE s.input_shapes IS NOT NULL) AS input_dtypes
     FROM slices s JOIN tracks t USING (track_id)
-    WHERE s.kind = 'cpu_op' AND s.external_id IS NOT NULL
+    WHERE t.kind <> 'stream' AND list_contains($operator_kinds, s.kind) AND s.external_id IS NOT NULL
     GROUP BY ALL
 )
 SELECT p.id, p.name, coalesce(p.op_type, p.name) AS op_type, p.kind, p.category, p.task_type,
        p.start_ns, p.dur_ns, greatest(0, p.dur_ns - coalesce(c.child_ns, 0)) AS self_ns,
        greatest(0, coalesce(p.start_ns - lag(p.start_ns + p.dur_ns) OVER same_lane, 0)) AS wait_ns,
-       coalesce(p.input_shapes, l.input_shapes) AS input_shapes,
-       coalesce(p.input_dtypes, l.input_dtypes) AS input_dtypes,
-       p.step, p.rank, p.device, p.track, l.launch_op
+       coalesce(p.input_shapes, CASE WHEN b.task_id IS NULL THEN x.input_shapes ELSE b.input_shapes END)
+           AS input_shapes,
+       coalesce(p.input_dtypes, CASE WHEN b.task_id IS NULL THEN x.input_dtypes ELSE b.input_dtypes END)
+           AS input_dtypes,
+       p.step, p.rank, p.device, p.track, coalesce(b.launch_op, x.launch_op) AS launch_op
 FROM picked p
 LEFT JOIN child_time c ON c.id = p.id
-LEFT JOIN launching_op l ON p.category = 'device' AND l.rank = p.rank AND l.external_id = p.external_id
+LEFT JOIN launched_by b ON p.category = 'device' AND b.task_id = p.id
+LEFT JOIN same_external_id x ON p.category = 'device' AND b.task_id IS NULL AND x.rank = p.rank
+                                AND x.external_id = p.external_id
 WINDOW same_lane AS (PARTITION BY p.track_id, coalesce(p.depth, 0) ORDER BY p.start_ns, p.id)
 ORDER BY p.start_ns, p.id
 """
+
+#: how many enclosing slices (Python functions, annotations) are climbed from a launch call to its operator
+MAX_LAUNCH_HOPS = 64
+#: host slice kinds that are the operators launching device tasks (a collective's host op is ``comm``)
+LAUNCHING_OP_KINDS = ("cpu_op", "comm")
 
 
 def has_device_tasks(tables: RunTables) -> bool:
@@ -120,15 +141,20 @@ def op_instances(tables: RunTables, *, kinds: Sequence[str] | None = None) -> pa
     docstring). ``wait_ns`` is the gap since the previous picked execution on the same track at the same
     depth (for device tasks: the previous task on the stream), 0 for the first and when they overlap.
     ``self_ns`` is the duration minus the time of the slices directly nested in it (= dur_ns for tasks).
-    Device tasks without shapes of their own take ``input_shapes``/``input_dtypes`` from the host
-    operator that launched them (same rank and ``external_id``).
+    ``launch_op`` (device tasks): the innermost host operator (``cpu_op``, or a collective's host
+    ``comm`` op) enclosing the runtime call
+    that launched the task (its ``launch`` flow), or, for a task without a launch flow, the innermost
+    host operator of the same rank with the task's ``external_id``; tasks without shapes of their own take
+    ``input_shapes``/``input_dtypes`` from that operator.
     """
     con = tables.connect()
     if kinds is None and _has_device_tasks(con):
         predicate, params = _DEVICE_TASK_PREDICATE, {"device_kinds": list(DEVICE_TASK_KINDS)}
     else:
         predicate, params = "list_contains($kinds, s.kind)", {"kinds": list(kinds or ("cpu_op",))}
-    return con.sql(_INSTANCES_SQL.format(predicate=predicate), params=params).to_arrow_table().cast(OP_INSTANCES)
+    query = _INSTANCES_SQL.format(predicate=predicate, max_hops=MAX_LAUNCH_HOPS)
+    params = {**params, "operator_kinds": list(LAUNCHING_OP_KINDS)}
+    return con.sql(query, params=params).to_arrow_table().cast(OP_INSTANCES)
 
 
 def duration_statistics(instances: pa.Table, keys: Sequence[str]) -> pa.Table:
