@@ -1,12 +1,14 @@
-"""The terminal report prints a trace's own texts as they are: brackets in them are not rich markup."""
+"""The terminal report prints a trace's own texts as they are (brackets in them are not rich markup) and cuts
+long kernel names to their function names."""
 import json
 from io import StringIO
 
+import pytest
 from rich.console import Console
 
 import perfsight
 from perfsight.analysis.summary import run_summary
-from perfsight.views.terminal import print_summary
+from perfsight.views.terminal import NAME_WIDTH, _short, print_summary
 
 HOSTILE = ["[/red]", "op[bold]x", "[link=http://x]y", "aten::mm[/]"]
 
@@ -32,4 +34,23 @@ def test_brackets_in_names_and_paths_are_printed_verbatim(tmp_path):
     for name in HOSTILE:
         assert f"│ {name} " in text
     assert "memory peak cpu (rank 0): 64 B allocated, 0 B reserved, in step 1 during [/red]" in text
+    assert ("data preparation (rank 0): not input-bound; data wait is 0.0% of step time over 1 steps (0 steps >= "
+            "10%) (thresholds: highly >= 30%, moderately >= 10% of step time)") in " ".join(text.split())
     assert max(len(line) for line in text.splitlines()[1:]) <= 80  # the path on the first line is kept whole
+
+
+@pytest.mark.parametrize("name, shown", [
+    ("void at::native::(anonymous namespace)::max_pool_forward_nchw<float, float>(int, float const*, long, long, "
+     "int, int, int, int, int, int, int, int, int, int, float*, long*)", "native::max_pool_forward_nchw<…>"),
+    ("cudnn::ops::nchwToNhwcKernel<float, float, float, false, true, (cudnnKernelDataType_t)2>("
+     "cudnn::ops::nchw2nhwc_params_t<float>, float const*, float*)", "cudnn::ops::nchwToNhwcKernel<…>"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> "
+     ">(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)", "vectorized_elementwise_kernel<…>"),
+    ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(cutlass_80_tensorop_s1688gemm_"
+     "128x128_32x3_nn_align4::Params)", "cutlass_80_…128x128_32x3_nn_align4"),
+    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "ncclKernel_…duce_RING_LL_Sum_float"),
+    ("Memcpy HtoD (Pageable -> Device)", "Memcpy HtoD (Pageable -> Device)"),
+    ("aten::_log_softmax_backward_data", "aten::_log_softmax_backward_data"),
+])
+def test_long_kernel_names_are_cut_to_their_function_name(name, shown):
+    assert _short(name) == shown and len(shown) <= NAME_WIDTH

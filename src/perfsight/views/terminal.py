@@ -31,15 +31,40 @@ def _bytes(count: int) -> str:
 
 
 def _short(name: str, width: int = NAME_WIDTH) -> str:
-    """A long name made to fit: a C++ kernel signature loses ``void``, its parameters and its template
-    arguments; what is still too long loses its middle (start and end both tell operators apart)."""
-    if len(name) > width and "(" in name and (name.startswith("void ") or "<" in name):
-        name = name.removeprefix("void ").split("(", 1)[0]
-        name = re.sub(r"<[^<>]*(<[^<>]*>[^<>]*)*>", "<…>", name)
+    """A long name made to fit: a C++ kernel signature is cut to its function name (see ``_kernel_name``);
+    what is still too long loses its middle (start and end both tell operators apart)."""
+    if len(name) > width:
+        name = _kernel_name(name) or name
     if len(name) <= width:
         return name
     head = (width - 1) // 3
     return name[:head] + "…" + name[-(width - 1 - head):]
+
+
+_GENERIC_KERNEL = re.compile(r"(?:\w+::)*[Kk]ernel\w*<(\w+)>")
+_PARAMETERS = re.compile(r"(?<=[\w>])\(.*\)\s*(const)?$")  # "f(int, float*)": not "Memcpy HtoD (Pageable -> ...)"
+
+
+def _kernel_name(name: str) -> str:
+    """A C++ signature's function name: without ``void``, anonymous namespaces, template arguments (``<…>``
+    at any depth), its parameter list and, while it is longer than NAME_WIDTH, its leading namespaces."""
+    name = name.removeprefix("void ").replace("(anonymous namespace)::", "")
+    generic = _GENERIC_KERNEL.match(name)
+    if generic:  # cutlass::Kernel<cutlass_80_tensorop_s1688gemm_...>: the template argument is the name
+        return generic.group(1)
+    kept, depth = [], 0
+    for char in name:
+        if char == "<":
+            kept.append("<…>" if depth == 0 else "")
+            depth += 1
+        elif char == ">" and depth:
+            depth -= 1
+        elif depth == 0:
+            kept.append(char)
+    name = _PARAMETERS.sub("", "".join(kept)).strip()
+    while len(name) > NAME_WIDTH and "::" in name:
+        name = name.split("::", 1)[1]
+    return name
 
 
 def print_run_summary(run_dir: Path, written: list[Path], console: Console | None = None, top: int = 10) -> None:
@@ -99,7 +124,9 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
                       f"{_bytes(row['peak_allocated_bytes'])} allocated, {_bytes(row['peak_reserved_bytes'])} "
                       f"reserved, in step {row['step']} during {escape(str(row['op_type']))}")
     for row in summary["data"].to_pylist():
-        console.print(f"data preparation (rank {row['rank']}): {row['verdict']} input-bound; {escape(row['reason'])}")
+        console.print(f"data preparation (rank {row['rank']}): {row['verdict']} input-bound; {escape(row['reason'])} "
+                      f"(thresholds: highly >= {row['highly_threshold_percent']:g}%, moderately >= "
+                      f"{row['moderately_threshold_percent']:g}% of step time)")
     print_advice(summary["advice"], console)
 
 
