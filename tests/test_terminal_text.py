@@ -18,6 +18,8 @@ def _trace(path):
                "dur": 100}]
     events += [{"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": 10 + 20 * i, "dur": 10 + i,
                 "args": {"External id": i + 1}} for i, name in enumerate(HOSTILE)]
+    events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 90, "dur": 5,
+                   "args": {"Input Dims": [[4, 5], [5, 7]]}})
     events.append({"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 12,
                    "s": "t", "args": {"Addr": 1, "Bytes": 64, "Total Allocated": 64, "Total Reserved": 0,
                                       "Device Type": 0, "Device Id": -1}})
@@ -34,6 +36,8 @@ def test_brackets_in_names_and_paths_are_printed_verbatim(tmp_path):
     for name in HOSTILE:
         assert f"│ {name} " in text
     assert "memory peak cpu (rank 0): 64 B allocated, 0 B reserved, in step 1 during [/red]" in text
+    assert ("FLOPs (rank 0): 280 FLOP per step, 2.800 MFLOP/s achieved, utilisation unknown: no known peak for "
+            "this device") in " ".join(text.split())   # 2 x 4 x 5 x 7 FLOP in a 100 us step
     assert ("data preparation (rank 0): not input-bound; data wait is 0.0% of step time over 1 steps (0 steps >= "
             "10%) (thresholds: highly >= 30%, moderately >= 10% of step time)") in " ".join(text.split())
     assert max(len(line) for line in text.splitlines()[1:]) <= 80  # the path on the first line is kept whole

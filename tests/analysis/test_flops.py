@@ -123,8 +123,12 @@ def test_empty_run():
 def test_real_cpu_trace(shared_data):
     path = shared_data / CPU_TRACE
     tables = read_kineto([path])
-    raw = sum(e.get("args", {}).get("flops", 0) for e in raw_events(path))
-    assert sum(flops.op_flops(tables)["flops"].to_pylist()) == raw      # torch 2.13 CPU wrote no flops: 0
+    events = raw_events(path)
+    assert not any("flops" in e.get("args", {}) for e in events)   # torch 2.13 writes none: counted from shapes
+    products = [e["args"]["Input Dims"][1:3] if e["name"] == "aten::addmm" else e["args"]["Input Dims"][:2]
+                for e in events if e.get("ph") == "X" and e["name"] in ("aten::mm", "aten::addmm")]
+    by_shapes = sum(2 * m * k * n for (m, k), (_, n) in products)
+    assert sum(flops.op_flops(tables)["flops"].to_pylist()) == by_shapes > 0
     # plant flops on every aten::addmm: the module scopes of the trace (with_modules) come out
     addmm = pc.equal(tables.slices["name"], "aten::addmm")
     planted_flops = pc.if_else(addmm, pa.scalar(1000, pa.int64()), pa.nulls(tables.slices.num_rows, pa.int64()))

@@ -3,9 +3,11 @@ per step, the achieved FLOPS and their utilisation of the device's peak.
 
 Insight reports "算子粒度、scope层级粒度、模型粒度的计算量数据" with three measures: FLOPs, FLOPS
 (FLOPs per second) and FLOPS utilisation ("通过FLOPS除以设备峰值FLOPS得到 (FLOPS利用率的计算依赖了step的划分)").
-perfsight reads the FLOPs the source counted (``slices.flops``, torch's ``with_flops``):
+perfsight reads the FLOPs the source counted (``slices.flops``, torch's ``with_flops``) or, for a trace
+without any (current torch writes none), counts them from the operators' input shapes (``flops_shapes``):
 
-* The counted operators are the slices with a non-null ``flops``. Their *time* (``op_ns``) is the summed
+* The counted operators are the slices with a non-null ``flops``, or with FLOPs from their shapes;
+  ``flops_source`` says which (``trace``, ``shapes``; ``mixed`` for a group of both). Their *time* (``op_ns``) is the summed
   duration of the device tasks they launched (kernel/comm/memcpy/memset slices on a stream of the same
   rank with the operator's ``external_id``) when there are any, else the operator's own duration.
   ``time_source`` says which (``device``, ``host``; ``mixed`` for a group of both).
@@ -29,6 +31,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ..tables import RunTables, new_connection
+from .flops_shapes import shape_flops
 from .peaks import device_peak
 from .step_spans import STEP_SPANS_CTE
 
@@ -46,6 +49,7 @@ OP_FLOPS = pa.schema([
     ("flops", pa.int64()),
     ("op_ns", pa.int64()),
     ("time_source", pa.string()),
+    ("flops_source", pa.string()),
 ] + _RATE_COLUMNS)
 
 SCOPE_FLOPS = pa.schema([
@@ -69,9 +73,11 @@ MODEL_FLOPS = pa.schema([
 # The counted operators with their rank, time and time source.
 _COUNTED = """
 WITH RECURSIVE counted AS (
-    SELECT s.id, s.name, coalesce(s.op_type, s.name) AS op_type, s.track_id, s.parent_id, s.step, s.flops,
-           s.external_id, s.dur_ns, coalesce(t.rank, 0)::INTEGER AS rank
-    FROM slices s JOIN tracks t USING (track_id) WHERE s.flops IS NOT NULL
+    SELECT s.id, s.name, coalesce(s.op_type, s.name) AS op_type, s.track_id, s.parent_id, s.step,
+           coalesce(s.flops, e.flops) AS flops, CASE WHEN s.flops IS NULL THEN 'shapes' ELSE 'trace' END
+           AS flops_source, s.external_id, s.dur_ns, coalesce(t.rank, 0)::INTEGER AS rank
+    FROM slices s JOIN tracks t USING (track_id) LEFT JOIN shape_flops e USING (id)
+    WHERE coalesce(s.flops, e.flops) IS NOT NULL
 ), device_time AS (
     SELECT coalesce(t.rank, 0)::INTEGER AS rank, s.external_id, sum(s.dur_ns) AS device_ns
     FROM slices s JOIN tracks t USING (track_id)
@@ -88,6 +94,7 @@ WITH RECURSIVE counted AS (
 _OP_FLOPS_SQL = _COUNTED + """
 SELECT rank, op_type, count(*) AS count, sum(flops)::BIGINT AS flops, sum(op_ns)::BIGINT AS op_ns,
        CASE WHEN min(time_source) = max(time_source) THEN min(time_source) ELSE 'mixed' END AS time_source,
+       CASE WHEN min(flops_source) = max(flops_source) THEN min(flops_source) ELSE 'mixed' END AS flops_source,
        sum(flops) * 1e9 / nullif(sum(op_ns), 0) AS flops_per_s
 FROM ops GROUP BY ALL ORDER BY rank, flops DESC, op_type
 """
@@ -133,6 +140,13 @@ GROUP BY o.rank, o.step ORDER BY o.rank, o.step NULLS LAST
 """
 
 
+def _connect(tables: RunTables):
+    """The run's tables plus ``shape_flops``: the FLOPs counted from shapes where the trace has none."""
+    con = tables.connect()
+    con.register("shape_flops", shape_flops(tables))
+    return con
+
+
 def _with_peak(table: pa.Table, tables: RunTables, precision: str, peak_flops: float | None,
                schema: pa.Schema) -> pa.Table:
     import pyarrow.compute as pc
@@ -148,9 +162,9 @@ def _with_peak(table: pa.Table, tables: RunTables, precision: str, peak_flops: f
 
 
 def op_flops(tables: RunTables, *, precision: str = "fp32", peak_flops: float | None = None) -> pa.Table:
-    """Per rank and operator type (schema ``OP_FLOPS``): count, flops, op_ns, time_source, flops_per_s,
-    peak_flops, peak_source, utilization_percent (module docstring). Largest FLOPs first."""
-    table = tables.connect().sql(_OP_FLOPS_SQL).to_arrow_table()
+    """Per rank and operator type (schema ``OP_FLOPS``): count, flops, op_ns, time_source, flops_source,
+    flops_per_s, peak_flops, peak_source, utilization_percent (module docstring). Largest FLOPs first."""
+    table = _connect(tables).sql(_OP_FLOPS_SQL).to_arrow_table()
     return _with_peak(table, tables, precision, peak_flops, OP_FLOPS)
 
 
@@ -160,14 +174,14 @@ def scope_flops(tables: RunTables, *, level: int = 1, precision: str = "fp32",
     scope_ns and the rates (module docstring). Largest FLOPs first."""
     if level < 1:
         raise ValueError(f"level must be >= 1, got {level}")
-    table = tables.connect().sql(_SCOPE_FLOPS_SQL, params={"level": level}).to_arrow_table()
+    table = _connect(tables).sql(_SCOPE_FLOPS_SQL, params={"level": level}).to_arrow_table()
     return _with_peak(table, tables, precision, peak_flops, SCOPE_FLOPS)
 
 
 def model_flops(tables: RunTables, *, precision: str = "fp32", peak_flops: float | None = None) -> pa.Table:
     """Per rank and step (schema ``MODEL_FLOPS``): op_count, flops, step_ns and the rates over the step
     (module docstring); a null step gathers the counted operators outside steps."""
-    table = tables.connect().sql(_MODEL_FLOPS_SQL).to_arrow_table()
+    table = _connect(tables).sql(_MODEL_FLOPS_SQL).to_arrow_table()
     return _with_peak(table, tables, precision, peak_flops, MODEL_FLOPS)
 
 

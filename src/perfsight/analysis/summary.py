@@ -12,6 +12,7 @@ from ..tables import RunTables
 from .advisor import Facts, advise
 from .breakdown import overlap, step_breakdown, step_breakdown_average
 from .data import data_verdict
+from .flops import model_flops, model_flops_total
 from .memory import memory_peak
 from .ops import DEVICE_TASK_KINDS, op_statistic
 from .steps import step_points, step_trace, unmatched_step_points
@@ -39,7 +40,8 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
     ``ops_category``: which operators those are (device tasks when the run has any, else CPU ops);
     ``breakdown``: the mean step split into compute, communication, memory, runtime, data loading, host
     ops, Python and idle (adds up to the step); ``overlap``: merged computation / communication / pure
-    communication / free time over each rank's device span; ``memory_peak``: per device;
+    communication / free time over each rank's device span; ``memory_peak``: per device; ``flops``: the
+    model's FLOPs over the profiled steps and their utilisation of the device peak (``model_flops_total``);
     ``data``: the data-preparation verdict; ``advice``: the advisor's findings; ``warnings``: what the
     readers skipped (damaged input), how collection ended when not cleanly, and named fp/bp points that
     are missing from steps."""
@@ -63,7 +65,8 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
     return {"steps": steps, "profiled_steps": profiled, "top_ops": stats, "ops_category": category,
             "breakdown": step_breakdown_average(step_breakdown(tables)),
             "overlap": totals.filter(pc.is_null(totals.column("step"))),
-            "memory_peak": facts.get(memory_peak), "data": facts.get(data_verdict),
+            "memory_peak": facts.get(memory_peak), "flops": model_flops_total(model_flops(tables)),
+            "data": facts.get(data_verdict),
             "advice": advise(tables, facts=facts),
             "warnings": warnings}
 

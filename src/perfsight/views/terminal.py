@@ -30,6 +30,14 @@ def _bytes(count: int) -> str:
     return f"{count} B"
 
 
+def _decimal(value: float, unit: str) -> str:
+    """A rate or count with its decimal prefix: ``1.294 MFLOP``, ``68.857 TFLOP/s``."""
+    for prefix, size in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= size:
+            return f"{value / size:,.3f} {prefix}{unit}"
+    return f"{value:,.0f} {unit}"
+
+
 def _short(name: str, width: int = NAME_WIDTH) -> str:
     """A long name made to fit: a C++ kernel signature is cut to its function name (see ``_kernel_name``);
     what is still too long loses its middle (start and end both tell operators apart)."""
@@ -123,6 +131,11 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
         console.print(f"memory peak {escape(row['device'])} (rank {row['rank']}): "
                       f"{_bytes(row['peak_allocated_bytes'])} allocated, {_bytes(row['peak_reserved_bytes'])} "
                       f"reserved, in step {row['step']} during {escape(str(row['op_type']))}")
+    for row in summary["flops"].to_pylist():
+        utilisation = (f"{row['utilization_percent']:.1f}% of the peak ({row['peak_source']})"
+                       if row["utilization_percent"] is not None else "utilisation unknown: no known peak for this device")
+        console.print(f"FLOPs (rank {row['rank']}): {_decimal(row['flops'] / row['steps'], 'FLOP')} per step, "
+                      f"{_decimal(row['flops_per_s'], 'FLOP/s')} achieved, {escape(utilisation)}")
     for row in summary["data"].to_pylist():
         console.print(f"data preparation (rank {row['rank']}): {row['verdict']} input-bound; {escape(row['reason'])} "
                       f"(thresholds: highly >= {row['highly_threshold_percent']:g}%, moderately >= "
