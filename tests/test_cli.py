@@ -100,6 +100,20 @@ def test_analyse_json_holds_the_analysis_numbers(shared_data, capsys):
     assert [(o["op_type"], o["self_ns"]) for o in report["top_ops"]] == [(o["op_type"], o["self_ns"]) for o in expected]
 
 
+def test_analyse_json_nests_the_advice_evidence(shared_data, capsys):
+    import json
+
+    import perfsight
+    from perfsight.analysis.advisor import advise
+
+    trace = shared_data / "kineto/kineto_tb_plugin/samples/resnet50_num_workers_0"
+    assert main(["analyse", str(trace), "--json"]) == 0
+    advice = json.loads(capsys.readouterr().out)["advice"]
+    expected = advise(perfsight.open(trace).tables).to_pylist()
+    assert len(advice) == len(expected) >= 3
+    assert [a["evidence"] for a in advice] == [json.loads(e["evidence"]) for e in expected]
+
+
 def test_analyse_honours_perfsight_bp_end(shared_data, capsys, monkeypatch):
     import json
 

@@ -320,7 +320,8 @@ def cmd_analyse(args) -> int:
     run = _with_progress(args.path, lambda: open_run(args.path))
     summary = run_summary(run.tables, top=args.top)
     if args.json:
-        print(json_report.dumps({"path": str(run.path), "ranks": run.ranks, **summary}))
+        advice = json_report.with_json_columns(summary["advice"], ["evidence"])
+        print(json_report.dumps({"path": str(run.path), "ranks": run.ranks, **summary, "advice": advice}))
     else:
         print_summary(str(run.path), summary)
     return 0

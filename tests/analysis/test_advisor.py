@@ -57,29 +57,63 @@ def test_recompilations_from_compiled_region_names():
 
 
 def test_fp32_matmuls_on_a_gpu_suggest_autocast():
-    op = {"kind": "cpu_op", "track_id": HOST, "input_dtypes": '["float", "float"]'}
+    op = {"kind": "cpu_op", "track_id": HOST, "input_shapes": "[[2, 2], [2, 2]]", "input_dtypes": '["float", "float"]'}
     kernel = {"kind": "kernel", "track_id": STREAM, "task_type": "KERNEL"}
     tables = run([{**op, "name": "aten::mm", "start_ns": 0, "dur_ns": 10, "external_id": 1},
-                  {**kernel, "name": "sgemm", "start_ns": 20, "dur_ns": 600, "external_id": 1},
+                  {**kernel, "name": "gemm_kernel", "start_ns": 20, "dur_ns": 600, "external_id": 1},
                   {**op, "name": "aten::add", "start_ns": 30, "dur_ns": 10, "external_id": 2},
                   {**kernel, "name": "add_kernel", "start_ns": 700, "dur_ns": 400, "external_id": 2}])
     advice = rules(tables)["amp_unused"]
     assert advice["severity"] == "high" and "60%" in advice["finding"]
-    assert json.loads(advice["evidence"]) == {"ops": {"aten::mm": {"kernels": 1, "kernel_ns": 600}}}
+    assert json.loads(advice["evidence"]) == {"ops": {"aten::mm": {"kernels": 1, "kernel_ns": 600}},
+                                              "top_kernels": {"gemm_kernel": 600}}
     half = run([{**op, "name": "aten::mm", "start_ns": 0, "dur_ns": 10, "external_id": 1,
                  "input_dtypes": '["c10::Half", "c10::Half"]'},
                 {**kernel, "name": "hgemm", "start_ns": 20, "dur_ns": 600, "external_id": 1}])
     assert "amp_unused" not in rules(half)
 
 
-def test_nchw_convolutions_suggest_channels_last():
+def test_fp32_kernel_names_suggest_autocast_without_dtypes_unless_on_tensor_cores():
+    kernel = {"kind": "kernel", "track_id": STREAM, "task_type": "KERNEL"}
+    simt = [{**kernel, "name": "volta_sgemm_128x64_nn", "start_ns": 0, "dur_ns": 300},
+            {**kernel, "name": "volta_scudnn_128x64_relu_interior_nn_v1", "start_ns": 300, "dur_ns": 100},
+            {**kernel, "name": "elementwise_kernel", "start_ns": 400, "dur_ns": 600}]
+    advice = rules(run(simt))["amp_unused"]
+    assert "40%" in advice["finding"] and advice["severity"] == "medium"
+    assert json.loads(advice["evidence"])["top_kernels"] == {"volta_sgemm_128x64_nn": 300,
+                                                             "volta_scudnn_128x64_relu_interior_nn_v1": 100}
+    tf32 = [{**kernel, "name": "ampere_sgemm_s1688gemm_tf32_128x128", "start_ns": 0, "dur_ns": 400},
+            {**kernel, "name": "elementwise_kernel", "start_ns": 400, "dur_ns": 600}]
+    assert "amp_unused" not in rules(run(tf32))
+
+
+def test_nchw_convolutions_suggest_channels_last_on_a_cpu():
     conv = {"kind": "cpu_op", "name": "aten::conv2d", "track_id": HOST, "input_shapes": "[[8, 3, 32, 32], [16, 3, 3, 3]]"}
     nchw = '{"Input Strides": [[3072, 1024, 32, 1], [27, 9, 3, 1]]}'
     nhwc = '{"Input Strides": [[3072, 1, 96, 3], [27, 1, 9, 3]]}'
-    advice = rules(run([step(1, 0, 1000), {**conv, "start_ns": 10, "dur_ns": 300, "args": nchw, "depth": 1}]))
+    cpu_only = [{"track_id": HOST, "rank": 0, "kind": "thread", "name": "main", "device": "cpu"}]
+    advice = rules(run([step(1, 0, 1000), {**conv, "start_ns": 10, "dur_ns": 300, "args": nchw, "depth": 1}], cpu_only))
     assert json.loads(advice["channels_last"]["evidence"]) == {"convolutions": 1, "conv_ns": 300}
     assert "channels_last" not in rules(run([step(1, 0, 1000), {**conv, "start_ns": 10, "dur_ns": 300,
-                                                                 "args": nhwc, "depth": 1}]))
+                                                                 "args": nhwc, "depth": 1}], cpu_only))
+
+
+def test_nchw_convolution_kernels_suggest_channels_last_on_a_gpu():
+    op = {"kind": "cpu_op", "track_id": HOST, "name": "aten::cudnn_convolution", "dur_ns": 10}
+    kernel = {"kind": "kernel", "track_id": STREAM, "task_type": "KERNEL"}
+    slices = [{**op, "start_ns": 0, "external_id": 1},
+              {**kernel, "name": "cudnn::nchwToNhwcKernel", "start_ns": 20, "dur_ns": 50, "external_id": 1},
+              {**kernel, "name": "implicit_convolve_sgemm", "start_ns": 100, "dur_ns": 250, "external_id": 1},
+              {**kernel, "name": "elementwise_kernel", "start_ns": 400, "dur_ns": 700}]
+    advice = rules(run(slices))["channels_last"]
+    assert json.loads(advice["evidence"]) == {
+        "convolutions": 2, "conv_ns": 300, "nhwc_ns": 0, "layout_transpose_ns": 50,
+        "top_kernels": {"implicit_convolve_sgemm": 250, "cudnn::nchwToNhwcKernel": 50}}
+    assert "30% of device kernel time, 0% of it in NHWC kernels" in advice["finding"]
+    native = [slices[0], {**slices[2], "name": "xmma_fprop_implicit_gemm_nhwckrsc_nhwc"}, slices[3]]
+    assert "channels_last" not in rules(run(native))
+    transposed = [*slices[:2], {**slices[2], "name": "volta_scudnn_128x32_relu_medium_nhwc_tn_v1"}, slices[3]]
+    assert "channels_last" in rules(run(transposed))        # NHWC inside cuDNN, behind its own transposes
 
 
 def test_real_gpu_trace_gets_amp_advice_with_evidence(shared_data):
@@ -91,9 +125,11 @@ def test_real_gpu_trace_gets_amp_advice_with_evidence(shared_data):
 
 
 @pytest.mark.parametrize("trace, expected, absent", [
-    ("kineto/kineto_tb_plugin/samples/resnet50_num_workers_0", {"data_loader_bound", "launch_bound"}, set()),
+    ("kineto/kineto_tb_plugin/samples/resnet50_num_workers_0",
+     {"data_loader_bound", "launch_bound", "amp_unused", "channels_last"}, set()),
     ("kineto/kineto_tb_plugin/samples/resnet50_num_workers_4", set(), {"data_loader_bound"}),
-    ("kineto/hta/df_index_resolver", {"communication_not_overlapped", "low_device_utilisation", "host_bound_gaps"},
+    ("kineto/hta/df_index_resolver", {"communication_not_overlapped", "low_device_utilisation", "host_bound_gaps",
+                                      "amp_unused"},
      {"data_loader_bound"}),
     ("kineto/generated_torch213_cpu/cpu_mlp_rs_mem_stack.pt.trace.json.gz", set(), {"low_device_utilisation", "launch_bound", "amp_unused"}),
 ])

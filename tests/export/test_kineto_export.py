@@ -33,7 +33,8 @@ def check_headers(files):
 def test_cpu_trace(tmp_path, shared_data):
     files = export_all(kineto.read_kineto([shared_data / CPU_TRACE]), tmp_path)
     # a CPU-only trace: no runtime API calls and no device tasks, so no api_statistic / task_time
-    assert sorted(files) == ["msprof.json", "op_statistic.csv", "op_summary.csv", "step_trace.csv", "step_trace.json"]
+    assert sorted(files) == ["msprof.json", "op_statistic.csv", "op_summary.csv", "prof_rule.json", "step_trace.csv",
+                             "step_trace.json"]
     check_headers(files)
     with open(files["step_trace.csv"], newline="") as f:
         steps = list(csv.DictReader(f))

@@ -26,7 +26,7 @@ ADVICE = pa.schema([("rule", pa.string()), ("severity", pa.string()), ("title", 
 UNEVEN_RANKS_RATIO = 0.10         # slowest rank's mean step >= 10% above the fastest's
 SYNC_SHARE = 0.05                 # time in device synchronisation >= 5% of the profiled steps
 FP32_MATMUL_SHARE = 0.20          # fp32 matmul/conv kernels >= 20% of device kernel time
-CONV_SHARE = 0.10                 # NCHW convolutions >= 10% of the operator time considered
+CONV_SHARE = 0.10                 # NCHW convolutions >= 10% of device kernel time (CPU: of the profiled time)
 LOW_UTILISATION_IDLE_PCT = 30.0   # device idle >= 30% of its active span
 SHORT_KERNEL_SHARE = 0.30         # >= 30% of launches are short kernels whose launch outlasts them
 HOST_WAIT_SHARE = 0.50            # >= 50% of device idle time is waiting for the host
@@ -148,42 +148,113 @@ def _recompilations(facts: Facts) -> Advice | None:
 
 
 _MATMUL_CONV = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
-                "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution", "aten::_convolution",
-                "aten::cudnn_convolution", "aten::_scaled_dot_product_efficient_attention")
+                "aten::_scaled_dot_product_efficient_attention")
+#: kernel names of fp32 matrix products and convolutions on the CUDA cores (cuBLAS SGEMM, cuDNN fp32)
+FP32_KERNEL_NAMES = r"sgemm|scudnn|implicit_convolve_sgemm"
+#: kernel names that run on Tensor Cores (TF32, fp16, bf16, int8 MMA): those already use them
+TENSOR_CORE_KERNEL_NAMES = r"s1688|s16816|tf32|tensorop|h884|h1688|h16816|hmma|xmma|i8816|bf16"
+#: NCHW <-> NHWC layout transposes cuDNN inserts around convolutions of the other layout
+LAYOUT_TRANSPOSE_NAMES = r"nchwtonhwc|nhwctonchw"
+TOP_KERNELS = 5                   # kernels named in an advice's evidence
+
+_DEVICE_KERNELS_SQL = """
+SELECT name, launch_op, dur_ns, input_dtypes,
+       (launch_op LIKE '%conv%' AND launch_op NOT LIKE '%transpose%') AS is_conv,
+       (list_contains($matmuls, launch_op) OR launch_op LIKE '%conv%') AS is_matmul_or_conv,
+       regexp_matches(name, $fp32_names, 'i') AS fp32_by_name,
+       regexp_matches(name, $tensor_core_names, 'i') AS on_tensor_cores,
+       regexp_matches(name, $transpose_names, 'i') AS is_layout_transpose
+FROM instances WHERE category = 'device' AND kind = 'kernel'
+"""
+
+
+def _device_kernels(facts: Facts) -> pa.Table:
+    """The device's kernels (``op_instances``: name, launching op, duration, the launching op's dtypes) with
+    what their names and launching operators say about them."""
+    from .ops import op_instances
+
+    con = facts.con.cursor()
+    con.register("instances", facts.get(op_instances))
+    return con.sql(_DEVICE_KERNELS_SQL, params={
+        "matmuls": list(_MATMUL_CONV), "fp32_names": FP32_KERNEL_NAMES,
+        "tensor_core_names": TENSOR_CORE_KERNEL_NAMES, "transpose_names": LAYOUT_TRANSPOSE_NAMES}).to_arrow_table()
+
+
+def _top_kernels(kernels: pa.Table) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for name, dur in zip(kernels.column("name").to_pylist(), kernels.column("dur_ns").to_pylist()):
+        totals[name] = totals.get(name, 0) + dur
+    return dict(sorted(totals.items(), key=lambda item: -item[1])[:TOP_KERNELS])
 
 
 def _amp_unused(facts: Facts) -> Advice | None:
+    """fp32 matrix products and convolutions on the CUDA cores: launched by a matmul/conv operator with
+    float inputs, or named as cuBLAS/cuDNN fp32 kernels (traces without dtypes); not Tensor Core kernels."""
     if not facts.has_device:
         return None
-    rows = facts.rows("""
-        WITH eligible AS (
-            SELECT DISTINCT s.external_id, s.name FROM slices s
-            WHERE s.kind = 'cpu_op' AND list_contains($names, s.name) AND s.external_id IS NOT NULL
-              AND s.input_dtypes LIKE '%"float"%' AND s.input_dtypes NOT LIKE '%Half%'
-              AND s.input_dtypes NOT LIKE '%BFloat16%'),
-        device AS (SELECT s.external_id, s.dur_ns FROM slices s JOIN tracks t USING (track_id)
-                   WHERE t.kind = 'stream' AND s.kind = 'kernel')
-        SELECT e.name, count(*) AS kernels, sum(d.dur_ns)::BIGINT AS kernel_ns,
-               (SELECT sum(dur_ns)::BIGINT FROM device) AS all_kernel_ns
-        FROM eligible e JOIN device d USING (external_id) GROUP BY e.name ORDER BY kernel_ns DESC""",
-                      {"names": list(_MATMUL_CONV)})
-    if not rows or not rows[0]["all_kernel_ns"]:
+    kernels = _device_kernels(facts)
+    total = pc.sum(kernels.column("dur_ns")).as_py() or 0
+    dtypes = pc.fill_null(kernels.column("input_dtypes"), "")
+    fp32_by_dtype = pc.and_(pc.and_(pc.fill_null(kernels.column("is_matmul_or_conv"), False),
+                                    pc.match_substring(dtypes, '"float"')),
+                            pc.invert(pc.match_substring_regex(dtypes, "Half|BFloat16")))
+    fp32 = kernels.filter(pc.and_(pc.or_(fp32_by_dtype, kernels.column("fp32_by_name")),
+                                  pc.invert(kernels.column("on_tensor_cores"))))
+    fp32_ns = pc.sum(fp32.column("dur_ns")).as_py() or 0
+    if not total or fp32_ns < FP32_MATMUL_SHARE * total:
         return None
-    fp32 = sum(r["kernel_ns"] for r in rows)
-    share = fp32 / rows[0]["all_kernel_ns"]
-    if share < FP32_MATMUL_SHARE:
-        return None
+    share = fp32_ns / total
+    ops: dict[str, dict] = {}
+    for op, dur in zip(fp32.column("launch_op").to_pylist(), fp32.column("dur_ns").to_pylist()):
+        entry = ops.setdefault(op or "(launching op unknown)", {"kernels": 0, "kernel_ns": 0})
+        entry["kernels"] += 1
+        entry["kernel_ns"] += dur
     return Advice(
         "amp_unused", "high" if share >= 0.5 else "medium", "Matmuls and convolutions run in fp32",
-        f"fp32 matmul/convolution kernels take {share:.0%} of device kernel time ({_ms(fp32)}); Tensor Cores "
-        "run them several times faster in fp16/bf16",
-        {"ops": {r["name"]: {"kernels": r["kernels"], "kernel_ns": r["kernel_ns"]} for r in rows}},
+        f"fp32 matmul/convolution kernels on the CUDA cores take {share:.0%} of device kernel time "
+        f"({_ms(fp32_ns)}); Tensor Cores run them several times faster in fp16/bf16 (or TF32)",
+        {"ops": dict(sorted(ops.items(), key=lambda item: -item[1]["kernel_ns"])), "top_kernels": _top_kernels(fp32)},
         f"fp32 matmul/conv kernels >= {FP32_MATMUL_SHARE:.0%} of device kernel time",
         "Wrap the forward pass in torch.autocast('cuda', dtype=torch.bfloat16) (or float16 with a GradScaler); "
         "at least set torch.backends.cuda.matmul.allow_tf32 = True / torch.set_float32_matmul_precision('high').")
 
 
+_CHANNELS_LAST_SUGGESTION = (
+    "Try model = model.to(memory_format=torch.channels_last) and the same for the input batch; cuDNN and "
+    "oneDNN convolutions are usually faster in NHWC (measure: depthwise convolutions gain most).")
+
+
 def _channels_last(facts: Facts) -> Advice | None:
+    return _channels_last_on_device(facts) if facts.has_device else _channels_last_on_host(facts)
+
+
+def _channels_last_on_device(facts: Facts) -> Advice | None:
+    """Convolution kernels (launched by a convolution operator) >= CONV_SHARE of device kernel time in an
+    NCHW model: cuDNN transposes its layout (``nchwToNhwc``/``nhwcToNchw`` kernels), or NHWC kernels
+    (``nhwc`` in the name) are under half of the convolution time."""
+    kernels = _device_kernels(facts)
+    total = pc.sum(kernels.column("dur_ns")).as_py() or 0
+    conv = kernels.filter(pc.fill_null(kernels.column("is_conv"), False))
+    conv_ns = pc.sum(conv.column("dur_ns")).as_py() or 0
+    nhwc = conv.filter(pc.and_(pc.match_substring(pc.utf8_lower(conv.column("name")), "nhwc"),
+                               pc.invert(conv.column("is_layout_transpose"))))
+    nhwc_ns = pc.sum(nhwc.column("dur_ns")).as_py() or 0
+    transposes = kernels.filter(kernels.column("is_layout_transpose"))
+    transpose_ns = pc.sum(transposes.column("dur_ns")).as_py() or 0
+    if not total or conv_ns < CONV_SHARE * total or (not transpose_ns and nhwc_ns >= conv_ns / 2):
+        return None
+    return Advice(
+        "channels_last", "medium", "Convolutions use NCHW memory layout",
+        f"{conv.num_rows} convolution kernels take {_ms(conv_ns)}, {conv_ns / total:.0%} of device kernel time, "
+        f"{nhwc_ns / conv_ns:.0%} of it in NHWC kernels"
+        + (f"; NCHW/NHWC layout transposes take {_ms(transpose_ns)}" if transpose_ns else ""),
+        {"convolutions": conv.num_rows, "conv_ns": conv_ns, "nhwc_ns": nhwc_ns, "layout_transpose_ns": transpose_ns,
+         "top_kernels": _top_kernels(conv)},
+        f"NCHW convolution kernels >= {CONV_SHARE:.0%} of device kernel time", _CHANNELS_LAST_SUGGESTION)
+
+
+def _channels_last_on_host(facts: Facts) -> Advice | None:
+    """CPU runs: 2-D convolutions whose input strides are NCHW-contiguous >= CONV_SHARE of the profiled time."""
     rows = facts.rows("""
         WITH candidates AS (
             SELECT s.name, s.depth, s.dur_ns, json_extract(s.args, '$."Input Strides"[0]') AS strides,
@@ -203,9 +274,7 @@ def _channels_last(facts: Facts) -> Advice | None:
         f"{convs} 2-D convolutions on NCHW-contiguous inputs take {_ms(conv_ns)}, "
         f"{conv_ns / facts.profiled_ns:.0%} of the profiled time",
         {"convolutions": convs, "conv_ns": conv_ns},
-        f"NCHW convolutions >= {CONV_SHARE:.0%} of the profiled time",
-        "Try model = model.to(memory_format=torch.channels_last) and the same for the input batch; cuDNN and "
-        "oneDNN convolutions are usually faster in NHWC (measure: depthwise convolutions gain most).")
+        f"NCHW convolutions >= {CONV_SHARE:.0%} of the profiled time", _CHANNELS_LAST_SUGGESTION)
 
 
 def _data_loader_bound(facts: Facts) -> Advice | None:

@@ -196,8 +196,9 @@ TASK_TIME = OutputFile(
 ADVICE = OutputFile(
     title="tuning advice (prof_rule_0.json)",
     stems=(("json", "prof_rule_0"),),
-    about="The advisor's findings, most severe first (always JSON, as msprof writes it). Each names its "
-          "evidence and the threshold that fired; the latest export's advice replaces an earlier one.",
+    about="The advisor's findings, most severe first (always JSON, as msprof writes it; an empty list when "
+          "nothing crossed a threshold). Each names its evidence and the threshold that fired; the latest "
+          "export's advice replaces an earlier one.",
     fixed_name="prof_rule_0.json",
     columns=(
         Column("Rule", "rule", "rule id, e.g. data_loader_bound, amp_unused, uneven_ranks"),

@@ -3,7 +3,8 @@ the advisor's prof_rule_0.json.
 
 Each file is one analysis result written by the one writer (writer.write_rows) with the columns of its
 catalog entry; a result without rows is not written ("如果实际的性能数据没有相关的数据文件,就不会导出对应的
-timeline和summary数据").
+timeline和summary数据"), except prof_rule_0.json: it has one fixed name, so it is written for every run with
+data, as an empty list when nothing crossed a threshold, and never keeps an earlier export's advice.
 """
 from __future__ import annotations
 
@@ -34,8 +35,7 @@ def export_summary(tables: RunTables, out_dir: Path, *, stamp: str, fmt: str = "
         if table.num_rows:
             out_dir.mkdir(parents=True, exist_ok=True)
             written.append(write_rows(table, kind.columns, out_dir / kind.name(stamp, fmt), fmt))
-    advice = advisor.advise(tables)
-    if advice.num_rows:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        written.append(write_rows(advice, catalog.ADVICE.columns, out_dir / catalog.ADVICE.name(stamp, "json"), "json"))
+    if written:  # the advice of a run with data, even none: an earlier export's prof_rule_0.json must not stay
+        written.append(write_rows(advisor.advise(tables), catalog.ADVICE.columns,
+                                  out_dir / catalog.ADVICE.name(stamp, "json"), "json"))
     return written

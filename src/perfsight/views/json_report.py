@@ -1,4 +1,5 @@
-"""JSON rendering of analysis results: Arrow tables become lists of row objects; NaN becomes null."""
+"""JSON rendering of analysis results: Arrow tables become lists of row objects; NaN becomes null; columns
+that hold JSON text (the advice's evidence) can be nested as JSON values."""
 from __future__ import annotations
 
 import math
@@ -23,3 +24,13 @@ def plain(value):
 def dumps(results: dict, *, indent: bool = True) -> str:
     option = orjson.OPT_INDENT_2 if indent else 0
     return orjson.dumps(plain(results), default=str, option=option).decode()
+
+
+def with_json_columns(table: pa.Table, columns: list[str]) -> list[dict]:
+    """``table``'s rows with the JSON text of ``columns`` decoded, so it nests as JSON, not as a string."""
+    rows = table.to_pylist()
+    for row in rows:
+        for column in columns:
+            if row[column] is not None:
+                row[column] = orjson.loads(row[column])
+    return rows
