@@ -55,13 +55,47 @@ def test_a_cut_gzip_file_keeps_what_decompresses(tmp_path):
     assert_partial(cut, TORCH_213, "gzip stream truncated")
 
 
+def assert_skipped_one_event(damaged: Path, intact: Path) -> None:
+    """``damaged`` reads as ``intact`` but for the event the damage hit, with a warning that says so."""
+    whole, partial = read_kineto([intact]), read_kineto([damaged])
+    assert slice_keys(partial) <= slice_keys(whole)
+    assert whole.slices.num_rows - 1 <= partial.slices.num_rows
+    assert any("malformed JSON after byte" in w and "to the next event and read on" in w for w in warnings(partial))
+
+
 @real_traces
-def test_garbage_in_the_middle_keeps_the_events_before_it(tmp_path):
+def test_garbage_in_the_middle_skips_only_the_damaged_event(tmp_path):
     text = gzip.decompress(NCCL_DATA.read_bytes())
     middle = len(text) // 2
     damaged = tmp_path / "damaged.json"
     damaged.write_bytes(text[:middle] + b"\x00@@ not json @@" + text[middle:])
-    assert_partial(damaged, NCCL_DATA, "malformed JSON")
+    assert_skipped_one_event(damaged, NCCL_DATA)
+
+
+@real_traces
+@pytest.mark.parametrize("where", [0.1, 0.5, 0.97])
+def test_one_changed_byte_loses_one_event_not_the_rest_of_the_file(tmp_path, where):
+    """A quote turned into a letter inside an event of an indented torch trace, early, midway and near the end."""
+    text = gzip.decompress(TORCH_213.read_bytes())
+    quote = text.index(b'"name"', int(len(text) * where))
+    damaged = tmp_path / "damaged.pt.trace.json"
+    damaged.write_bytes(text[:quote] + b"x" + text[quote + 1:])
+    assert_skipped_one_event(damaged, TORCH_213)
+
+
+def test_damage_in_every_batch_is_counted_after_the_first_warnings(tmp_path):
+    from perfsight.ingest.kineto_decode import MAX_DAMAGE_WARNINGS
+
+    good = '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": %d, "dur": 1}'
+    events = [good % i if i % 3 else '{"ph": "X", "name": @broken@}' for i in range(60)]
+    path = tmp_path / "t.json"
+    path.write_text('{"traceEvents": [' + ",\n".join(events) + "]}")
+    run = read_kineto([path])
+    assert run.slices.num_rows == 40 and sorted(run.slices["start_ns"].to_pylist()) == [
+        i * 1000 for i in range(60) if i % 3]
+    damage = [w for w in warnings(run) if "malformed JSON" in w or "damaged stretches" in w]
+    assert len(damage) == MAX_DAMAGE_WARNINGS + 1
+    assert damage[-1] == f"t.json: {20 - MAX_DAMAGE_WARNINGS} more damaged stretches skipped in the same way"
 
 
 def test_a_trace_cut_inside_its_header_is_empty_with_a_warning(tmp_path):

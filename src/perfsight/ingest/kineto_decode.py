@@ -8,8 +8,9 @@ object per event never exist at once. JSON floats are decoded to their exact tex
 ``dur`` are microseconds with nanosecond decimals, beyond float64 precision at epoch magnitudes) and
 ``args`` to ``msgspec.Raw``, a view of its JSON text kept verbatim.
 
-A truncated or corrupt file yields the events before the damage; what was skipped goes to ``warnings``.
-A file that is not a trace at all raises InputError.
+A corrupt stretch inside the events array is skipped up to the next event (the text after a ``}`` and a
+comma that starts with ``{``), and reading goes on from there; a truncated file yields the events before
+the cut. What was skipped goes to ``warnings``. A file that is not a trace at all raises InputError.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ EXPECTED = 'a Chrome-trace JSON object with "traceEvents" or a JSON list of trac
 PIECE_BYTES = 1 << 18  # size of the pieces read (and gunzipped) at a time
 BATCH_BYTES = 1 << 20  # JSON text decoded per msgspec call (smaller is leaner; 1 MiB is as fast)
 MAX_CUT_ATTEMPTS = 16  # candidate cut points tried before waiting for more text
+MAX_DAMAGE_WARNINGS = 10  # damaged stretches described one by one; the rest are counted in one warning
 
 
 class Event(msgspec.Struct, gc=False):
@@ -65,6 +67,15 @@ _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _EVENT_THEN_COMMA = re.compile(rb"\}\s*,")
 _KINETO_HEADER_KEY = re.compile(rb'\s*\{\s*"(schemaVersion|deviceProperties|distributedInfo|traceEvents)"')
 _ERROR_OFFSET = re.compile(r"\(byte (\d+)\)")
+_NEXT_EVENT = re.compile(rb"\}\s*,\s*(?=\{)")  # the end of an event and the comma before the next one
+
+
+class _Damaged(Exception):
+    """Damage inside the events text: the events decoded before it and the text from the damage on."""
+
+    def __init__(self, events: list, after: bytes):
+        super().__init__()
+        self.events, self.after = events, after
 
 
 class TraceStream:
@@ -79,6 +90,7 @@ class TraceStream:
         self.device_properties: str | None = None  # JSON text, verbatim
         self.warnings: list[str] = []
         self._offset = 0  # file offset (in the JSON text) of the first byte not yet decoded
+        self._damages = 0  # damaged stretches skipped so far
 
     def batches(self) -> Iterator[list[Event]]:
         pieces = json_pieces(self.path, self.warnings, self.piece_bytes)
@@ -93,17 +105,24 @@ class TraceStream:
             if size < due:
                 continue
             buffer = b"".join(pending)
-            events, rest = self._complete_events(buffer)
-            if rest is None:  # damaged: the events before the damage are all there is
-                yield events
-                self._read_header(head, b"}")
-                return
+            try:
+                events, rest = self._complete_events(buffer)
+            except _Damaged as damage:
+                yield damage.events
+                rest = self._resume(damage.after, pieces)
+                if rest is None:  # no event after the damage
+                    self._read_header(head, b"}")
+                    self._count_damages()
+                    return
+                pending, size, due = [rest], len(rest), self.batch_bytes
+                continue
             if events:
                 yield events
             # No complete event yet (one huge event?): wait until the text doubles, so work stays linear.
             pending, size = [rest], len(rest)
             due = self.batch_bytes if events else 2 * size
         yield self._last_events(head, b"".join(pending))
+        self._count_damages()
 
     # --- the head: everything before the first event ---------------------------------------------------
 
@@ -142,8 +161,8 @@ class TraceStream:
 
     # --- the body: batches of complete events ------------------------------------------------------------
 
-    def _complete_events(self, buffer: bytes) -> tuple[list[Event], bytes | None]:
-        """Decode the complete events at the start of ``buffer``: (events, the rest or None if damaged).
+    def _complete_events(self, buffer: bytes) -> tuple[list[Event], bytes]:
+        """Decode the complete events at the start of ``buffer``: (events, the rest); _Damaged if damaged.
 
         Cuts after the last ``}`` followed by a comma. A cut inside a nested value or a string fails at the
         cut, and the previous candidate is tried; a failure before the cut is damage in the text. (A cut
@@ -159,7 +178,7 @@ class TraceStream:
             except msgspec.DecodeError as error:
                 offset = _error_offset(error)
                 if offset is not None and offset < len(text) - 2:
-                    return self._valid_prefix(buffer, "malformed JSON"), None
+                    raise _Damaged(*self._valid_prefix(buffer)) from None
                 continue
             self._offset += cut.end()
             return events, buffer[cut.end():]
@@ -173,22 +192,27 @@ class TraceStream:
         except msgspec.DecodeError as error:
             end = _error_offset(error)
             if "trailing characters" not in str(error) or end is None:
-                self._read_header(head, b"}")
-                return self._valid_prefix(buffer, "truncated or malformed JSON")
+                events, after = self._valid_prefix(buffer)
+                rest = self._resume(after, iter(()))
+                if rest is None:
+                    self._read_header(head, b"}")
+                    return events
+                return events + self._last_events(head, rest)
             events, tail = self._decode_events(text[:end]), text[end:]
         if not self._read_header(head, tail) and head is not None:
             self.warnings.append(f"{self.path.name}: could not read the trace keys after the events")
             self._read_header(head, b"}")
         return events
 
-    def _valid_prefix(self, buffer: bytes, problem: str) -> list[Event]:
-        """The events before the first damage in ``buffer`` (a run of events after ``[``)."""
+    def _valid_prefix(self, buffer: bytes) -> tuple[list[Event], bytes]:
+        """The events before the first damage in ``buffer`` (a run of events after ``[``) and the text from
+        the damage on (``self._offset`` moves past the events kept)."""
         try:
             self._decode_events(b"[" + buffer + b"]")
             stop = len(buffer)
         except msgspec.DecodeError as error:
             offset = _error_offset(error)
-            stop = len(buffer) if offset is None else min(len(buffer), offset)
+            stop = len(buffer) if offset is None else min(len(buffer), max(offset - 1, 0))
         for attempt, end in enumerate(_matches_from_end(buffer[:stop], b"}")):
             if attempt == MAX_CUT_ATTEMPTS:
                 break
@@ -196,10 +220,34 @@ class TraceStream:
                 events = self._decode_events(b"[" + buffer[:end.end()] + b"]")
             except msgspec.DecodeError:
                 continue
-            self._skipped(problem, self._offset + end.end())
-            return events
-        self._skipped(problem, self._offset)
-        return []
+            self._offset += end.end()
+            return events, buffer[end.end():]
+        return [], buffer
+
+    def _resume(self, after: bytes, pieces: Iterator[bytes]) -> bytes | None:
+        """The text from the first event after the damage at the start of ``after`` (reading more pieces
+        while none starts); None if none does before the end of the file. Warns what was skipped."""
+        at, skipped, text = self._offset, 0, after
+        while (found := _NEXT_EVENT.search(text, 1)) is None:
+            piece = next(pieces, None)
+            if piece is None:
+                self.warnings.append(f"{self.path.name}: truncated or malformed JSON after byte {at} of the JSON "
+                                     f"text; kept the events before it and skipped the rest of the file")
+                return None
+            keep = text[-64:]  # a "}," that ends in this text and a "{" in the next piece still match
+            skipped, text = skipped + len(text) - len(keep), keep + piece
+        skipped += found.end()
+        self._offset = at + skipped
+        self._damages += 1
+        if self._damages <= MAX_DAMAGE_WARNINGS:
+            self.warnings.append(f"{self.path.name}: malformed JSON after byte {at} of the JSON text; skipped "
+                                 f"{skipped} bytes to the next event and read on")
+        return text[found.end():]
+
+    def _count_damages(self) -> None:
+        if self._damages > MAX_DAMAGE_WARNINGS:
+            self.warnings.append(f"{self.path.name}: {self._damages - MAX_DAMAGE_WARNINGS} more damaged stretches "
+                                 f"skipped in the same way")
 
     def _decode_events(self, text: bytes) -> list[Event]:
         try:
@@ -217,10 +265,6 @@ class TraceStream:
             self.warnings.append(f"{self.path.name}: invalid UTF-8 ({error.reason}) replaced by U+FFFD")
             return text.decode("utf-8", "replace").encode()
         return text
-
-    def _skipped(self, problem: str, offset: int) -> None:
-        self.warnings.append(f"{self.path.name}: {problem} after byte {offset} of the JSON text; "
-                             f"kept the events before it and skipped the rest of the file")
 
     # --- the header ----------------------------------------------------------------------------------------
 

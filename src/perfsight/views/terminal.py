@@ -96,6 +96,13 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
     console.print(f"[bold]perfsight run[/bold] {escape(title)}", soft_wrap=True)  # paths are never cut
     for warning in summary["warnings"]:
         console.print(f"[yellow]warning:[/yellow] {escape(str(warning))}")
+    if not summary["slices"]:
+        console.print("no timed events in this run: nothing to analyse (a trace of metadata only, or cut "
+                      "before its first event?)")
+    elif not summary["profiled_steps"].num_rows:
+        console.print("no steps found (no ProfilerStep#N ranges): step times, the step breakdown and the "
+                      "data verdict need them (torch.profiler's schedule, or prof.step() each step); the "
+                      "figures below cover the whole trace")
     steps = summary["steps"]
     if steps["count"]:
         console.print(f"{steps['count']} steps: median step time {_ms(steps['median_ns'])} ms, mean "
