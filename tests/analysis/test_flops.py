@@ -1,6 +1,8 @@
 """op_flops / scope_flops / model_flops and the peak table on a planted run with modules, a kernel and
-steps; the real CPU trace (which carries no flops) for sums and, with flops planted on it, its scopes."""
+steps; the real CPU trace (which carries no flops: counted from its shapes) for sums and, with flops planted
+on it, its scopes."""
 import dataclasses
+import json
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -97,10 +99,21 @@ def test_gpu_table_names():
     assert peaks.gpu_peak("NVIDIA H100 PCIe") == 51.2e12
     assert peaks.gpu_peak("NVIDIA A10") == 31.2e12 and peaks.gpu_peak("NVIDIA A100-PCIE-40GB", "tf32") == 156e12
     assert peaks.gpu_peak("Tesla V100-SXM2-16GB", "fp16") == 125e12 and peaks.gpu_peak("Tesla V100-PCIE-32GB") == 14e12
+    assert peaks.gpu_peak("AMD Instinct MI250X", "bf16") == 191.5e12 and peaks.gpu_peak("NVIDIA L40S") == 91.6e12
+    assert peaks.gpu_peak("NVIDIA L4") == 30.3e12 and peaks.gpu_peak("AMD Instinct MI250") == 45.3e12
     assert peaks.gpu_peak("Tesla T4", "bf16") is None and peaks.gpu_peak("NVIDIA L4", "fp16") == 121e12
     assert peaks.gpu_peak("NVIDIA GeForce RTX 3090") == 35.6e12
     assert peaks.gpu_peak("NVIDIA GeForce RTX 4090", "fp16") == 165.2e12
     assert peaks.device_peak({"device_properties": "[]"}) == (None, "unknown")
+
+
+def test_a_generically_named_amd_gpu_is_known_by_its_compute_units():
+    """ROCm 6.2 names the MI250's GCDs "AMD Radeon Graphics" (shared/data's amd_trace): gfx90a with 104 CUs."""
+    gcd = {"name": "AMD Radeon Graphics", "computeMajor": 9, "computeMinor": 0, "numSms": 104}
+    meta = {"device_properties": json.dumps([gcd])}
+    assert peaks.device_peak(meta, "fp16") == (181e12, "table:AMD Instinct MI210 / MI250 (one GCD) fp16")
+    other = json.dumps([{**gcd, "numSms": 60}])
+    assert peaks.device_peak({"device_properties": other}) == (None, "unknown")
 
 
 def test_model_total_over_the_steps():

@@ -1,12 +1,15 @@
 """Peak floating-point throughput of a device, for FLOPS utilisation (Insight's "FLOPS利用率: 通过FLOPS除以
 设备峰值FLOPS得到").
 
-GPUs: dense (no structured sparsity) peaks from NVIDIA's datasheets, in FLOP/s, per precision:
-``fp32`` (CUDA cores), ``tf32``, ``fp16`` and ``bf16`` (tensor cores; GeForce cards with FP32 accumulate,
-which is what PyTorch uses). A precision the GPU lacks (V100/T4 have no TF32 or BF16 tensor cores) is
-None. Names are matched against Kineto's ``deviceProperties[].name`` (e.g. ``NVIDIA A100-SXM4-80GB``):
-the first entry of ``GPU_PEAKS`` all of whose tokens appear in the name (case-insensitive) wins, so
-variants come before their family.
+GPUs: dense (no structured sparsity) peaks from NVIDIA's and AMD's datasheets, in FLOP/s, per precision:
+``fp32`` (NVIDIA: CUDA cores; AMD Instinct: matrix cores, which rocBLAS uses for fp32 GEMMs), ``tf32``,
+``fp16`` and ``bf16`` (tensor/matrix cores; GeForce cards with FP32 accumulate, which is what PyTorch
+uses). A precision the GPU lacks (V100/T4 have no TF32 or BF16 tensor cores) is None. An MI250/MI250X
+is two devices to PyTorch (one per GCD): its entries are per GCD. Names are matched against Kineto's
+``deviceProperties[].name`` (e.g. ``NVIDIA A100-SXM4-80GB``): the first entry of ``GPU_PEAKS`` all of
+whose tokens appear in the name (case-insensitive) wins, so variants come before their family. ROCm may
+name an Instinct GPU just ``AMD Radeon Graphics``: those are known by their architecture and compute
+units (``AMD_BY_COMPUTE_UNITS``).
 
 CPUs: no table. ``cpu_peak`` estimates cores x frequency x FLOPs per cycle per core, where the default
 ``CPU_FLOPS_PER_CYCLE`` (fp32: 32 = 2 FMA units x 8 fp32 lanes of AVX2 x 2 FLOPs per FMA; fp64: 16) is
@@ -34,7 +37,21 @@ GPU_PEAKS: list[tuple[tuple[str, ...], dict[str, float | None]]] = [
     (("l4",), {"fp32": 30.3 * TERA, "tf32": 60 * TERA, "fp16": 121 * TERA, "bf16": 121 * TERA}),
     (("rtx", "3090"), {"fp32": 35.6 * TERA, "tf32": 35.6 * TERA, "fp16": 71 * TERA, "bf16": 71 * TERA}),
     (("rtx", "4090"), {"fp32": 82.6 * TERA, "tf32": 82.6 * TERA, "fp16": 165.2 * TERA, "bf16": 165.2 * TERA}),
+    (("h200",), {"fp32": 67 * TERA, "tf32": 494.7 * TERA, "fp16": 989.4 * TERA, "bf16": 989.4 * TERA}),
+    (("a30",), {"fp32": 10.3 * TERA, "tf32": 82 * TERA, "fp16": 165 * TERA, "bf16": 165 * TERA}),
+    (("l40s",), {"fp32": 91.6 * TERA, "tf32": 183 * TERA, "fp16": 362 * TERA, "bf16": 362 * TERA}),
+    (("mi300x",), {"fp32": 163.4 * TERA, "tf32": 653.7 * TERA, "fp16": 1307.4 * TERA, "bf16": 1307.4 * TERA}),
+    (("mi250x",), {"fp32": 47.9 * TERA, "tf32": None, "fp16": 191.5 * TERA, "bf16": 191.5 * TERA}),  # per GCD
+    (("mi250",), {"fp32": 45.3 * TERA, "tf32": None, "fp16": 181 * TERA, "bf16": 181 * TERA}),  # per GCD
+    (("mi210",), {"fp32": 45.3 * TERA, "tf32": None, "fp16": 181 * TERA, "bf16": 181 * TERA}),
+    (("mi100",), {"fp32": 46.1 * TERA, "tf32": None, "fp16": 184.6 * TERA, "bf16": 92.3 * TERA}),
 ]
+
+#: (computeMajor, computeMinor, numSms) of an AMD GPU ROCm names generically -> the GPU_PEAKS name it is
+AMD_BY_COMPUTE_UNITS = {
+    (9, 0, 104): "AMD Instinct MI210 / MI250 (one GCD)",   # gfx90a, 104 CUs
+    (9, 0, 110): "AMD Instinct MI250X (one GCD)",          # gfx90a, 110 CUs
+}
 
 #: assumed FLOPs per cycle per core for the CPU estimate (AVX2, two FMA units)
 CPU_FLOPS_PER_CYCLE = {"fp32": 32, "fp64": 16}
@@ -64,6 +81,15 @@ def cpu_peak(cores: int | None, freq_hz: float | None, precision: str = "fp32",
     return float(cores) * float(freq_hz) * per_cycle
 
 
+def _known_name(device: dict) -> str:
+    """The device's name, or the Instinct model a generically named AMD GPU's properties identify."""
+    name = str(device["name"])
+    if gpu_peak(name) is None and name.lower().startswith("amd"):
+        key = (device.get("computeMajor"), device.get("computeMinor"), device.get("numSms"))
+        return AMD_BY_COMPUTE_UNITS.get(key, name)
+    return name
+
+
 def _cpu_freq_hz(device: dict) -> float | None:
     for key, scale in (("max_freq_hz", 1.0), ("freq_hz", 1.0), ("max_freq_mhz", 1e6), ("freq_mhz", 1e6)):
         if device.get(key):
@@ -88,7 +114,7 @@ def device_peak(meta: dict[str, str], precision: str = "fp32",
         devices = []
     gpus = [d for d in devices if isinstance(d, dict) and d.get("name")]
     if gpus:
-        name = gpus[0]["name"]
+        name = _known_name(gpus[0])
         peak = gpu_peak(name, precision)
         return (peak, f"table:{name} {precision}") if peak else (None, "unknown")
     try:
