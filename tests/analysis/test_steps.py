@@ -65,3 +65,19 @@ def test_step_phases_average_only_the_known_values():
 def test_step_phases_of_no_steps():
     table = step_phases(step_trace(RunTables()))
     assert table.num_rows == 0 and table.schema == STEP_PHASES
+
+
+def test_a_backward_op_running_past_the_step_end_counts_up_to_it():
+    """The autograd thread's backward of step 1 is stretched past the step's end (10000): bp_end is the
+    step end, the tail 0, never negative."""
+    import dataclasses
+
+    import pyarrow.compute as pc
+
+    tables = training_run()
+    slices = tables.slices
+    stretched = pc.if_else(pc.equal(slices["id"], 11), pa.scalar(8000, pa.int64()), slices["dur_ns"])  # [4000, 12000)
+    tables = dataclasses.replace(tables, slices=slices.set_column(slices.schema.get_field_index("dur_ns"), "dur_ns",
+                                                                  stretched))
+    step1 = step_trace(tables).to_pylist()[0]
+    assert (step1["bp_end_ns"], step1["tail_ns"], step1["fp_bp_ns"]) == (BASE + 10000, 0, 8500)

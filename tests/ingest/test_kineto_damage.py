@@ -5,6 +5,7 @@ import gzip
 import json
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pytest
 from conftest import number
 
@@ -189,3 +190,23 @@ def test_invalid_utf8_is_replaced_with_a_warning(tmp_path):
     run = read_kineto([path])
     assert run.slices["name"].to_pylist() == ["caf\ufffd"]
     assert "invalid UTF-8" in warnings(run)[0]
+
+
+def test_times_beyond_the_clock_range_are_skipped_and_every_analysis_runs(write_trace):
+    """A slice at 9e12 us lasting 9e12 us would overflow int64 in any start + duration: it is skipped
+    (counted), and so is an event before -2^62 ns; a ProfilerStep number beyond int32 is no step."""
+    import perfsight
+    from perfsight.analysis.summary import run_summary
+
+    op = {"ph": "X", "cat": "cpu_op", "pid": 1, "tid": 1}
+    path = write_trace([{**op, "name": "ProfilerStep#1", "ts": 0, "dur": 100},
+                        {**op, "name": "aten::mm", "ts": 10, "dur": 20},
+                        {**op, "name": "huge", "ts": 9_000_000_000_000_000, "dur": 9_000_000_000_000_000},
+                        {**op, "name": "long ago", "ts": -9_000_000_000_000_000, "dur": 1},
+                        {**op, "name": "ProfilerStep#99999999999", "ts": 200, "dur": 10}])
+    run = read_kineto([path])
+    assert sorted(run.slices["name"].to_pylist()) == ["ProfilerStep#1", "ProfilerStep#99999999999", "aten::mm"]
+    assert "2 events beyond +-2^62 ns (146 years) from the clock's zero (skipped)" in warnings(run)
+    assert run.slices.filter(pc.equal(run.slices["kind"], "step"))["step"].to_pylist() == [1]
+    summary = run_summary(perfsight.open(path).tables)
+    assert summary["profiled_steps"]["step"].to_pylist() == [1]

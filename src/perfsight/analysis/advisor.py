@@ -45,6 +45,10 @@ class Advice:
     suggestion: str
 
 
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
 def _ms(ns: float) -> str:
     return f"{ns / 1e6:.3f} ms"
 
@@ -283,11 +287,11 @@ def _data_loader_bound(facts: Facts) -> Advice | None:
     bound = [r for r in facts.get(data_verdict).to_pylist() if r["verdict"] in ("highly", "moderately")]
     if not bound:
         return None
-    worst = max(bound, key=lambda r: r["wait_percent"])
+    worst = max(bound, key=lambda r: r["wait_percent"] or 0.0)   # a queue-only verdict has no wait share
     return Advice(
         "data_loader_bound", "high" if worst["verdict"] == "highly" else "medium", "Training waits for data",
         f"rank {worst['rank']}: {worst['reason']} ({worst['verdict']} input-bound)",
-        {"ranks": {str(r["rank"]): {"wait_percent": round(r["wait_percent"], 2), "steps": r["steps"],
+        {"ranks": {str(r["rank"]): {"wait_percent": _rounded(r["wait_percent"]), "steps": r["steps"],
                                     "bottleneck_steps": r["bottleneck_steps"]} for r in bound}},
         f"data wait >= {worst['moderately_threshold_percent']:.0f}% of step time (moderately), "
         f">= {worst['highly_threshold_percent']:.0f}% (highly)",

@@ -22,7 +22,8 @@ trace perfsight applies those rules to host slices, per rank and step:
   update boundary. Backward operators are ``cpu_op`` slices named with ``backward`` (any case, e.g.
   ``AddmmBackward0``) or ``autograd::...``, and every ``cpu_op`` on a thread other than the main one that
   does autograd work (runs a slice so named). With ``bp_point``: the end of the last host slice of the
-  step named exactly ``bp_point``.
+  step named exactly ``bp_point``. An operator that runs past the step's end (on another thread) counts
+  up to the step end, so the tail is never negative.
 * iteration_ns = end - start; fp_bp_ns = bp_end - fp_start; tail_ns (迭代拖尾: all-reduce and parameter
   update) = end - bp_end; gap_ns (迭代间隙: data wait) = fp_start - the end of the previous step of the
   rank in these tables (the step's own start for the first step, or when steps overlap).
@@ -118,7 +119,8 @@ WITH s AS (
     FROM steps st JOIN fp USING (rank, step)
 ), bp AS ({bp}
 ), timed AS (
-    SELECT st.*, fp.fp_start, bp.bp_end, coalesce(l.wait_ns, 0) AS data_wait_ns,
+    SELECT st.*, fp.fp_start, CASE WHEN bp.bp_end > st.end_ns THEN st.end_ns ELSE bp.bp_end END AS bp_end,
+           coalesce(l.wait_ns, 0) AS data_wait_ns,
            lag(st.end_ns) OVER (PARTITION BY st.rank ORDER BY st.start_ns, st.step) AS previous_end
     FROM steps st
     LEFT JOIN fp USING (rank, step) LEFT JOIN bp USING (rank, step) LEFT JOIN loading l USING (rank, step)

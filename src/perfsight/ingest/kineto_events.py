@@ -23,6 +23,9 @@ from perfsight.ingest.kineto_decode import ABSENT, Event, TraceStream
 
 #: runtime -> device flow categories (current, 2021 and 2022 Kineto); slices' correlation ids carry these links
 LAUNCH_FLOW_CATEGORIES = ("ac2g", "async", "async_cpu_to_gpu")
+#: times (and slice ends) beyond +-2^62 ns (146 years from the trace clock's zero) are not kept: adding two
+#: of them must not overflow int64 in the analyses
+MAX_TIME_NS = 1 << 62
 MEMORY_EVENT = "[memory]"
 _EMPTY_ARGS = pa.array(["{}", "null"], pa.string())
 
@@ -92,15 +95,29 @@ def event_tables(stream: TraceStream) -> EventTables:
             if events:
                 parts[group].append(_BUILDERS[group](events, skipped))
     base = stream.base_time_ns or 0
-    tables = {group: _with_base(pa.concat_tables(tables), base) for group, tables in parts.items()}
+    if abs(base) > MAX_TIME_NS:
+        stream.warnings.append(f"{stream.path.name}: ignored baseTimeNanoseconds {base} (beyond +-2^62 ns)")
+        base = 0
+    tables = {group: _on_the_clock(pa.concat_tables(tables), base, skipped) for group, tables in parts.items()}
     return EventTables(**tables, metadata=metadata, skipped=skipped)
 
 
-def _with_base(table: pa.Table, base: int) -> pa.Table:
+def _on_the_clock(table: pa.Table, base: int, skipped: Counter) -> pa.Table:
+    """``table`` with ``baseTimeNanoseconds`` added to its times, without the events whose time (and end,
+    for slices) lies beyond +-MAX_TIME_NS, where sums of times would overflow int64 (counted)."""
+    ts = table["ts_ns"].to_numpy()            # int64, or float64 with nan where null
+    if ts.dtype != np.int64:
+        ts = np.nan_to_num(ts).astype(np.int64)
+    dur = table["dur_ns"].to_numpy() if "dur_ns" in table.column_names else 0
+    within = (np.abs(ts) <= MAX_TIME_NS) & (np.abs(ts + base) <= MAX_TIME_NS)
+    within &= dur <= MAX_TIME_NS - np.clip(ts + base, -MAX_TIME_NS, MAX_TIME_NS)
+    if not within.all():
+        skipped["events beyond +-2^62 ns (146 years) from the clock's zero (skipped)"] += int((~within).sum())
+        table = table.filter(pa.array(within))
     if not base:
         return table
     column = table.schema.get_field_index("ts_ns")
-    return table.set_column(column, "ts_ns", pc.add_checked(table["ts_ns"], base))
+    return table.set_column(column, "ts_ns", pc.add(table["ts_ns"], pa.scalar(base, pa.int64())))
 
 
 def _split(events: list[Event], metadata: TraceMetadata, skipped: Counter) -> dict[str, list[Event]]:

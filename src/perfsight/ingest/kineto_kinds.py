@@ -39,6 +39,7 @@ DEVICE_CATEGORIES = frozenset({
 TASK_TYPES = {"kernel": "KERNEL", "comm": "COMM", "memcpy": "MEMCPY", "memset": "MEMSET"}
 
 STEP_NAME = re.compile(r"ProfilerStep#(\d+)")
+MAX_STEP = (1 << 31) - 1  # step numbers are int32; a larger "ProfilerStep#N" is an annotation like any other
 DATALOADER_NAME = re.compile(r"enumerate\(DataLoader\)|## DataLoader")
 HOST_COMM_NAME = re.compile(r"(c10d::|nccl:|rccl:|gloo:)|record_param_comms$")
 DEVICE_COMM_NAME = re.compile(r"(nccl|rccl)", re.IGNORECASE)
@@ -71,7 +72,7 @@ def classify(category: str | None, name: str) -> Classification:
 
 def _host_kind(kind: str, name: str) -> tuple[str, int | None]:
     step = STEP_NAME.fullmatch(name)
-    if step:
+    if step and int(step.group(1)) <= MAX_STEP:
         return "step", int(step.group(1))
     if DATALOADER_NAME.match(name):
         return "dataloader", None
