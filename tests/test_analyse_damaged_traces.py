@@ -1,6 +1,7 @@
 """Every analysis of the Run API on damaged real traces (cut, a byte changed, a stretch deleted, junk
 inserted): results, or an InputError that says what is wrong; never another exception."""
 import gzip
+import json
 import random
 
 import pytest
@@ -56,3 +57,47 @@ def test_every_analysis_of_a_damaged_trace_gives_results_or_input_error(shared_d
                 getattr(run, name)()
             except InputError as error:
                 assert str(error), name
+
+
+HOSTILE_HEADERS = [{"deviceProperties": 5}, {"deviceProperties": [{"id": 0, "name": "x", "totalGlobalMem": "big"}]},
+                   {"deviceProperties": None}, {"baseTimeNanoseconds": 1 << 70}]
+
+
+@pytest.mark.parametrize("header", HOSTILE_HEADERS, ids=lambda h: str(h)[:40])
+def test_values_of_the_wrong_type_or_size_give_results(tmp_path, header):
+    """Found by fuzzing: each of these raised. Every analysis, the summary, its terminal report and the
+    exports now give results."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from perfsight.analysis.summary import run_summary
+    from perfsight.api import export
+    from perfsight.views.terminal import print_summary
+    from tests.ingest.conftest import trace_text
+
+    op = {"ph": "X", "cat": "cpu_op", "pid": 1, "tid": 1}
+    kernel = {"ph": "X", "cat": "kernel", "pid": 0, "tid": "stream 99999999999", "ts": 30, "dur": 5,
+              "args": {"correlation": 1}}
+    events = [{**op, "name": "ProfilerStep#1", "ts": 0, "dur": 100},
+              {**op, "name": "nccl:all_reduce", "ts": 10, "dur": 5,
+               "args": {"Input Dims": [[1 << 40, 1 << 40]], "Input type": ["float"]}},
+              {**kernel, "name": "gemm"}, {"ph": ["X"], "name": "odd", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
+              {"ph": "M", "name": "thread_sort_index", "pid": 1, "tid": 1, "args": {"sort_index": 1 << 40}},
+              {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 12, "s": "t",
+               "args": {"Addr": 1, "Bytes": (1 << 62) + 1, "Total Allocated": 1 << 62, "Total Reserved": 0,
+                        "Device Type": 0, "Device Id": -1}},
+              {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 13, "s": "t",
+               "args": {"Addr": 2, "Bytes": 8, "Total Allocated": 8, "Total Reserved": 0,
+                        "Device Type": 0, "Device Id": -1}}]
+    path = tmp_path / "hostile.pt.trace.json"
+    path.write_text(trace_text(events, **header))
+    run = perfsight.open(path)
+    for name in analyses():
+        getattr(run, name)()
+    print_summary(str(path), run_summary(run.tables), Console(file=StringIO(), width=80))
+    assert export(path, output=tmp_path / "out")[path]
+    assert sorted(run.tables.slices["name"].to_pylist()) == ["ProfilerStep#1", "gemm", "nccl:all_reduce"]
+    warned = " ".join(json.loads(run.meta["parse_warnings"]))
+    assert "events of unsupported phase 'list'" in warned and "memory events of more than 2^62 bytes" in warned
+    assert run.tables.memory["bytes"].to_pylist() == [8]

@@ -408,11 +408,13 @@ def _memory_near_capacity(facts: Facts) -> Advice | None:
 
 def _device_memory(facts: Facts) -> dict[str, int]:
     """Device memory in bytes by device name, from Kineto's deviceProperties or perfsight's manifest."""
+    from .peaks import device_properties
+
     meta = facts.tables.meta_dict()
     capacity = {}
-    for props in json.loads(meta.get("device_properties") or "[]"):
-        if isinstance(props, dict) and props.get("totalGlobalMem"):
-            capacity[f"cuda:{props.get('id', 0)}"] = int(props["totalGlobalMem"])
+    for props in device_properties(meta):
+        if type(props.get("totalGlobalMem")) is int and props["totalGlobalMem"] > 0:
+            capacity[f"cuda:{props.get('id', 0)}"] = props["totalGlobalMem"]
     device = json.loads(meta.get("manifest") or "{}").get("device", {})
     if device.get("device", "").startswith("cuda") and device.get("total_memory_bytes"):
         capacity[device["device"]] = int(device["total_memory_bytes"])

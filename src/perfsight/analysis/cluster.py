@@ -51,6 +51,7 @@ can and cannot show:
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import pyarrow as pa
@@ -250,14 +251,9 @@ def _elements(shapes_text: str | None) -> tuple[int | None, list]:
         return None, []
     if not isinstance(shapes, list):
         return None, []
-    total = 0
-    for shape in shapes:
-        if isinstance(shape, list) and shape and all(isinstance(d, int) for d in shape):
-            n = 1
-            for d in shape:
-                n *= d
-            total += n
-    return total, shapes
+    total = sum(math.prod(shape) for shape in shapes
+                if isinstance(shape, list) and shape and all(isinstance(d, int) for d in shape))
+    return _int64_or_none(total), shapes
 
 
 def _first_dtype(dtypes_text: str | None, shapes: list) -> str | None:
@@ -273,7 +269,12 @@ def _first_dtype(dtypes_text: str | None, shapes: list) -> str | None:
 
 def _bytes(nelems: int | None, dtype: str | None) -> int | None:
     size = DTYPE_BYTES.get((dtype or "").lower())
-    return nelems * size if nelems is not None and size is not None else None
+    return _int64_or_none(nelems * size) if nelems is not None and size is not None else None
+
+
+def _int64_or_none(value: int) -> int | None:
+    """``value``, or None (unknown) when it does not fit the int64 columns (shapes that make no sense)."""
+    return value if -(1 << 63) <= value < (1 << 63) else None
 
 
 def collectives(tables: RunTables) -> pa.Table:

@@ -11,7 +11,7 @@ without any (current torch writes none), counts them from the operators' input s
   duration of the device tasks they launched (kernel/comm/memcpy/memset slices on a stream of the same
   rank with the operator's ``external_id``) when there are any, else the operator's own duration.
   ``time_source`` says which (``device``, ``host``; ``mixed`` for a group of both).
-* FLOPs are summed over every counted slice, as torch's ``key_averages`` does (torch counts each
+* FLOPs are summed over every counted slice (a sum beyond int64 is null), as torch's ``key_averages`` does (torch counts each
   operator once: ``aten::linear`` has no flops of its own, its ``aten::addmm`` has).
 * Scopes are the ranges enclosing operators on their track: Python ``nn.Module: X`` slices (label ``X``,
   from ``with_modules``/``with_stack``) and ``annotation`` slices (record_function ranges, label = name).
@@ -92,7 +92,7 @@ WITH RECURSIVE counted AS (
 """
 
 _OP_FLOPS_SQL = _COUNTED + """
-SELECT rank, op_type, count(*) AS count, sum(flops)::BIGINT AS flops, sum(op_ns)::BIGINT AS op_ns,
+SELECT rank, op_type, count(*) AS count, TRY_CAST(sum(flops) AS BIGINT) AS flops, sum(op_ns)::BIGINT AS op_ns,
        CASE WHEN min(time_source) = max(time_source) THEN min(time_source) ELSE 'mixed' END AS time_source,
        CASE WHEN min(flops_source) = max(flops_source) THEN min(flops_source) ELSE 'mixed' END AS flops_source,
        sum(flops) * 1e9 / nullif(sum(op_ns), 0) AS flops_per_s
@@ -123,7 +123,7 @@ _SCOPE_FLOPS_SQL = _COUNTED + """
     SELECT rank, scope, sum(scope_dur)::BIGINT AS scope_ns
     FROM (SELECT DISTINCT rank, scope, scope_id, scope_dur FROM placed WHERE scope_id IS NOT NULL) GROUP BY ALL
 )
-SELECT p.rank, $level AS level, p.scope, count(*) AS op_count, sum(p.flops)::BIGINT AS flops,
+SELECT p.rank, $level AS level, p.scope, count(*) AS op_count, TRY_CAST(sum(p.flops) AS BIGINT) AS flops,
        sum(p.op_ns)::BIGINT AS op_ns, any_value(st.scope_ns) AS scope_ns,
        sum(p.flops) * 1e9 / nullif(sum(p.op_ns), 0) AS flops_per_s
 FROM placed p LEFT JOIN scope_time st USING (rank, scope)
@@ -132,7 +132,7 @@ GROUP BY p.rank, p.scope ORDER BY p.rank, flops DESC, p.scope
 
 _MODEL_FLOPS_SQL = _COUNTED + f"""
 , {STEP_SPANS_CTE}
-SELECT o.rank, o.step, count(*) AS op_count, sum(o.flops)::BIGINT AS flops,
+SELECT o.rank, o.step, count(*) AS op_count, TRY_CAST(sum(o.flops) AS BIGINT) AS flops,
        any_value(st.end_ns - st.start_ns) AS step_ns,
        sum(o.flops) * 1e9 / nullif(any_value(st.end_ns - st.start_ns), 0) AS flops_per_s
 FROM ops o LEFT JOIN steps st ON st.rank = o.rank AND st.step = o.step
@@ -194,7 +194,7 @@ MODEL_FLOPS_TOTAL = pa.schema([
 ] + _RATE_COLUMNS)
 
 _MODEL_FLOPS_TOTAL_SQL = """
-SELECT rank, count(*) AS steps, sum(op_count)::BIGINT AS op_count, sum(flops)::BIGINT AS flops,
+SELECT rank, count(*) AS steps, sum(op_count)::BIGINT AS op_count, TRY_CAST(sum(flops) AS BIGINT) AS flops,
        sum(step_ns)::BIGINT AS step_ns, sum(flops) * 1e9 / nullif(sum(step_ns), 0) AS flops_per_s,
        any_value(peak_flops) AS peak_flops, any_value(peak_source) AS peak_source,
        100.0 * sum(flops) * 1e9 / nullif(sum(step_ns), 0) / any_value(peak_flops) AS utilization_percent

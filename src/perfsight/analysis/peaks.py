@@ -81,6 +81,16 @@ def cpu_peak(cores: int | None, freq_hz: float | None, precision: str = "fp32",
     return float(cores) * float(freq_hz) * per_cycle
 
 
+def device_properties(meta: dict[str, str]) -> list[dict]:
+    """The devices of Kineto's ``deviceProperties`` (meta ``device_properties``, JSON text as the trace had
+    it): the objects of its list; [] when it is missing or not a list."""
+    try:
+        devices = json.loads(meta.get("device_properties") or "[]")
+    except ValueError:
+        return []
+    return [device for device in devices if isinstance(device, dict)] if isinstance(devices, list) else []
+
+
 def _known_name(device: dict) -> str:
     """The device's name, or the Instinct model a generically named AMD GPU's properties identify."""
     name = str(device["name"])
@@ -108,11 +118,7 @@ def device_peak(meta: dict[str, str], precision: str = "fp32",
     """
     if peak_flops is not None:
         return float(peak_flops), "argument"
-    try:
-        devices = json.loads(meta.get("device_properties") or "[]") or []
-    except ValueError:
-        devices = []
-    gpus = [d for d in devices if isinstance(d, dict) and d.get("name")]
+    gpus = [d for d in device_properties(meta) if d.get("name")]
     if gpus:
         name = _known_name(gpus[0])
         peak = gpu_peak(name, precision)

@@ -26,6 +26,7 @@ LAUNCH_FLOW_CATEGORIES = ("ac2g", "async", "async_cpu_to_gpu")
 #: times (and slice ends) beyond +-2^62 ns (146 years from the trace clock's zero) are not kept: adding two
 #: of them must not overflow int64 in the analyses
 MAX_TIME_NS = 1 << 62
+MAX_BYTES = 1 << 62  # memory events beyond it are not kept: sums of sizes must fit int64
 MEMORY_EVENT = "[memory]"
 _EMPTY_ARGS = pa.array(["{}", "null"], pa.string())
 
@@ -138,11 +139,15 @@ def _split(events: list[Event], metadata: TraceMetadata, skipped: Counter) -> di
 
 def _group_by_phase(events: list[Event]) -> dict[Any, list[Event]]:
     groups: dict[Any, list[Event]] = {}
-    for event in events:
-        group = groups.get(event.ph)
-        if group is None:
-            group = groups[event.ph] = []
-        group.append(event)
+    try:
+        for event in events:
+            group = groups.get(event.ph)
+            if group is None:
+                group = groups[event.ph] = []
+            group.append(event)
+    except TypeError:  # a ph that is a list or an object: its events go to an unsupported phase of that name
+        return _group_by_phase([msgspec.structs.replace(e, ph=type(e.ph).__name__) if isinstance(e.ph, (list, dict))
+                                else e for e in events])
     return groups
 
 
@@ -249,7 +254,13 @@ def _memory_table(events: list[Event], skipped: Counter) -> pa.Table:
     decoded = decode_args([e.args for e in events], _MemoryArgs, skipped)
     for name in ("addr", "bytes", "total_allocated", "total_reserved", "device_type", "device_id"):
         columns[name] = _int_args(decoded, name, skipped)
-    return _keep_valid(pa.table(columns), ["ts_ns", "bytes"])
+    table = _keep_valid(pa.table(columns), ["ts_ns", "bytes"])
+    sizes = [pc.fill_null(pc.abs(table[name]), 0).to_numpy() for name in ("bytes", "total_allocated", "total_reserved")]
+    within = np.maximum.reduce(sizes) <= MAX_BYTES if table.num_rows else np.ones(0, dtype=bool)
+    if not within.all():
+        _count(skipped, "memory events of more than 2^62 bytes (skipped)", int((~within).sum()))
+        table = table.filter(pa.array(within))
+    return table
 
 
 def _counter_table(events: list[Event], skipped: Counter) -> pa.Table:

@@ -77,9 +77,14 @@ def _timeline_row(pid: str, tid: str, on_device: bool, metadata: TraceMetadata) 
         if sort_index is None and _is_integer(stream):
             sort_index = int(stream)
         return dict(pid=pid, tid=tid, device=device, kind="stream", name=f"{device} stream {stream}",
-                    sort_index=sort_index)
+                    sort_index=_int32_or_none(sort_index))
     return dict(pid=pid, tid=tid, device="cpu", kind="thread", name=_thread_name(pid, tid, metadata),
-                sort_index=sort_index)
+                sort_index=_int32_or_none(sort_index))
+
+
+def _int32_or_none(value: int | None) -> int | None:
+    """A sort index that fits the tracks' int32 column; None (unsorted) for one beyond it."""
+    return value if value is not None and -(1 << 31) <= value < (1 << 31) else None
 
 
 def _trailing_number(text: str) -> str:

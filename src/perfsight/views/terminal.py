@@ -22,8 +22,10 @@ def _ms(ns) -> str:
     return "-" if ns is None else f"{ns / 1e6:,.3f}"
 
 
-def _bytes(count: int) -> str:
+def _bytes(count: int | None) -> str:
     """A byte count in the largest binary unit that keeps it at 1 or more (``8 B``, ``6,322.4 MiB``)."""
+    if count is None:
+        return "unknown"
     for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if count >= size:
             return f"{count / size:,.1f} {unit}"
