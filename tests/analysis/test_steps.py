@@ -81,3 +81,20 @@ def test_a_backward_op_running_past_the_step_end_counts_up_to_it():
                                                                   stretched))
     step1 = step_trace(tables).to_pylist()[0]
     assert (step1["bp_end_ns"], step1["tail_ns"], step1["fp_bp_ns"]) == (BASE + 10000, 0, 8500)
+
+
+def test_data_wait_is_the_union_of_the_loaders_inside_the_step():
+    """Step 1's loader [100, 1100) plus one on the autograd thread [600, 1600) (overlapping it by 500) and one
+    in step 2 that runs past its end [19500, 20700): each ns inside the step counts once."""
+    from perfsight.analysis.data import data_wait
+
+    from .planted import AUTOGRAD, LOADER, MAIN, _slice, tables_from_rows, TRACKS
+
+    tables = training_run()
+    extra = tables_from_rows(slices=[_slice(101, "dataloader", LOADER, AUTOGRAD, 600, 1600, 0, step=1),
+                                     _slice(102, "dataloader", LOADER, MAIN, 19500, 20700, 1, parent=21, step=2)],
+                             tracks=TRACKS)
+    tables = RunTables(slices=pa.concat_tables([tables.slices, extra.slices]), tracks=tables.tracks)
+    waits = [r["data_wait_ns"] for r in step_trace(tables).to_pylist()]
+    assert waits == [1500, 500 + 500]                      # [100, 1600); [10100, 10600) + [19500, 20000)
+    assert [r["dataloader_ns"] for r in data_wait(tables).to_pylist()] == waits

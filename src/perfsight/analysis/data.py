@@ -5,8 +5,9 @@ input queues where a source records them, and a verdict on whether training is i
 
 * Steps are the host ``step`` slices (ProfilerStep#N) of the rank, as in ``steps.step_trace``:
   start = earliest start, end = latest end of the step-N slices on thread tracks.
-* ``dataloader_ns``: the summed duration of the step's ``dataloader`` slices not nested in another
-  dataloader slice (the same definition as ``step_trace``'s ``data_wait_ns``); ``dataloader_count``.
+* ``dataloader_ns``: the time inside the step covered by its ``dataloader`` slices (their union cut to
+  the step: ``step_spans.DATA_WAIT_CTE``, as ``step_trace``'s ``data_wait_ns``); ``dataloader_count``: those
+  not nested in another.
 * perfsight runs also record, for every step the collector saw (profiled or not), the series
   ``host.step_time_ns`` and ``host.data_wait_ns`` (one sample at each step's end; perfsight times the
   DataLoader's ``__next__``). A sample belongs to the step slice its interval ``[ts - step_time, ts]``
@@ -41,7 +42,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ..tables import RunTables, new_connection
-from .step_spans import STEP_SPANS_CTE
+from .step_spans import DATA_WAIT_CTE, STEP_SPANS_CTE
 
 #: input-bound thresholds, percent of step time (or of queue samples that are empty)
 HIGHLY_PERCENT = 30.0
@@ -100,13 +101,7 @@ DATA_VERDICT = pa.schema([
 ])
 
 _DATA_WAIT_SQL = f"""
-WITH {STEP_SPANS_CTE}, loading AS (
-    SELECT coalesce(t.rank, 0)::INTEGER AS rank, d.step,
-           sum(d.dur_ns) FILTER (WHERE p.kind IS DISTINCT FROM 'dataloader') AS loader_ns,
-           count(*) FILTER (WHERE p.kind IS DISTINCT FROM 'dataloader') AS loader_count
-    FROM slices d JOIN tracks t USING (track_id) LEFT JOIN slices p ON p.id = d.parent_id
-    WHERE d.kind = 'dataloader' AND d.step IS NOT NULL AND t.kind = 'thread' GROUP BY ALL
-), host_samples AS (
+WITH {STEP_SPANS_CTE}, {DATA_WAIT_CTE}, host_samples AS (
     SELECT coalesce(t.rank, 0)::INTEGER AS rank, c.ts_ns,
            max(c.value) FILTER (WHERE t.name = 'host.step_time_ns')::BIGINT AS step_ns,
            max(c.value) FILTER (WHERE t.name = 'host.data_wait_ns')::BIGINT AS wait_ns
@@ -130,9 +125,9 @@ WITH {STEP_SPANS_CTE}, loading AS (
     SELECT coalesce(st.rank, h.rank) AS rank, coalesce(st.step, h.step) AS step,
            coalesce(st.start_ns, h.ts_ns - h.step_ns) AS start_ns,
            coalesce(st.end_ns - st.start_ns, h.step_ns) AS step_ns,
-           l.loader_ns, coalesce(l.loader_count, 0) AS loader_count, h.wait_ns, h.step_ns AS host_step_ns
+           l.wait_ns AS loader_ns, coalesce(l.loader_count, 0) AS loader_count, h.wait_ns, h.step_ns AS host_step_ns
     FROM steps st
-    LEFT JOIN loading l USING (rank, step)
+    LEFT JOIN data_wait l USING (rank, step)
     FULL OUTER JOIN host_steps h ON h.rank = st.rank AND h.step = st.step
 )
 SELECT rank, step, start_ns, step_ns, coalesce(loader_ns, 0) AS dataloader_ns, loader_count AS dataloader_count,

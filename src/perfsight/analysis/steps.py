@@ -9,8 +9,8 @@ trace perfsight applies those rules to host slices, per rank and step:
 * A step is the host ``step`` slices (ProfilerStep#N) of a rank with step number N (``step`` column):
   start_ns = earliest start, end_ns = latest end; the main thread is the track of the longest one.
 * Only host slices (on thread tracks) whose ``step`` column is N are considered.
-* data_wait_ns: the summed duration of the step's ``dataloader`` slices (not counting those nested in
-  another dataloader slice).
+* data_wait_ns: the time inside the step covered by its ``dataloader`` slices (``step_spans.DATA_WAIT_CTE``:
+  their union, cut to the step).
 * fp_start_ns (forward start, get_next's successor): the start of the first ``cpu_op`` on the main thread
   that starts after the last dataloader slice of the step ends (after the step start if there is none),
   ignoring operators inside an optimizer range (``Optimizer.zero_grad``, ``Optimizer.step``). With
@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..tables import RunTables, new_connection
+from .step_spans import DATA_WAIT_CTE
 
 STEP_TRACE = pa.schema([
     ("rank", pa.int32()),
@@ -61,7 +62,7 @@ _BACKWARD_NAME = "(s.name ILIKE '%backward%' OR s.name LIKE 'autograd::%')"
 
 _FP_AUTO = """
     SELECT s.rank, s.step, min(s.start_ns) AS fp_start
-    FROM host s LEFT JOIN loading l USING (rank, step)
+    FROM host s LEFT JOIN data_wait l USING (rank, step)
     WHERE s.kind = 'cpu_op' AND s.track_id = s.main_track
       AND s.start_ns >= coalesce(l.last_end, s.step_start)
       AND NOT EXISTS (SELECT 1 FROM optimizer o
@@ -96,12 +97,7 @@ WITH s AS (
 ), host AS (
     SELECT s.*, st.main_track, st.start_ns AS step_start
     FROM s JOIN steps st USING (rank, step) WHERE s.track_kind = 'thread'
-), loading AS (
-    SELECT d.rank, d.step, max(d.end_ns) AS last_end,
-           sum(d.end_ns - d.start_ns) FILTER (WHERE p.kind IS DISTINCT FROM 'dataloader') AS wait_ns
-    FROM host d LEFT JOIN slices p ON p.id = d.parent_id
-    WHERE d.kind = 'dataloader' GROUP BY ALL
-), optimizer AS (
+), {data_wait}, optimizer AS (
     SELECT rank, step, track_id, start_ns, end_ns, lower(name) NOT LIKE '%zero_grad%' AS is_update
     FROM host WHERE lower(name) LIKE '%optimizer%'
 ), autograd_threads AS (
@@ -123,7 +119,7 @@ WITH s AS (
            coalesce(l.wait_ns, 0) AS data_wait_ns,
            lag(st.end_ns) OVER (PARTITION BY st.rank ORDER BY st.start_ns, st.step) AS previous_end
     FROM steps st
-    LEFT JOIN fp USING (rank, step) LEFT JOIN bp USING (rank, step) LEFT JOIN loading l USING (rank, step)
+    LEFT JOIN fp USING (rank, step) LEFT JOIN bp USING (rank, step) LEFT JOIN data_wait l USING (rank, step)
 )
 SELECT rank, step, start_ns, end_ns, fp_start AS fp_start_ns, bp_end AS bp_end_ns,
        end_ns - start_ns AS iteration_ns, bp_end - fp_start AS fp_bp_ns,
@@ -163,7 +159,7 @@ def step_trace(tables: RunTables, *, fp_point: str | None = None, bp_point: str 
     ``fp_and_bp``) are used, else the points are found automatically."""
     fp_point, bp_point = step_points(tables, fp_point, bp_point)
     query = _STEP_TRACE_SQL.format(
-        backward_name=_BACKWARD_NAME,
+        backward_name=_BACKWARD_NAME, data_wait=DATA_WAIT_CTE,
         fp=_FP_NAMED if fp_point else _FP_AUTO,
         bp=_BP_NAMED if bp_point else _BP_AUTO,
     )
