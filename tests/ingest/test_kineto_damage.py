@@ -210,3 +210,14 @@ def test_times_beyond_the_clock_range_are_skipped_and_every_analysis_runs(write_
     assert run.slices.filter(pc.equal(run.slices["kind"], "step"))["step"].to_pylist() == [1]
     summary = run_summary(perfsight.open(path).tables)
     assert summary["profiled_steps"]["step"].to_pylist() == [1]
+
+
+def test_thousands_of_damaged_events_in_one_batch_are_read_around(tmp_path):
+    """More damaged stretches than Python's recursion limit, all in the last (and only) batch."""
+    good = '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": %d, "dur": 1}'
+    events = [good % i if i % 2 else '{"ph": "X", @}' for i in range(5000)]
+    path = tmp_path / "t.json"
+    path.write_text('{"traceEvents": [' + ",".join(events) + "]}")
+    run = read_kineto([path])
+    assert run.slices.num_rows == 2500
+    assert warnings(run)[-1] == "t.json: 2490 more damaged stretches skipped in the same way"

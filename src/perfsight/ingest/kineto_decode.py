@@ -185,20 +185,27 @@ class TraceStream:
         return [], buffer  # no complete event yet: wait for more text
 
     def _last_events(self, head: bytes | None, buffer: bytes) -> list[Event]:
-        """Decode the last events and the header keys after the array (msgspec locates its closing ``]``)."""
-        text = self._valid_utf8(b"[" + buffer)  # msgspec's error offsets below must refer to this text
-        try:
-            events, tail = self._decode_events(text), b""
-        except msgspec.DecodeError as error:
-            end = _error_offset(error)
-            if "trailing characters" not in str(error) or end is None:
-                events, after = self._valid_prefix(buffer)
-                rest = self._resume(after, iter(()))
-                if rest is None:
-                    self._read_header(head, b"}")
-                    return events
-                return events + self._last_events(head, rest)
-            events, tail = self._decode_events(text[:end]), text[end:]
+        """Decode the last events and the header keys after the array (msgspec locates its closing ``]``),
+        reading on after each damaged stretch."""
+        events: list[Event] = []
+        while True:
+            text = self._valid_utf8(b"[" + buffer)  # msgspec's error offsets below must refer to this text
+            try:
+                events += self._decode_events(text)
+                tail = b""
+                break
+            except msgspec.DecodeError as error:
+                end = _error_offset(error)
+                if "trailing characters" in str(error) and end is not None:
+                    events += self._decode_events(text[:end])
+                    tail = text[end:]
+                    break
+            kept, after = self._valid_prefix(buffer)
+            events += kept
+            buffer = self._resume(after, iter(()))
+            if buffer is None:
+                self._read_header(head, b"}")
+                return events
         if not self._read_header(head, tail) and head is not None:
             self.warnings.append(f"{self.path.name}: could not read the trace keys after the events")
             self._read_header(head, b"}")
