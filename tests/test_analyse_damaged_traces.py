@@ -60,7 +60,8 @@ def test_every_analysis_of_a_damaged_trace_gives_results_or_input_error(shared_d
 
 
 HOSTILE_HEADERS = [{"deviceProperties": 5}, {"deviceProperties": [{"id": 0, "name": "x", "totalGlobalMem": "big"}]},
-                   {"deviceProperties": None}, {"baseTimeNanoseconds": 1 << 70}]
+                   {"deviceProperties": None}, {"baseTimeNanoseconds": 1 << 70},
+                   {"distributedInfo": {"rank": 1 << 40, "world_size": -3}}]
 
 
 @pytest.mark.parametrize("header", HOSTILE_HEADERS, ids=lambda h: str(h)[:40])
@@ -87,6 +88,13 @@ def test_values_of_the_wrong_type_or_size_give_results(tmp_path, header):
               {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 12, "s": "t",
                "args": {"Addr": 1, "Bytes": (1 << 62) + 1, "Total Allocated": 1 << 62, "Total Reserved": 0,
                         "Device Type": 0, "Device Id": -1}},
+              {**op, "name": "record_param_comms", "ts": 40, "dur": 5, "args": {
+                  "Collective name": "allreduce", "Process Group Ranks": "[0, 99999999999]", "In msg nelems": 10,
+                  "dtype": "Float"}},
+              {**op, "name": "record_param_comms", "ts": 50, "dur": 5, "args": {
+                  "Collective name": "allreduce", "Process Group Ranks": "[0, 1, ...]", "Group size": 10 ** 12,
+                  "Global rank start": 0, "Global rank stride": 1, "In msg nelems": 10, "dtype": "Float"}},
+              *[{**op, "tid": tid, "name": "aten::mm", "ts": 0, "dur": 1 << 52} for tid in (2, 3, 4)],
               {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 13, "s": "t",
                "args": {"Addr": 2, "Bytes": 8, "Total Allocated": 8, "Total Reserved": 0,
                         "Device Type": 0, "Device Id": -1}}]
@@ -97,7 +105,10 @@ def test_values_of_the_wrong_type_or_size_give_results(tmp_path, header):
         getattr(run, name)()
     print_summary(str(path), run_summary(run.tables), Console(file=StringIO(), width=80))
     assert export(path, output=tmp_path / "out")[path]
-    assert sorted(run.tables.slices["name"].to_pylist()) == ["ProfilerStep#1", "gemm", "nccl:all_reduce"]
+    assert sorted(run.tables.slices["name"].to_pylist()) == ["ProfilerStep#1", "gemm", "nccl:all_reduce",
+                                                              "record_param_comms", "record_param_comms"]
     warned = " ".join(json.loads(run.meta["parse_warnings"]))
-    assert "events of unsupported phase 'list'" in warned and "memory events of more than 2^62 bytes" in warned
+    assert "events of unsupported phase 'list'" in warned and "memory events of more than 2^50 bytes" in warned
+    assert "3 complete events lasting more than 2^50 ns (13 days) (skipped)" in warned
+    assert run.collectives()["group_ranks"].to_pylist()[-2:] == [None, None]   # beyond int32; 10^12 ranks
     assert run.tables.memory["bytes"].to_pylist() == [8]

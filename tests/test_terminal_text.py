@@ -71,3 +71,10 @@ def test_a_run_without_events_or_steps_says_so(tmp_path, events, said):
     out = StringIO()
     print_summary(str(trace), run_summary(perfsight.open(trace).tables), Console(file=out, width=80))
     assert said in " ".join(out.getvalue().split())
+
+
+def test_a_memory_peak_outside_steps_and_operators_says_so():
+    from perfsight.views.terminal import _where
+
+    assert _where(None, None) == "outside steps, in no operator"
+    assert _where(3, "aten::mm[x]") == "in step 3 during aten::mm\\[x]"

@@ -232,15 +232,21 @@ _BACKEND_RANGE = r"^(nccl|rccl|gloo|mpi|ucc|xccl|hccl):"
 _RANK_LIST = re.compile(r"^\s*\[(.*)\]\s*$", re.S)
 
 
+#: the largest group whose rank list is rebuilt from start and stride (more is not a real job: unknown)
+MAX_GROUP_SIZE = 1 << 20
+
+
 def _group_ranks(text: str | None, size: int | None, start: int | None, stride: int | None) -> list[int] | None:
     """The group's global ranks from ``Process Group Ranks`` text, rebuilt from start/stride if it was cut."""
     found = _RANK_LIST.match(text or "")
     items = [item.strip() for item in found.group(1).split(",") if item.strip()] if found else []
     if items and all(item.lstrip("-").isdigit() for item in items):
-        return [int(item) for item in items]
-    if items and size and start is not None and stride and stride > 0:
-        return [start + i * stride for i in range(size)]
-    return None
+        ranks = [int(item) for item in items]
+    elif items and size and start is not None and stride and stride > 0 and size <= MAX_GROUP_SIZE:
+        ranks = [start + i * stride for i in range(size)]
+    else:
+        return None
+    return ranks if all(0 <= rank < (1 << 31) for rank in ranks) else None  # ranks are int32
 
 
 def _elements(shapes_text: str | None) -> tuple[int | None, list]:

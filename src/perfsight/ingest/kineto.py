@@ -119,9 +119,10 @@ def _combine(sources: list[_Source]) -> EventTables:
 
 
 def _first_fact(sources: list[_Source], key: str):
+    """The first ``distributedInfo`` value of ``key`` that is an int32 (ranks and sizes are), else None."""
     for source in sources:
         value = (source.stream.distributed_info or {}).get(key)
-        if type(value) is int:
+        if type(value) is int and 0 <= value < (1 << 31):
             return value
     return None
 

@@ -26,7 +26,10 @@ LAUNCH_FLOW_CATEGORIES = ("ac2g", "async", "async_cpu_to_gpu")
 #: times (and slice ends) beyond +-2^62 ns (146 years from the trace clock's zero) are not kept: adding two
 #: of them must not overflow int64 in the analyses
 MAX_TIME_NS = 1 << 62
-MAX_BYTES = 1 << 62  # memory events beyond it are not kept: sums of sizes must fit int64
+#: slices longer than 2^50 ns (13 days) and memory events of more than 2^50 bytes (1 PiB) are not kept:
+#: no profile holds them, and sums of thousands of them must still fit int64
+MAX_DURATION_NS = 1 << 50
+MAX_BYTES = 1 << 50
 MEMORY_EVENT = "[memory]"
 _EMPTY_ARGS = pa.array(["{}", "null"], pa.string())
 
@@ -105,16 +108,19 @@ def event_tables(stream: TraceStream) -> EventTables:
 
 def _on_the_clock(table: pa.Table, base: int, skipped: Counter) -> pa.Table:
     """``table`` with ``baseTimeNanoseconds`` added to its times, without the events whose time (and end,
-    for slices) lies beyond +-MAX_TIME_NS, where sums of times would overflow int64 (counted)."""
+    for slices) lies beyond +-MAX_TIME_NS or that last more than MAX_DURATION_NS, where sums of times would
+    overflow int64 (counted)."""
     ts = table["ts_ns"].to_numpy()            # int64, or float64 with nan where null
     if ts.dtype != np.int64:
         ts = np.nan_to_num(ts).astype(np.int64)
-    dur = table["dur_ns"].to_numpy() if "dur_ns" in table.column_names else 0
+    dur = table["dur_ns"].to_numpy() if "dur_ns" in table.column_names else np.zeros(len(ts), dtype=np.int64)
     within = (np.abs(ts) <= MAX_TIME_NS) & (np.abs(ts + base) <= MAX_TIME_NS)
     within &= dur <= MAX_TIME_NS - np.clip(ts + base, -MAX_TIME_NS, MAX_TIME_NS)
-    if not within.all():
-        skipped["events beyond +-2^62 ns (146 years) from the clock's zero (skipped)"] += int((~within).sum())
-        table = table.filter(pa.array(within))
+    short = dur <= MAX_DURATION_NS
+    if not (within & short).all():
+        _count(skipped, "events beyond +-2^62 ns (146 years) from the clock's zero (skipped)", int((~within).sum()))
+        _count(skipped, "complete events lasting more than 2^50 ns (13 days) (skipped)", int((within & ~short).sum()))
+        table = table.filter(pa.array(within & short))
     if not base:
         return table
     column = table.schema.get_field_index("ts_ns")
@@ -258,7 +264,7 @@ def _memory_table(events: list[Event], skipped: Counter) -> pa.Table:
     sizes = [pc.fill_null(pc.abs(table[name]), 0).to_numpy() for name in ("bytes", "total_allocated", "total_reserved")]
     within = np.maximum.reduce(sizes) <= MAX_BYTES if table.num_rows else np.ones(0, dtype=bool)
     if not within.all():
-        _count(skipped, "memory events of more than 2^62 bytes (skipped)", int((~within).sum()))
+        _count(skipped, "memory events of more than 2^50 bytes (skipped)", int((~within).sum()))
         table = table.filter(pa.array(within))
     return table
 

@@ -32,6 +32,12 @@ def _bytes(count: int | None) -> str:
     return f"{count} B"
 
 
+def _where(step: int | None, op_type: str | None) -> str:
+    """Where a memory peak happened: ``in step 3 during aten::mm``, ``outside steps, in no operator``."""
+    return (f"in step {step}" if step is not None else "outside steps") + (
+        f" during {escape(op_type)}" if op_type else ", in no operator")
+
+
 def _decimal(value: float, unit: str) -> str:
     """A rate or count with its decimal prefix: ``1.294 MFLOP``, ``68.857 TFLOP/s``."""
     for prefix, size in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
@@ -139,7 +145,7 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
     for row in summary["memory_peak"].to_pylist():
         console.print(f"memory peak {escape(row['device'])} (rank {row['rank']}): "
                       f"{_bytes(row['peak_allocated_bytes'])} allocated, {_bytes(row['peak_reserved_bytes'])} "
-                      f"reserved, in step {row['step']} during {escape(str(row['op_type']))}")
+                      f"reserved, {_where(row['step'], row['op_type'])}")
     for row in summary["flops"].to_pylist():
         utilisation = (f"{row['utilization_percent']:.1f}% of the peak ({row['peak_source']})"
                        if row["utilization_percent"] is not None else "utilisation unknown: no known peak for this device")
