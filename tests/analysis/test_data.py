@@ -7,6 +7,7 @@ import pyarrow.compute as pc
 import pytest
 
 import perfsight
+from perfsight import layout
 from perfsight.analysis import data
 from perfsight.ingest.kineto import read_kineto
 from perfsight.tables import RunTables, conform
@@ -111,7 +112,7 @@ def test_real_resnet50_loader_workers(shared_data, workers, verdict):
 
 def test_perfsight_run_host_series_match_steps_csv(perfsight_run):
     tables = perfsight.load(perfsight_run)
-    with open(next(perfsight_run.rglob("steps.csv"))) as f:
+    with open(perfsight_run / layout.HOST_DATA / layout.STEPS) as f:   # (a walk could meet the cache being written)
         steps = {int(r["step"]): r for r in csv.DictReader(f)}
     rows = {r["step"]: r for r in data.data_wait(tables).to_pylist()}
     assert set(rows) == set(steps)

@@ -50,7 +50,9 @@ def test_advice_links_to_its_evidence(server, page):
     open_view(page, page_url(server, "resnet50/", "overview"))
     advice = page.locator("#overview-advice .advice").filter(has_text="Matmuls and convolutions run in fp32")
     links = advice.locator(".evidence a")
-    expect(links).to_have_text(["Operators", "aten::addmm", "aten::cudnn_convolution", "aten::mm"])
+    expect(links).to_have_text(["Operators", "aten::addmm", "aten::cudnn_convolution",
+                                "aten::cudnn_convolution_backward_input", "aten::cudnn_convolution_backward_weight",
+                                "aten::mm"])
     loader = page.locator("#overview-advice .advice").filter(has_text="Training waits for data").locator(".evidence a")
     expect(loader).to_have_text(["Data preparation"])
     links.nth(2).click()

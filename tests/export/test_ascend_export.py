@@ -10,6 +10,7 @@ import shutil
 import pytest
 
 from perfsight import cli
+from perfsight.ingest import cache
 from perfsight.export import catalog
 
 ALL_FILES = ["api_statistic.csv", "msprof.json", "op_statistic.csv", "op_summary.csv", "prof_rule_0.json",
@@ -58,6 +59,7 @@ def test_msprof_and_mindspore_runs_export(shared_data, tmp_path, relpath):
     run = writable_copy(shared_data, relpath, tmp_path)
     assert cli.main(["export", "summary", "-dir", str(run)]) == 0
     assert cli.main(["export", "timeline", "-dir", str(run)]) == 0
+    cache.wait()                                        # a walk of the run could meet its cache being written
     outputs = sorted(readme.parent for readme in run.rglob("perfsight_output/**/README.txt"))
     assert outputs                                      # MindSpore's folder: one per rank (perfsight_output/rankN)
     # every rank has its timeline; the summaries exist where the rank has that data (MindSpore's rank 10
