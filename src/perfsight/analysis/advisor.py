@@ -87,6 +87,19 @@ class Facts:
         return int(row["span"] or 0)
 
     @cached_property
+    def device_kernels(self) -> pa.Table:
+        """The device's kernels (``op_instances``: name, launching op, duration, the launching op's dtypes)
+        with what their names and launching operators say about them (``_DEVICE_KERNELS_SQL``)."""
+        from .ops import op_instances
+
+        con = self.con.cursor()
+        con.register("instances", self.get(op_instances))
+        return con.sql(_DEVICE_KERNELS_SQL, params={
+            "matmuls": list(_MATMUL_CONV), "fp32_names": FP32_KERNEL_NAMES,
+            "tensor_core_names": TENSOR_CORE_KERNEL_NAMES, "transpose_names": LAYOUT_TRANSPOSE_NAMES,
+        }).to_arrow_table()
+
+    @cached_property
     def has_device(self) -> bool:
         return bool(self.rows("SELECT count(*) AS n FROM tracks WHERE kind = 'stream'")[0]["n"])
 
@@ -172,18 +185,6 @@ FROM instances WHERE category = 'device' AND kind = 'kernel'
 """
 
 
-def _device_kernels(facts: Facts) -> pa.Table:
-    """The device's kernels (``op_instances``: name, launching op, duration, the launching op's dtypes) with
-    what their names and launching operators say about them."""
-    from .ops import op_instances
-
-    con = facts.con.cursor()
-    con.register("instances", facts.get(op_instances))
-    return con.sql(_DEVICE_KERNELS_SQL, params={
-        "matmuls": list(_MATMUL_CONV), "fp32_names": FP32_KERNEL_NAMES,
-        "tensor_core_names": TENSOR_CORE_KERNEL_NAMES, "transpose_names": LAYOUT_TRANSPOSE_NAMES}).to_arrow_table()
-
-
 def _top_kernels(kernels: pa.Table) -> dict[str, int]:
     totals: dict[str, int] = {}
     for name, dur in zip(kernels.column("name").to_pylist(), kernels.column("dur_ns").to_pylist()):
@@ -196,7 +197,7 @@ def _amp_unused(facts: Facts) -> Advice | None:
     float inputs, or named as cuBLAS/cuDNN fp32 kernels (traces without dtypes); not Tensor Core kernels."""
     if not facts.has_device:
         return None
-    kernels = _device_kernels(facts)
+    kernels = facts.device_kernels
     total = pc.sum(kernels.column("dur_ns")).as_py() or 0
     dtypes = pc.fill_null(kernels.column("input_dtypes"), "")
     fp32_by_dtype = pc.and_(pc.and_(pc.fill_null(kernels.column("is_matmul_or_conv"), False),
@@ -236,7 +237,7 @@ def _channels_last_on_device(facts: Facts) -> Advice | None:
     """Convolution kernels (launched by a convolution operator) >= CONV_SHARE of device kernel time in an
     NCHW model: cuDNN transposes its layout (``nchwToNhwc``/``nhwcToNchw`` kernels), or NHWC kernels
     (``nhwc`` in the name) are under half of the convolution time."""
-    kernels = _device_kernels(facts)
+    kernels = facts.device_kernels
     total = pc.sum(kernels.column("dur_ns")).as_py() or 0
     conv = kernels.filter(pc.fill_null(kernels.column("is_conv"), False))
     conv_ns = pc.sum(conv.column("dur_ns")).as_py() or 0
