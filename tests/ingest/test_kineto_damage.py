@@ -84,14 +84,18 @@ def test_one_changed_byte_loses_one_event_not_the_rest_of_the_file(tmp_path, whe
     assert_skipped_one_event(damaged, TORCH_213)
 
 
+def every_nth_event_broken(path: Path, events: int, n: int, separator: str) -> Path:
+    """A trace of ``events`` one-microsecond ops at ts = their index, every ``n``-th of them broken JSON."""
+    good = '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": %d, "dur": 1}'
+    path.write_text('{"traceEvents": [' + separator.join(
+        good % i if i % n else '{"ph": "X", "name": @broken@}' for i in range(events)) + "]}")
+    return path
+
+
 def test_damage_in_every_batch_is_counted_after_the_first_warnings(tmp_path):
     from perfsight.ingest.kineto_decode import MAX_DAMAGE_WARNINGS
 
-    good = '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": %d, "dur": 1}'
-    events = [good % i if i % 3 else '{"ph": "X", "name": @broken@}' for i in range(60)]
-    path = tmp_path / "t.json"
-    path.write_text('{"traceEvents": [' + ",\n".join(events) + "]}")
-    run = read_kineto([path])
+    run = read_kineto([every_nth_event_broken(tmp_path / "t.json", 60, 3, ",\n")])
     assert run.slices.num_rows == 40 and sorted(run.slices["start_ns"].to_pylist()) == [
         i * 1000 for i in range(60) if i % 3]
     damage = [w for w in warnings(run) if "malformed JSON" in w or "damaged stretches" in w]
@@ -214,10 +218,6 @@ def test_times_beyond_the_clock_range_are_skipped_and_every_analysis_runs(write_
 
 def test_thousands_of_damaged_events_in_one_batch_are_read_around(tmp_path):
     """More damaged stretches than Python's recursion limit, all in the last (and only) batch."""
-    good = '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": %d, "dur": 1}'
-    events = [good % i if i % 2 else '{"ph": "X", @}' for i in range(5000)]
-    path = tmp_path / "t.json"
-    path.write_text('{"traceEvents": [' + ",".join(events) + "]}")
-    run = read_kineto([path])
+    run = read_kineto([every_nth_event_broken(tmp_path / "t.json", 5000, 2, ",")])
     assert run.slices.num_rows == 2500
     assert warnings(run)[-1] == "t.json: 2490 more damaged stretches skipped in the same way"
