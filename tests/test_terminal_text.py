@@ -52,6 +52,7 @@ def test_brackets_in_names_and_paths_are_printed_verbatim(tmp_path):
      ">(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)", "vectorized_elementwise_kernel<…>"),
     ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(cutlass_80_tensorop_s1688gemm_"
      "128x128_32x3_nn_align4::Params)", "cutlass_80_…128x128_32x3_nn_align4"),
+    ("void some::ns::Kernel2<128>(int, int, float*, float*, float*, float*, float*)", "some::ns::Kernel2<…>"),
     ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "ncclKernel_…duce_RING_LL_Sum_float"),
     ("Memcpy HtoD (Pageable -> Device)", "Memcpy HtoD (Pageable -> Device)"),
     ("aten::_log_softmax_backward_data", "aten::_log_softmax_backward_data"),

@@ -57,7 +57,7 @@ def _short(name: str, width: int = NAME_WIDTH) -> str:
     return name[:head] + "…" + name[-(width - 1 - head):]
 
 
-_GENERIC_KERNEL = re.compile(r"(?:\w+::)*[Kk]ernel\w*<(\w+)>")
+_GENERIC_KERNEL = re.compile(r"(?:\w+::)*[Kk]ernel\w*<([A-Za-z_]\w*)>")
 _PARAMETERS = re.compile(r"(?<=[\w>])\(.*\)\s*(const)?$")  # "f(int, float*)": not "Memcpy HtoD (Pageable -> ...)"
 
 
