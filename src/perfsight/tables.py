@@ -112,6 +112,12 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 
 
+def fits(value: int, bits: int) -> bool:
+    """Whether ``value`` fits a signed ``bits``-bit column (the tables' int32 ranks, steps and sort indexes,
+    their int64 times, sizes and ids): readers turn what does not into null instead of failing a table."""
+    return -(1 << (bits - 1)) <= value < (1 << (bits - 1))
+
+
 def empty(name: str) -> pa.Table:
     """An empty table with the canonical schema ``name``."""
     return SCHEMAS[name].empty_table()

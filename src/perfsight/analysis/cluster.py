@@ -57,7 +57,7 @@ import re
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..tables import RunTables, new_connection
+from ..tables import RunTables, fits, new_connection
 from .breakdown import STEP_BREAKDOWN_AVERAGE, step_breakdown, step_breakdown_average
 
 #: bytes per element: PyTorch's scalar type names (record_param_comms' ``dtype``) and the C++ type names
@@ -246,7 +246,7 @@ def _group_ranks(text: str | None, size: int | None, start: int | None, stride: 
         ranks = [start + i * stride for i in range(size)]
     else:
         return None
-    return ranks if all(0 <= rank < (1 << 31) for rank in ranks) else None  # ranks are int32
+    return ranks if all(rank >= 0 and fits(rank, 32) for rank in ranks) else None
 
 
 def _elements(shapes_text: str | None) -> tuple[int | None, list]:
@@ -259,7 +259,7 @@ def _elements(shapes_text: str | None) -> tuple[int | None, list]:
         return None, []
     total = sum(math.prod(shape) for shape in shapes
                 if isinstance(shape, list) and shape and all(isinstance(d, int) for d in shape))
-    return _int64_or_none(total), shapes
+    return total if fits(total, 64) else None, shapes
 
 
 def _first_dtype(dtypes_text: str | None, shapes: list) -> str | None:
@@ -275,12 +275,9 @@ def _first_dtype(dtypes_text: str | None, shapes: list) -> str | None:
 
 def _bytes(nelems: int | None, dtype: str | None) -> int | None:
     size = DTYPE_BYTES.get((dtype or "").lower())
-    return _int64_or_none(nelems * size) if nelems is not None and size is not None else None
-
-
-def _int64_or_none(value: int) -> int | None:
-    """``value``, or None (unknown) when it does not fit the int64 columns (shapes that make no sense)."""
-    return value if -(1 << 63) <= value < (1 << 63) else None
+    if nelems is None or size is None or not fits(nelems * size, 64):  # shapes that make no sense: unknown
+        return None
+    return nelems * size
 
 
 def collectives(tables: RunTables) -> pa.Table:

@@ -35,7 +35,7 @@ from perfsight.ingest.kineto_events import GROUPS, EventTables, TraceMetadata, e
 from perfsight.ingest.kineto_kinds import classify_columns
 from perfsight.ingest.kineto_nesting import Nesting, ids_or_null, take_or_missing
 from perfsight.ingest.kineto_tracks import Tracks, build_tracks
-from perfsight.tables import RunTables, conform, flows_table, meta_table
+from perfsight.tables import RunTables, conform, fits, flows_table, meta_table
 
 SNIFF_BYTES = 1 << 16
 _TRACE_NAME = (".pt.trace.json", ".pt.trace.json.gz")
@@ -122,7 +122,7 @@ def _first_fact(sources: list[_Source], key: str):
     """The first ``distributedInfo`` value of ``key`` that is an int32 (ranks and sizes are), else None."""
     for source in sources:
         value = (source.stream.distributed_info or {}).get(key)
-        if type(value) is int and 0 <= value < (1 << 31):
+        if type(value) is int and value >= 0 and fits(value, 32):
             return value
     return None
 

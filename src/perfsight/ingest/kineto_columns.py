@@ -14,6 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfsight.tables import fits
+
 _THOUSAND = pa.scalar(Decimal(1000), pa.decimal128(4, 0))
 # typed scalars for compute calls: a plain Python number is converted by type inference on every call,
 # which costs pyarrow a failing import attempt (dateutil) each time
@@ -21,7 +23,6 @@ ZERO = pa.scalar(0, pa.int64())
 _NS_PER_US = pa.scalar(1000, pa.int64())
 _MICROS_WITH_NS = pa.decimal128(20, 3)  # up to 10^17 us (3,000 years) with ns digits
 _MAX_INT32_OFFSET = (1 << 31) - 1
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -117,7 +118,7 @@ def _decimal_ns(text: str) -> int | None:
         value = int((Decimal(text) * 1000).to_integral_value(ROUND_HALF_EVEN))
     except (InvalidOperation, ValueError, OverflowError):
         return None
-    return value if _INT64_MIN <= value <= _INT64_MAX else None
+    return value if fits(value, 64) else None
 
 
 def int_column(values: list) -> tuple[pa.Array, int]:
@@ -133,7 +134,7 @@ def int_column(values: list) -> tuple[pa.Array, int]:
 
 
 def _as_int(value) -> int | None:
-    if type(value) is int and _INT64_MIN <= value <= _INT64_MAX:
+    if type(value) is int and fits(value, 64):
         return value
     if type(value) is float and value.is_integer() and abs(value) < 2.0 ** 63:
         return int(value)

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfsight.ingest.kineto_columns import dictionary
+from perfsight.tables import fits
 
 #: category (lower-cased) -> slice kind, before the name-based refinements below
 CATEGORY_KINDS = {
@@ -39,7 +40,6 @@ DEVICE_CATEGORIES = frozenset({
 TASK_TYPES = {"kernel": "KERNEL", "comm": "COMM", "memcpy": "MEMCPY", "memset": "MEMSET"}
 
 STEP_NAME = re.compile(r"ProfilerStep#(\d+)")
-MAX_STEP = (1 << 31) - 1  # step numbers are int32; a larger "ProfilerStep#N" is an annotation like any other
 DATALOADER_NAME = re.compile(r"enumerate\(DataLoader\)|## DataLoader")
 HOST_COMM_NAME = re.compile(r"(c10d::|nccl:|rccl:|gloo:)|record_param_comms$")
 DEVICE_COMM_NAME = re.compile(r"(nccl|rccl)", re.IGNORECASE)
@@ -72,7 +72,7 @@ def classify(category: str | None, name: str) -> Classification:
 
 def _host_kind(kind: str, name: str) -> tuple[str, int | None]:
     step = STEP_NAME.fullmatch(name)
-    if step and int(step.group(1)) <= MAX_STEP:
+    if step and fits(int(step.group(1)), 32):  # a larger "ProfilerStep#N" is an annotation like any other
         return "step", int(step.group(1))
     if DATALOADER_NAME.match(name):
         return "dataloader", None

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from perfsight.ingest.kineto_columns import dictionary, flat
 from perfsight.ingest.kineto_events import TraceMetadata
-from perfsight.tables import TRACKS
+from perfsight.tables import TRACKS, fits
 
 _KEY_SEPARATOR = "\x1f"
 _GPU_LABEL = re.compile(r"GPU (\d+)")
@@ -84,7 +84,7 @@ def _timeline_row(pid: str, tid: str, on_device: bool, metadata: TraceMetadata) 
 
 def _int32_or_none(value: int | None) -> int | None:
     """A sort index that fits the tracks' int32 column; None (unsorted) for one beyond it."""
-    return value if value is not None and -(1 << 31) <= value < (1 << 31) else None
+    return value if value is not None and fits(value, 32) else None
 
 
 def _trailing_number(text: str) -> str:
