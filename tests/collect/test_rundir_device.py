@@ -1,33 +1,27 @@
 """The CPU facts a run's manifest records: the frequency the FLOPs peak estimate needs."""
+import json
 from types import SimpleNamespace
 
+import psutil
 import pytest
 
 from perfsight.analysis.peaks import device_peak
 from perfsight.collect import rundir
 
 
-def _psutil(frequency):
-    return SimpleNamespace(cpu_freq=lambda: frequency)
-
-
-@pytest.mark.parametrize("frequency, expected", [
+@pytest.mark.parametrize("frequency, recorded", [
     (SimpleNamespace(current=2400.0, min=800.0, max=3500.0), {"max_freq_mhz": 3500.0}),
-    (SimpleNamespace(current=2596.14, min=0.0, max=0.0), {"freq_mhz": 2596.14}),   # a VM: no maximum
+    (SimpleNamespace(current=2500.0, min=0.0, max=0.0), {"freq_mhz": 2500.0}),   # a VM: no maximum
     (SimpleNamespace(current=0.0, min=0.0, max=0.0), {}),
     (None, {}),
 ])
-def test_cpu_frequency(frequency, expected):
-    assert rundir._cpu_frequency(_psutil(frequency)) == expected
-
-
-def test_a_cpu_run_records_what_the_peak_estimate_needs():
-    import json
-
+def test_a_cpu_run_records_its_frequency_and_gets_a_peak_from_it(monkeypatch, frequency, recorded):
+    monkeypatch.setattr(psutil, "cpu_freq", lambda: frequency)
+    monkeypatch.setattr(psutil, "cpu_count", lambda logical=True: 4)
     facts = rundir.device_facts(None, "cpu")
-    assert facts["device"] == "cpu" and facts["logical_cores"] >= 1
+    assert {k: v for k, v in facts.items() if "freq" in k} == recorded
     peak, source = device_peak({"manifest": json.dumps({"device": facts})})
-    if "max_freq_mhz" in facts or "freq_mhz" in facts:   # this machine tells its frequency
-        assert peak > 0 and source.startswith("estimate:cpu")
+    if recorded:   # 4 cores x the frequency x 32 fp32 FLOP per cycle
+        assert peak == 4 * next(iter(recorded.values())) * 1e6 * 32 and source.startswith("estimate:cpu 4 cores")
     else:
         assert (peak, source) == (None, "unknown")

@@ -62,13 +62,15 @@ def device_facts(torch_module, device: str) -> dict:
     return {
         "device": "cpu", "id": 0, "name": platform.processor() or platform.machine(),
         "logical_cores": psutil.cpu_count(logical=True), "physical_cores": psutil.cpu_count(logical=False),
-        "total_memory_bytes": int(psutil.virtual_memory().total), **_cpu_frequency(psutil),
+        "total_memory_bytes": int(psutil.virtual_memory().total), **_cpu_frequency(),
     }
 
 
-def _cpu_frequency(psutil) -> dict:
+def _cpu_frequency() -> dict:
     """``max_freq_mhz`` (or, where the system gives no maximum, as in many VMs, the current ``freq_mhz``):
     what the CPU peak estimate of analysis.peaks needs; {} when the frequency is unknown."""
+    import psutil
+
     try:
         frequency = psutil.cpu_freq()
     except (OSError, NotImplementedError, RuntimeError):
