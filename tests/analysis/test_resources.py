@@ -48,7 +48,7 @@ def test_summary_mean_max_p95_units():
 
 
 def test_perfsight_run_matches_its_host_usage_csv(perfsight_run):
-    with open(perfsight_run / layout.HOST_DATA / layout.HOST_USAGE) as f:   # (a walk could meet the cache being written)
+    with open(perfsight_run / layout.HOST_DATA / layout.HOST_USAGE) as f:   # (a walk could meet the cache)
         samples = list(csv.DictReader(f))
     rows = {r["series"]: r for r in resources.host_usage_summary(perfsight.load(perfsight_run)).to_pylist()}
     assert set(rows) == set(resources.HOST_USAGE_SERIES)

@@ -7,12 +7,12 @@ perfsight reads the FLOPs the source counted (``slices.flops``, torch's ``with_f
 without any (current torch writes none), counts them from the operators' input shapes (``flops_shapes``):
 
 * The counted operators are the slices with a non-null ``flops``, or with FLOPs from their shapes;
-  ``flops_source`` says which (``trace``, ``shapes``; ``mixed`` for a group of both). Their *time* (``op_ns``) is the summed
-  duration of the device tasks they launched (kernel/comm/memcpy/memset slices on a stream of the same
-  rank with the operator's ``external_id``) when there are any, else the operator's own duration.
-  ``time_source`` says which (``device``, ``host``; ``mixed`` for a group of both).
-* FLOPs are summed over every counted slice (a sum beyond int64 is null), as torch's ``key_averages`` does (torch counts each
-  operator once: ``aten::linear`` has no flops of its own, its ``aten::addmm`` has).
+  ``flops_source`` says which (``trace``, ``shapes``; ``mixed`` for a group of both). Their *time*
+  (``op_ns``) is the summed duration of the device tasks they launched (kernel/comm/memcpy/memset slices
+  on a stream of the same rank with the operator's ``external_id``) when there are any, else the
+  operator's own duration. ``time_source`` says which (``device``, ``host``; ``mixed`` for a group of both).
+* FLOPs are summed over every counted slice (a sum beyond int64 is null), as torch's ``key_averages``
+  does (torch counts each operator once: ``aten::linear`` has no flops of its own, its ``aten::addmm`` has).
 * Scopes are the ranges enclosing operators on their track: Python ``nn.Module: X`` slices (label ``X``,
   from ``with_modules``/``with_stack``) and ``annotation`` slices (record_function ranges, label = name).
   An operator's scope path is its enclosing scopes, outermost first, found by following ``parent_id``;

@@ -36,8 +36,9 @@ def _series_stats(tables: RunTables) -> dict:
 def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None,
                 bp_point: str | None = None) -> dict:
     """``slices``: how many timed events the run has; ``steps``: statistics over every step the collector
-    saw (perfsight runs; else the profiled steps); ``profiled_steps``: the step trace; ``top_ops``: the ``top`` operator types by self time;
-    ``ops_category``: which operators those are (device tasks when the run has any, else CPU ops);
+    saw (perfsight runs; else the profiled steps); ``profiled_steps``: the step trace; ``top_ops``: the
+    ``top`` operator types by self time; ``ops_category``: which operators those are (device tasks when the
+    run has any, else CPU ops);
     ``breakdown``: the mean step split into compute, communication, memory, runtime, data loading, host
     ops, Python and idle (adds up to the step); ``overlap``: merged computation / communication / pure
     communication / free time over each rank's device span; ``memory_peak``: per device; ``flops``: the

@@ -189,7 +189,8 @@ TASK_TIME = OutputFile(
         Column("Task Start Time(us)", "start_ns", "start time, us", "us"),
         Column("Task Duration(us)", "dur_ns", "duration, us", "us"),
         Column("Step", "step", "training step of the operator that launched it; empty outside steps"),
-        Column("Launch Op", "launch_op", "the innermost framework operator around the runtime call that launched the task"),
+        Column("Launch Op", "launch_op",
+               "the innermost framework operator around the runtime call that launched the task"),
     ),
 )
 

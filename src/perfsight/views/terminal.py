@@ -147,13 +147,14 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
                       f"{_bytes(row['peak_allocated_bytes'])} allocated, {_bytes(row['peak_reserved_bytes'])} "
                       f"reserved, {_where(row['step'], row['op_type'])}")
     for row in summary["flops"].to_pylist():
-        utilisation = (f"{row['utilization_percent']:.1f}% of the peak ({row['peak_source']})"
-                       if row["utilization_percent"] is not None else "utilisation unknown: no known peak for this device")
+        utilisation = ("utilisation unknown: no known peak for this device" if row["utilization_percent"] is None
+                       else f"{row['utilization_percent']:.1f}% of the peak ({row['peak_source']})")
         console.print(f"FLOPs (rank {row['rank']}): {_decimal(row['flops'] / row['steps'], 'FLOP')} per step, "
                       f"{_decimal(row['flops_per_s'], 'FLOP/s')} achieved, {escape(utilisation)}")
     for row in summary["data"].to_pylist():
-        console.print(f"data preparation (rank {row['rank']}): {row['verdict']} input-bound; {escape(row['reason'])} "
-                      f"(thresholds: highly >= {row['highly_threshold_percent']:g}%, moderately >= "
+        console.print(f"data preparation (rank {row['rank']}): {row['verdict']} input-bound; "
+                      f"{escape(row['reason'])} (thresholds: highly >= {row['highly_threshold_percent']:g}%, "
+                      f"moderately >= "
                       f"{row['moderately_threshold_percent']:g}% of step time)")
     print_advice(summary["advice"], console)
 
