@@ -186,6 +186,7 @@ FROM instances WHERE category = 'device' AND kind = 'kernel'
 
 
 def _top_kernels(kernels: pa.Table) -> dict[str, int]:
+    """The TOP_KERNELS kernel names with the most time, and their time (evidence keys are sorted by name)."""
     totals: dict[str, int] = {}
     for name, dur in zip(kernels.column("name").to_pylist(), kernels.column("dur_ns").to_pylist()):
         totals[name] = totals.get(name, 0) + dur
@@ -218,7 +219,7 @@ def _amp_unused(facts: Facts) -> Advice | None:
         "amp_unused", "high" if share >= 0.5 else "medium", "Matmuls and convolutions run in fp32",
         f"fp32 matmul/convolution kernels on the CUDA cores take {share:.0%} of device kernel time "
         f"({_ms(fp32_ns)}); Tensor Cores run them several times faster in fp16/bf16 (or TF32)",
-        {"ops": dict(sorted(ops.items(), key=lambda item: -item[1]["kernel_ns"])), "top_kernels": _top_kernels(fp32)},
+        {"ops": ops, "top_kernels": _top_kernels(fp32)},
         f"fp32 matmul/conv kernels >= {FP32_MATMUL_SHARE:.0%} of device kernel time",
         "Wrap the forward pass in torch.autocast('cuda', dtype=torch.bfloat16) (or float16 with a GradScaler); "
         "at least set torch.backends.cuda.matmul.allow_tf32 = True / torch.set_float32_matmul_precision('high').")

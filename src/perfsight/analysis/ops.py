@@ -178,15 +178,17 @@ def duration_statistics(instances: pa.Table, keys: Sequence[str]) -> pa.Table:
 
 
 def op_statistic(tables: RunTables, *, by: str | Sequence[str] = "op_type", kinds: Sequence[str] | None = None,
-                 search: str | None = None, top: int | None = None) -> pa.Table:
+                 search: str | None = None, top: int | None = None, instances: pa.Table | None = None) -> pa.Table:
     """Per operator type (or ``by`` = any ``op_instances`` column or columns, e.g. ``name`` or
     ``["op_type", "input_shapes"]`` to group by input shape) and task type: count, total_ns, self_ns,
     avg_ns, min_ns, max_ns and ratio (percent of the category's total), per rank and category.
     The executions are those of ``op_instances(tables, kinds=kinds)``; ``search`` keeps the operators whose
     name or type contains it (case-insensitive; ratios stay shares of the whole category); ``top`` keeps
-    the ``top`` longest totals per rank and category."""
+    the ``top`` longest totals per rank and category. ``instances``: ``op_instances(tables, kinds=kinds)``
+    when the caller already has it."""
     keys = [by] if isinstance(by, str) else list(by)
-    stats = duration_statistics(op_instances(tables, kinds=kinds), ["rank", "category", *keys, "task_type"])
+    instances = op_instances(tables, kinds=kinds) if instances is None else instances
+    stats = duration_statistics(instances, ["rank", "category", *keys, "task_type"])
     if search:
         needle = search.lower()
         columns = [c for c in ("name", "op_type") if c in keys]

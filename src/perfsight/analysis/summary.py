@@ -14,7 +14,7 @@ from .breakdown import overlap, step_breakdown, step_breakdown_average
 from .data import data_verdict
 from .flops import model_flops, model_flops_total
 from .memory import memory_peak
-from .ops import DEVICE_TASK_KINDS, op_statistic
+from .ops import DEVICE_TASK_KINDS, op_instances, op_statistic
 from .steps import step_points, step_trace, unmatched_step_points
 
 STEP_SERIES = "host.step_time_ns"
@@ -54,7 +54,7 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
         steps = {"count": profiled.num_rows, "mean_ns": pc.mean(iteration).as_py(),
                  "median_ns": pc.approximate_median(iteration).as_py(),
                  "data_wait_mean_ns": pc.mean(profiled.column("data_wait_ns")).as_py()}
-    stats = op_statistic(tables)
+    stats = op_statistic(tables, instances=facts.get(op_instances))   # the advisor reads them too
     stats = stats.sort_by([("self_ns", "descending")]).slice(0, top)
     category = stats.column("category")[0].as_py() if stats.num_rows else None
     totals = facts.get(overlap)
