@@ -353,7 +353,8 @@ SPECS: tuple[OptionSpec, ...] = (
                "the working directory (unset: PERFSIGHT_WORK_PATH, else ./perfsight_data)",
                (_po("output"), _ms("output_path"), Alias("profiler_result_path", _PC)), by_source={_MS: "./data"}),
     OptionSpec("storage_limit", int_range(200, 4294967295, "MB", suffix=True), None,
-               "most MB the output directory may hold; the oldest files age out first (unset: 90% of free disk)",
+               "most MB of perfsight runs the output directory may hold; their oldest trace windows age out "
+               "first, never a file perfsight did not write (unset: 90% of free disk)",
                (_po("storage_limit"),)),
     OptionSpec("start", _BOOL, True, "collect from the start; false waits for Profiler.start()",
                (_ms("start"),), by_source={_MS: False}),

@@ -135,3 +135,35 @@ def test_trace_windows_cut_at_every_step_do_not_crash_the_training(tmp_path):
     [run] = run_dirs(tmp_path)
     assert manifest(run)["steps_collected"] == list(range(30))
     assert len(list((run / layout.HOST_DATA).glob(layout.TRACE_GLOB))) >= 30
+
+
+def test_storage_limit_in_a_project_folder_ages_out_only_perfsights_old_windows(tmp_path):
+    """`perfsight run --output . -O storage_limit=200` in a project folder: the user's dataset, script and
+    notes (older than any run, 250 MB and more) stay; an older perfsight run grown past the limit loses its
+    trace window; the new run keeps its own, and its collect.log says what was aged out."""
+    project = tmp_path / "project"
+    project.mkdir()
+    user_files = {project / "dataset.bin": 250 << 20, project / "train.py": 0, project / "notes.txt": 0}
+    for path, size in user_files.items():
+        with open(path, "wb") as f:
+            f.truncate(size)     # sparse: 250 MB on paper, nothing on the disk
+        os.utime(path, (1_000_000, 1_000_000))
+    args = ("run", "--output", ".", "-O", "storage_limit=200", "--steps", "1-1", "--", sys.executable,
+            script("train_tiny.py"), "3")
+    assert perfsight(*args, cwd=project).returncode == 0
+    [old_run] = run_dirs(project)
+    [old_window] = (old_run / layout.HOST_DATA).glob(layout.TRACE_GLOB)
+    with open(old_window, "r+b") as f:
+        f.truncate(250 << 20)    # the older run's window now holds more than the whole limit
+    result = perfsight(*args, cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert all(path.exists() and path.stat().st_size == size for path, size in user_files.items())
+    new_run = next(run for run in run_dirs(project) if run != old_run)
+    assert not old_window.exists() and (old_run / layout.MANIFEST).exists()
+    assert len(list((new_run / layout.HOST_DATA).glob(layout.TRACE_GLOB))) == 1
+    log = (new_run / layout.HOST_DATA / layout.COLLECT_LOG).read_text()
+    assert f"storage_limit: aged out {old_window}" in log
+    from perfsight.ingest.perfsight_run import read_run
+
+    [warning] = json.loads(read_run(old_run).meta_dict()["parse_warnings"])
+    assert warning.startswith(f"1 of the 1 trace windows the manifest lists are gone") and old_window.name in warning

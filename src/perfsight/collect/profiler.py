@@ -162,8 +162,7 @@ class Profiler:
             "options_resolved": opts.resolved(), "not_collected": not_collected,
             "versions": versions(torch), "device": facts, **identity,
         })
-        self._storage = StorageGuard.for_option(root, opts.storage_limit, self.run.path / layout.MANIFEST,
-                                                self.failsafe.note)
+        self._storage = StorageGuard.for_option(root, opts.storage_limit, self.failsafe.note)
         self._recorder = StepRecorder(self.run.host_data / layout.STEPS, first_step=self._steps_before_run)
         self._recorder.epoch = self._epoch
         if opts.data_process:

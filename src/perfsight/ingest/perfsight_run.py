@@ -55,6 +55,7 @@ def read_run(run_dir: Path) -> RunTables:
         slices.append(marks)
         tracks.append(mark_tracks)
     facts = {**tables.meta_dict(), "source_format": "perfsight", "manifest": manifest,
+             "parse_warnings": _parse_warnings(tables.meta_dict(), manifest, traces),
              "rank": manifest.get("rank", 0), "world_size": manifest.get("world_size", 1),
              "collection_status": _status(manifest)}
     options = manifest.get("options_resolved", {})
@@ -86,6 +87,19 @@ def _read_manifest(run_dir: Path) -> dict:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise InputError(f"{path}: not a readable perfsight manifest ({exc})") from None
+
+
+def _parse_warnings(facts: dict, manifest: dict, traces: list[Path]) -> list[str]:
+    """The trace reader's warnings, and the trace windows the manifest lists that are gone (storage_limit
+    ages out the oldest windows)."""
+    warnings = json.loads(facts.get("parse_warnings") or "[]")
+    listed = manifest.get("traces") if isinstance(manifest.get("traces"), list) else []
+    present = {path.name for path in traces}
+    missing = [name for name in listed if isinstance(name, str) and name not in present]
+    if missing:
+        warnings.append(f"{len(missing)} of the {len(listed)} trace windows the manifest lists are gone (aged out "
+                        f"by storage_limit, or deleted): {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
+    return warnings
 
 
 def _status(manifest: dict) -> str:
