@@ -40,6 +40,12 @@ TRACK_KINDS = ("thread", "stream", "counter", "overlap")
 #: flows.kind values
 FLOW_KINDS = ("launch", "fwdbwd", "other")
 
+#: counter series perfsight runs carry for every step the collector saw (profiled or not), one sample at the
+#: step's end: its number (as ProfilerStep#N numbers it), its duration and its wait for the data loader
+STEP_NUMBER_SERIES = "host.step_number"
+STEP_TIME_SERIES = "host.step_time_ns"
+DATA_WAIT_SERIES = "host.data_wait_ns"
+
 # --- schemas ------------------------------------------------------------------------------------
 
 SLICES = pa.schema([

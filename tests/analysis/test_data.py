@@ -15,19 +15,24 @@ from perfsight.tables import RunTables, conform
 from .planted import training_run
 from .planted_host import counter_track, host_only, perfsight_run, series  # noqa: F401  (fixture)
 
-STEP_TIME, DATA_WAIT, DATA_Q, HOST_Q = 10, 11, 12, 13
+STEP_TIME, DATA_WAIT, DATA_Q, HOST_Q, STEP_NUMBER = 10, 11, 12, 13, 14
 RESNET = "kineto/kineto_tb_plugin/samples/resnet50_num_workers_{}"
 
 
 def with_host_series() -> RunTables:
     """The planted training run (steps 1, 2 with 1000 and 500 ns of dataloader slices in 10000 ns steps)
-    plus perfsight's per-step series for steps 0..3 (0 and 3 outside the profiled window)."""
+    plus perfsight's per-step series for steps 0..3 (0 and 3 outside the profiled window). As the collector
+    records them, each step's host sample ends 100 ns before its ProfilerStep slice closes, so the first
+    unprofiled step (3) begins inside the last profiled one."""
     tables = training_run()
     rows = tables.tracks.to_pylist() + [counter_track(STEP_TIME, "host.step_time_ns"),
-                                        counter_track(DATA_WAIT, "host.data_wait_ns")]
+                                        counter_track(DATA_WAIT, "host.data_wait_ns"),
+                                        counter_track(STEP_NUMBER, "host.step_number")]
+    ends = [-100, 9900, 19900, 29900]
     counters = (tables.counters.to_pylist()
-                + series(STEP_TIME, [(0, 5000), (10000, 10000), (20000, 10000), (30000, 10000)])
-                + series(DATA_WAIT, [(0, 4000), (10000, 900), (20000, 450), (30000, 6000)]))
+                + series(STEP_NUMBER, zip(ends, range(4)))
+                + series(STEP_TIME, zip(ends, [5000, 10000, 10000, 10000]))
+                + series(DATA_WAIT, zip(ends, [4000, 900, 450, 6000])))
     tables.tracks = conform("tracks", pa.Table.from_pylist(rows))
     tables.counters = conform("counters", pa.Table.from_pylist(counters))
     return tables
@@ -40,7 +45,9 @@ def test_data_wait_from_dataloader_slices():
     assert [r["wait_percent"] for r in rows] == pytest.approx([10.0, 5.0])
 
 
-def test_host_series_cover_every_step_and_are_numbered_from_the_matched_ones():
+def test_host_series_cover_every_step_once_by_the_collectors_step_numbers():
+    """Step 3's sample begins inside step 2's slice: it is still step 3's (matching samples to slices by
+    overlap gave step 2 twice and lost step 3)."""
     rows = data.data_wait(with_host_series()).to_pylist()
     assert [(r["step"], r["source"], r["data_wait_ns"], r["step_ns"], r["host_data_wait_ns"]) for r in rows] == [
         (0, "host", 4000, 5000, 4000), (1, "dataloader", 1000, 10000, 900),

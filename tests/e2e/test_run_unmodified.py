@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from perfsight import layout
+from perfsight import open as open_run
 
 from .conftest import manifest, perfsight, run_dirs, script
 
@@ -41,6 +42,9 @@ def test_run_profiles_steps_of_an_unmodified_script(tmp_path):
     with open(run / layout.HOST_DATA / layout.STEPS) as f:
         steps = list(csv.DictReader(f))
     assert [int(s["step"]) for s in steps] == list(range(6))
+    waits = open_run(run).data_wait()    # every step once: the profiled window's last (3), the next (4)
+    assert waits["step"].to_pylist() == list(range(6))
+    assert waits["host_data_wait_ns"].to_pylist() == [int(s["data_wait_ns"]) for s in steps]
     assert all(int(s["end_ns"]) > int(s["start_ns"]) and int(s["data_wait_ns"]) > 0 for s in steps)
     with open(run / layout.HOST_DATA / layout.HOST_USAGE) as f:
         rows = list(csv.DictReader(f))

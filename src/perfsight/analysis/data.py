@@ -9,11 +9,10 @@ input queues where a source records them, and a verdict on whether training is i
   the step: ``step_spans.DATA_WAIT_CTE``, as ``step_trace``'s ``data_wait_ns``); ``dataloader_count``: those
   not nested in another.
 * perfsight runs also record, for every step the collector saw (profiled or not), the series
-  ``host.step_time_ns`` and ``host.data_wait_ns`` (one sample at each step's end; perfsight times the
-  DataLoader's ``__next__``). A sample belongs to the step slice its interval ``[ts - step_time, ts]``
-  overlaps most; samples overlapping no step slice (steps outside the profiled window) are numbered from
-  the matched ones by their order (the most common ``step - ordinal`` of the rank; without any match, the
-  ordinal counted from 0).
+  ``host.step_number``, ``host.step_time_ns`` and ``host.data_wait_ns`` (one sample at each step's end;
+  perfsight times the DataLoader's ``__next__``); the step number is the collector's, which numbers
+  ProfilerStep#N too, so each sample joins its own step slice (an earlier match by overlap gave the
+  profiled window's last step the first unprofiled step's sample as well, and lost that step).
 * ``data_wait_ns`` is ``dataloader_ns`` when the step has dataloader slices (``source`` = ``dataloader``),
   else the host series' value (``host``), else 0 (``none``). ``step_ns`` is the step slice's span, else
   the host series' step time. ``wait_percent`` = 100 * data_wait_ns / step_ns.
@@ -41,7 +40,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..tables import RunTables, new_connection
+from ..tables import DATA_WAIT_SERIES, STEP_NUMBER_SERIES, STEP_TIME_SERIES, RunTables, new_connection
 from .step_spans import DATA_WAIT_CTE, STEP_SPANS_CTE
 
 #: input-bound thresholds, percent of step time (or of queue samples that are empty)
@@ -101,26 +100,13 @@ DATA_VERDICT = pa.schema([
 ])
 
 _DATA_WAIT_SQL = f"""
-WITH {STEP_SPANS_CTE}, {DATA_WAIT_CTE}, host_samples AS (
+WITH {STEP_SPANS_CTE}, {DATA_WAIT_CTE}, host_steps AS (
     SELECT coalesce(t.rank, 0)::INTEGER AS rank, c.ts_ns,
-           max(c.value) FILTER (WHERE t.name = 'host.step_time_ns')::BIGINT AS step_ns,
-           max(c.value) FILTER (WHERE t.name = 'host.data_wait_ns')::BIGINT AS wait_ns
+           max(c.value) FILTER (WHERE t.name = '{STEP_NUMBER_SERIES}')::INTEGER AS step,
+           max(c.value) FILTER (WHERE t.name = '{STEP_TIME_SERIES}')::BIGINT AS step_ns,
+           max(c.value) FILTER (WHERE t.name = '{DATA_WAIT_SERIES}')::BIGINT AS wait_ns
     FROM counters c JOIN tracks t USING (track_id)
-    WHERE t.name IN ('host.step_time_ns', 'host.data_wait_ns') GROUP BY ALL
-), host AS (
-    SELECT *, row_number() OVER (PARTITION BY rank ORDER BY ts_ns) - 1 AS ordinal FROM host_samples
-), matched AS (
-    SELECT h.rank, h.ordinal,
-           arg_max(st.step, least(h.ts_ns, st.end_ns) - greatest(h.ts_ns - h.step_ns, st.start_ns)) AS step
-    FROM host h JOIN steps st ON st.rank = h.rank
-     AND least(h.ts_ns, st.end_ns) - greatest(h.ts_ns - h.step_ns, st.start_ns) > 0
-    GROUP BY ALL
-), shift AS (
-    SELECT rank, mode(step - ordinal) AS shift FROM matched GROUP BY rank
-), host_steps AS (
-    SELECT h.rank, coalesce(m.step, h.ordinal + coalesce(sh.shift, 0))::INTEGER AS step,
-           h.ts_ns, h.step_ns, h.wait_ns
-    FROM host h LEFT JOIN matched m USING (rank, ordinal) LEFT JOIN shift sh USING (rank)
+    WHERE t.name IN ('{STEP_NUMBER_SERIES}', '{STEP_TIME_SERIES}', '{DATA_WAIT_SERIES}') GROUP BY ALL
 ), joined AS (
     SELECT coalesce(st.rank, h.rank) AS rank, coalesce(st.step, h.step) AS step,
            coalesce(st.start_ns, h.ts_ns - h.step_ns) AS start_ns,

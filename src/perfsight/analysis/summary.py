@@ -8,7 +8,7 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..tables import RunTables
+from ..tables import DATA_WAIT_SERIES, STEP_TIME_SERIES, RunTables
 from .advisor import Facts, advise
 from .breakdown import overlap, step_breakdown, step_breakdown_average
 from .data import data_verdict
@@ -17,19 +17,17 @@ from .memory import memory_peak
 from .ops import DEVICE_TASK_KINDS, op_instances, op_statistic
 from .steps import step_points, step_trace, unmatched_step_points
 
-STEP_SERIES = "host.step_time_ns"
-DATA_WAIT_SERIES = "host.data_wait_ns"
 
 
 def _series_stats(tables: RunTables) -> dict:
     con = tables.connect()
     row = con.execute(f"""
-        SELECT count(*) FILTER (WHERE t.name = '{STEP_SERIES}'),
-               avg(c.value) FILTER (WHERE t.name = '{STEP_SERIES}'),
-               median(c.value) FILTER (WHERE t.name = '{STEP_SERIES}'),
+        SELECT count(*) FILTER (WHERE t.name = '{STEP_TIME_SERIES}'),
+               avg(c.value) FILTER (WHERE t.name = '{STEP_TIME_SERIES}'),
+               median(c.value) FILTER (WHERE t.name = '{STEP_TIME_SERIES}'),
                avg(c.value) FILTER (WHERE t.name = '{DATA_WAIT_SERIES}')
         FROM counters c JOIN tracks t USING (track_id)
-        WHERE t.name IN ('{STEP_SERIES}', '{DATA_WAIT_SERIES}')""").fetchone()
+        WHERE t.name IN ('{STEP_TIME_SERIES}', '{DATA_WAIT_SERIES}')""").fetchone()
     return {"count": row[0], "mean_ns": row[1], "median_ns": row[2], "data_wait_mean_ns": row[3]}
 
 

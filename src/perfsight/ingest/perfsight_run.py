@@ -3,7 +3,8 @@
 The Kineto trace windows in host/data become slices/tracks/flows/memory (via the Kineto reader), with
 the stub of a step that profiling stopped in demoted to an annotation;
 host_usage.csv becomes host counter series; steps.csv becomes the per-step series
-``host.step_time_ns`` and ``host.data_wait_ns`` (every step the collector saw, profiled or not);
+``host.step_number``, ``host.step_time_ns`` and ``host.data_wait_ns`` (every step the collector saw,
+profiled or not);
 msproftx.csv becomes annotation slices on one ``msproftx`` track per thread; the manifest goes to meta,
 and the run's fp_point/bp_point options (when given) to meta ``fp_point``/``bp_point``, where the step trace
 looks for them.
@@ -20,7 +21,8 @@ import pyarrow.csv as pacsv
 
 from .. import layout
 from ..errors import InputError
-from ..tables import RunTables, conform, meta_table, next_id
+from ..tables import (DATA_WAIT_SERIES, STEP_NUMBER_SERIES, STEP_TIME_SERIES, RunTables, conform, meta_table,
+                      next_id)
 from .kineto import read_kineto
 
 
@@ -127,8 +129,9 @@ def _step_series(path: Path):
     table = _read_csv(path)
     end = table.column("end_ns").cast(pa.int64())
     step_time = pc.subtract(end, table.column("start_ns").cast(pa.int64()))
-    yield "host.step_time_ns", pa.table({"ts_ns": end, "value": step_time.cast(pa.float64())})
-    yield "host.data_wait_ns", pa.table({"ts_ns": end, "value": table.column("data_wait_ns").cast(pa.float64())})
+    yield STEP_NUMBER_SERIES, pa.table({"ts_ns": end, "value": table.column("step").cast(pa.float64())})
+    yield STEP_TIME_SERIES, pa.table({"ts_ns": end, "value": step_time.cast(pa.float64())})
+    yield DATA_WAIT_SERIES, pa.table({"ts_ns": end, "value": table.column("data_wait_ns").cast(pa.float64())})
 
 
 def _counter_track(track_id: int, name: str, manifest: dict) -> pa.Table:
