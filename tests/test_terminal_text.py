@@ -79,3 +79,22 @@ def test_a_memory_peak_outside_steps_and_operators_says_so():
 
     assert _where(None, None) == "outside steps, in no operator"
     assert _where(3, "aten::mm[x]") == "in step 3 during aten::mm\\[x]"
+
+
+def test_the_profiled_steps_table_adds_up(shared_data, tmp_path):
+    """Each row: iteration = gap + fwd+bwd + tail, to the printed microsecond (the gap column was missing)."""
+    import shutil
+
+    from tests.analysis.planted_host import CPU_TRACE
+
+    trace = shutil.copy(shared_data / CPU_TRACE, tmp_path)
+    out = StringIO()
+    print_summary(str(trace), run_summary(perfsight.open(trace).tables), Console(file=out, width=80))
+    lines = out.getvalue().splitlines()
+    header = next(i for i, line in enumerate(lines) if "┃ step ┃ iteration ┃" in line)
+    assert [c.strip() for c in lines[header].split("┃")[1:-1]] == ["step", "iteration", "gap", "fwd+bwd", "tail",
+                                                                   "data wait"]
+    rows = [[float(c.replace(",", "")) for c in line.split("│")[1:-1]] for line in lines[header + 2:header + 5]]
+    assert [row[0] for row in rows] == [2, 3, 4]
+    for _step, iteration, gap, fp_bp, tail, _wait in rows:
+        assert abs(gap + fp_bp + tail - iteration) <= 0.0015

@@ -24,9 +24,11 @@ trace perfsight applies those rules to host slices, per rank and step:
   does autograd work (runs a slice so named). With ``bp_point``: the end of the last host slice of the
   step named exactly ``bp_point``. An operator that runs past the step's end (on another thread) counts
   up to the step end, so the tail is never negative.
-* iteration_ns = end - start; fp_bp_ns = bp_end - fp_start; tail_ns (迭代拖尾: all-reduce and parameter
-  update) = end - bp_end; gap_ns (迭代间隙: data wait) = fp_start - the end of the previous step of the
-  rank in these tables (the step's own start for the first step, or when steps overlap).
+* iteration_ns = end - start; gap_ns (迭代间隙: data wait) = fp_start - start; fp_bp_ns = bp_end - fp_start;
+  tail_ns (迭代拖尾: all-reduce and parameter update) = end - bp_end; so iteration = gap + fp_bp + tail.
+  The gap starts at the step's own start, not at the previous step's end: torch closes one ProfilerStep
+  and opens the next tens of microseconds apart, and that pause belongs to neither step (a gap reaching
+  back over it made the phases add up to more than the step).
 
 Columns that cannot be found are null (no forward op, no backward op such as in inference, a named
 fp_point/bp_point absent from the step). No step slices: an empty table with the same columns.
@@ -116,15 +118,13 @@ WITH s AS (
 ), bp AS ({bp}
 ), timed AS (
     SELECT st.*, fp.fp_start, CASE WHEN bp.bp_end > st.end_ns THEN st.end_ns ELSE bp.bp_end END AS bp_end,
-           coalesce(l.wait_ns, 0) AS data_wait_ns,
-           lag(st.end_ns) OVER (PARTITION BY st.rank ORDER BY st.start_ns, st.step) AS previous_end
+           coalesce(l.wait_ns, 0) AS data_wait_ns
     FROM steps st
     LEFT JOIN fp USING (rank, step) LEFT JOIN bp USING (rank, step) LEFT JOIN data_wait l USING (rank, step)
 )
 SELECT rank, step, start_ns, end_ns, fp_start AS fp_start_ns, bp_end AS bp_end_ns,
        end_ns - start_ns AS iteration_ns, bp_end - fp_start AS fp_bp_ns,
-       fp_start - CASE WHEN previous_end IS NULL OR previous_end > start_ns THEN start_ns ELSE previous_end END
-           AS gap_ns,
+       fp_start - start_ns AS gap_ns,
        end_ns - bp_end AS tail_ns, data_wait_ns
 FROM timed ORDER BY rank, step
 """

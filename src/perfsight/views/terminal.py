@@ -119,12 +119,13 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
     profiled = summary["profiled_steps"]
     if profiled.num_rows:
         ranked = len(set(profiled.column("rank").to_pylist())) > 1
-        table = Table(title="Profiled steps (ms)", title_justify="left")
-        for column in ("rank",) * ranked + ("step", "iteration", "data wait", "fwd+bwd", "tail"):
+        table = Table(title="Profiled steps (ms; iteration = gap + fwd+bwd + tail)",
+                      title_justify="left")
+        for column in ("rank",) * ranked + ("step", "iteration", "gap", "fwd+bwd", "tail", "data wait"):
             table.add_column(column, justify="right")
         for row in profiled.to_pylist():
             table.add_row(*(str(row["rank"]),) * ranked, str(row["step"]), _ms(row["iteration_ns"]),
-                          _ms(row["data_wait_ns"]), _ms(row["fp_bp_ns"]), _ms(row["tail_ns"]))
+                          _ms(row["gap_ns"]), _ms(row["fp_bp_ns"]), _ms(row["tail_ns"]), _ms(row["data_wait_ns"]))
         console.print(table)
     ops = summary["top_ops"]
     if ops.num_rows:
