@@ -87,11 +87,51 @@ def test_model_per_step_and_peak_sources():
         1e12, "argument", pytest.approx(100 * 3_001_500e9 / 10000 / 1e12))
     unknown = flops.model_flops(planted({"device_properties": [{"name": "Quadro RTX 8000"}]})).to_pylist()[0]
     assert (unknown["peak_flops"], unknown["peak_source"], unknown["utilization_percent"]) == (None, "unknown", None)
-    cpu = {"manifest": {"device": {"device": "cpu", "physical_cores": 4, "max_freq_hz": 2.5e9}}}
+    cpu = {"manifest": {"device": {"device": "cpu", "physical_cores": 4, "max_freq_hz": 2.5e9,
+                                   "cpu_flags": ["avx", "avx2", "fma", "sse2"]}}}
     estimated = flops.model_flops(planted(cpu)).to_pylist()[0]
-    assert estimated["peak_flops"] == 4 * 2.5e9 * 32 and estimated["peak_source"].startswith("estimate:cpu 4 cores")
+    assert estimated["peak_flops"] == 4 * 2.5e9 * 32 and estimated["peak_source"] == (
+        "estimate:cpu 4 cores x 2.5 GHz (max) x 32 FLOP/cycle (AVX2+FMA: 2 FMA units x 8 fp32 lanes x 2)")
     no_freq = {"manifest": {"device": {"device": "cpu", "logical_cores": 2}}}
     assert flops.model_flops(planted(no_freq))["peak_source"].to_pylist() == ["unknown", "unknown"]
+
+
+@pytest.mark.parametrize("flags, precision, per_cycle, isa", [
+    (["avx", "avx2", "avx512f", "fma", "sse2"], "fp32", 64, "AVX-512"),      # 2 units x 16 lanes x FMA
+    (["avx", "avx2", "avx512f", "fma"], "fp64", 32, "AVX-512"),
+    (["avx", "avx2", "fma"], "fp32", 32, "AVX2+FMA"),
+    (["avx", "avx2"], "fp32", 16, "AVX"),                                    # AVX2 without FMA: no FMA
+    ([], "fp32", 8, "SSE2"),                                                 # x86-64's baseline
+    (["amx_bf16", "amx_tile", "avx512_bf16", "avx512f"], "bf16", 1024, "AMX"),
+    (["avx512_bf16", "avx512f"], "bf16", 128, "AVX-512 BF16"),
+    (["avx512f"], "bf16", None, None),                                        # no bf16 instructions
+    (["asimd"], "fp32", 16, "NEON"),
+    (None, "fp32", 32, "AVX2+FMA"),                                          # not recorded: assumed, and said
+])
+def test_cpu_flops_per_cycle_from_the_instruction_sets(flags, precision, per_cycle, isa):
+    found = peaks.cpu_flops_per_cycle(flags, precision)
+    assert (found[0], found[1].split(":")[0]) == (per_cycle, isa) if per_cycle else found is None
+    if flags is None:
+        assert "assumed" in found[1]
+
+
+def test_the_cpu_estimate_of_this_projects_machine_is_an_upper_bound():
+    """The issue's run: 2 cores at 2.596 GHz (a VM's current clock) with AVX-512; aten::mm reached 103.8% of the
+    AVX2 estimate (2 x 2.596 GHz x 32), so it ran at ~172 GFLOP/s: 51.9% of the AVX-512 estimate, and the source
+    says the clock may boost beyond the figure."""
+    device = {"device": "cpu", "physical_cores": 2, "freq_mhz": 2596.146, "cpu_flags": ["avx2", "avx512f", "fma"]}
+    peak, source = peaks.device_peak({"manifest": json.dumps({"device": device})})
+    achieved = 1.038 * 2 * 2596.146e6 * 32
+    assert peak == 2 * 2596.146e6 * 64 and 100 * achieved / peak == pytest.approx(51.9)
+    assert "current clock, may boost beyond" in source and "AVX-512: 2 FMA units x 16 fp32 lanes x 2" in source
+
+
+def test_a_utilisation_above_100_percent_says_the_peak_is_wrong():
+    rows = flops.model_flops(planted(), peak_flops=1e9).to_pylist()           # 300 GFLOP/s against 1 GFLOP/s
+    assert rows[0]["utilization_percent"] > 100 and rows[0]["peak_note"] == flops.OVER_PEAK_NOTE
+    (total,) = flops.model_flops_total(flops.model_flops(planted(), peak_flops=1e9)).to_pylist()
+    assert total["peak_note"] == flops.OVER_PEAK_NOTE
+    assert {r["peak_note"] for r in flops.op_flops(planted()).to_pylist()} == {None}   # within the A100's peak
 
 
 def test_gpu_table_names():

@@ -20,8 +20,24 @@ def test_a_cpu_run_records_its_frequency_and_gets_a_peak_from_it(monkeypatch, fr
     monkeypatch.setattr(psutil, "cpu_count", lambda logical=True: 4)
     facts = rundir.device_facts(None, "cpu")
     assert {k: v for k, v in facts.items() if "freq" in k} == recorded
+    facts["cpu_flags"] = ["avx2", "fma"]
     peak, source = device_peak({"manifest": json.dumps({"device": facts})})
-    if recorded:   # 4 cores x the frequency x 32 fp32 FLOP per cycle
+    if recorded:   # 4 cores x the frequency x 32 fp32 FLOP per cycle (AVX2 with FMA)
         assert peak == 4 * next(iter(recorded.values())) * 1e6 * 32 and source.startswith("estimate:cpu 4 cores")
     else:
         assert (peak, source) == (None, "unknown")
+
+
+@pytest.mark.parametrize("cpuinfo, recorded", [
+    ("processor\t: 0\nflags\t\t: fpu sse sse2 avx avx2 fma avx512f avx512_bf16 amx_tile ht lm\n\n"
+     "processor\t: 1\nflags\t\t: fpu\n", {"cpu_flags": ["amx_tile", "avx", "avx2", "avx512_bf16", "avx512f",
+                                                       "fma", "sse", "sse2"]}),
+    ("processor\t: 0\nFeatures\t: fp asimd evtstrm sve\n", {"cpu_flags": ["asimd", "sve"]}),   # Arm
+    ("processor\t: 0\n", {}),
+    (None, {}),                                                                             # no /proc/cpuinfo
+])
+def test_a_cpu_run_records_its_vector_instruction_sets(tmp_path, cpuinfo, recorded):
+    path = tmp_path / "cpuinfo"
+    if cpuinfo is not None:
+        path.write_text(cpuinfo)
+    assert rundir._cpu_flags(path) == recorded

@@ -25,6 +25,8 @@ without any (current torch writes none), counts them from the operators' input s
   ``step_ns`` for the model. ``utilization_percent`` = 100 x flops_per_s / ``peak_flops``;
   ``peak_flops`` and ``peak_source`` come from ``peaks.device_peak`` (``precision``, default fp32) or the
   ``peak_flops`` argument; null peak and ``peak_source`` = ``unknown`` when it is not known.
+  ``peak_note`` is ``OVER_PEAK_NOTE`` on a row above 100% (the peak figure is wrong: an estimate too low,
+  or a precision whose peak is higher than the one asked for), else null; every surface shows it.
 """
 from __future__ import annotations
 
@@ -40,7 +42,11 @@ _RATE_COLUMNS = [
     ("peak_flops", pa.float64()),
     ("peak_source", pa.string()),
     ("utilization_percent", pa.float64()),
+    ("peak_note", pa.string()),
 ]
+
+#: ``peak_note`` of a row whose utilisation exceeds 100%: no work runs faster than the device's peak
+OVER_PEAK_NOTE = "above 100% of the peak: the peak figure is too low for this device, not a real utilisation"
 
 OP_FLOPS = pa.schema([
     ("rank", pa.int32()),
@@ -158,7 +164,15 @@ def _with_peak(table: pa.Table, tables: RunTables, precision: str, peak_flops: f
     table = table.append_column("peak_flops", pa.array([peak] * n, pa.float64()))
     table = table.append_column("peak_source", pa.array([source] * n, pa.string()))
     table = table.append_column("utilization_percent", util)
-    return table.select(schema.names).cast(schema)
+    return _with_note(table).select(schema.names).cast(schema)
+
+
+def _with_note(table: pa.Table) -> pa.Table:
+    """``table`` with ``peak_note``: ``OVER_PEAK_NOTE`` where ``utilization_percent`` > 100, else null."""
+    import pyarrow.compute as pc
+
+    over = pc.fill_null(pc.greater(table.column("utilization_percent"), 100.0), False)
+    return table.append_column("peak_note", pc.if_else(over, OVER_PEAK_NOTE, pa.scalar(None, pa.string())))
 
 
 def op_flops(tables: RunTables, *, precision: str = "fp32", peak_flops: float | None = None) -> pa.Table:
@@ -211,4 +225,4 @@ def model_flops_total(model: pa.Table) -> pa.Table:
 
     con = new_connection()
     con.register("model", model)
-    return con.sql(_MODEL_FLOPS_TOTAL_SQL).to_arrow_table().cast(MODEL_FLOPS_TOTAL)
+    return _with_note(con.sql(_MODEL_FLOPS_TOTAL_SQL).to_arrow_table()).cast(MODEL_FLOPS_TOTAL)

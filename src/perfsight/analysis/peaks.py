@@ -11,10 +11,17 @@ whose tokens appear in the name (case-insensitive) wins, so variants come before
 name an Instinct GPU just ``AMD Radeon Graphics``: those are known by their architecture and compute
 units (``AMD_BY_COMPUTE_UNITS``).
 
-CPUs: no table. ``cpu_peak`` estimates cores x frequency x FLOPs per cycle per core, where the default
-``CPU_FLOPS_PER_CYCLE`` (fp32: 32 = 2 FMA units x 8 fp32 lanes of AVX2 x 2 FLOPs per FMA; fp64: 16) is
-a documented assumption, not a measurement. Without the core count and the frequency the peak is
-unknown.
+CPUs: no table. ``cpu_peak`` estimates cores x frequency x FLOPs per cycle per core, and the FLOPs per
+cycle come from the instruction sets the collector found (the manifest's ``cpu_flags``, from
+/proc/cpuinfo): ``CPU_ISA_FLOPS`` lists, per instruction set, its vector lanes and the FLOPs one
+instruction does per lane, taken times ``CPU_VECTOR_UNITS`` (2 FMA units per core, the count of current
+server cores; a CPU with one unit reaches half the estimate). The widest set the CPU has for a precision
+wins: AVX-512 gives 2 x 16 fp32 lanes x 2 (FMA) = 64 fp32 FLOP/cycle, AVX2 with FMA 32, AMX's tile unit
+1024 bf16 FLOP/cycle. The frequency is the maximum (turbo) the system gives; where it gives only the
+current clock (as many VMs do), the estimate says so, since the CPU may boost beyond it. A run recorded
+before the collector kept the flags is assumed to have AVX2 with FMA, and the source says that too. The
+estimate is meant as an upper bound: a share of it above 100% means it is wrong, which the FLOPs tables
+say (``flops.OVER_PEAK_NOTE``). Without the core count and the frequency the peak is unknown.
 """
 from __future__ import annotations
 
@@ -53,9 +60,25 @@ AMD_BY_COMPUTE_UNITS = {
     (9, 0, 110): "AMD Instinct MI250X (one GCD)",          # gfx90a, 110 CUs
 }
 
-#: assumed FLOPs per cycle per core for the CPU estimate (AVX2, two FMA units)
-CPU_FLOPS_PER_CYCLE = {"fp32": 32, "fp64": 16}
+#: FMA (vector) units per CPU core the estimate assumes
+CPU_VECTOR_UNITS = 2
 
+#: (instruction set, the /proc/cpuinfo flags it needs, {precision: (lanes, FLOPs per lane per instruction)}),
+#: widest first; x86-64's baseline SSE2 has no flag of its own here and closes the list
+CPU_ISA_FLOPS: list[tuple[str, tuple[str, ...], dict[str, tuple[int, int]]]] = [
+    ("AMX", ("amx_tile", "amx_bf16"), {"bf16": (512, 2)}),           # one tile unit: 1024 bf16 FLOP/cycle
+    ("AVX-512 FP16", ("avx512_fp16",), {"fp16": (32, 2)}),
+    ("AVX-512 BF16", ("avx512_bf16",), {"bf16": (32, 2)}),           # vdpbf16ps: 2 products and their sum
+    ("AVX-512", ("avx512f",), {"fp32": (16, 2), "fp64": (8, 2)}),
+    ("AVX2+FMA", ("avx2", "fma"), {"fp32": (8, 2), "fp64": (4, 2)}),
+    ("AVX", ("avx",), {"fp32": (8, 1), "fp64": (4, 1)}),             # separate add and multiply, no FMA
+    ("SVE", ("sve",), {"fp32": (8, 2), "fp64": (4, 2)}),             # assumes 256-bit vectors (Neoverse V1)
+    ("NEON", ("asimd",), {"fp32": (4, 2), "fp64": (2, 2)}),
+    ("SSE2", (), {"fp32": (4, 1), "fp64": (2, 1)}),
+]
+
+#: the instruction set assumed for a run whose manifest has no ``cpu_flags`` (recorded before it did)
+CPU_ISA_ASSUMED = "AVX2+FMA"
 
 def _tokens(name: str) -> set[str]:
     import re
@@ -72,13 +95,28 @@ def gpu_peak(name: str, precision: str = "fp32") -> float | None:
     return None
 
 
-def cpu_peak(cores: int | None, freq_hz: float | None, precision: str = "fp32",
-             flops_per_cycle: int | None = None) -> float | None:
-    """cores x freq_hz x FLOPs per cycle per core (default ``CPU_FLOPS_PER_CYCLE``); None if unknown."""
-    per_cycle = flops_per_cycle or CPU_FLOPS_PER_CYCLE.get(precision)
+def cpu_flops_per_cycle(flags: list[str] | None, precision: str = "fp32") -> tuple[int, str] | None:
+    """(FLOPs per cycle per core, how: ``AVX-512: 2 FMA units x 16 fp32 lanes x 2``) of the widest instruction
+    set in ``CPU_ISA_FLOPS`` whose flags are all in ``flags`` and that does ``precision``; ``flags`` None
+    (not recorded) assumes ``CPU_ISA_ASSUMED``. None when no set does the precision."""
+    for isa, needed, rates in CPU_ISA_FLOPS:
+        have = set(needed) <= set(flags) if flags is not None else isa in (CPU_ISA_ASSUMED, "SSE2")
+        if have and precision in rates:
+            lanes, per_lane = rates[precision]
+            units = 1 if isa == "AMX" else CPU_VECTOR_UNITS
+            how = f"{units} {'tile unit' if isa == 'AMX' else 'FMA units'} x {lanes} {precision} lanes x {per_lane}"
+            assumed = "; assumed, the run did not record its CPU's flags" if flags is None else ""
+            return units * lanes * per_lane, f"{isa}: {how}{assumed}"
+    return None
+
+
+def cpu_peak(cores: int | None, freq_hz: float | None, flags: list[str] | None,
+             precision: str = "fp32") -> tuple[float, str] | None:
+    """(cores x freq_hz x ``cpu_flops_per_cycle``, how it was counted); None if any factor is unknown."""
+    per_cycle = cpu_flops_per_cycle(flags, precision)
     if not cores or not freq_hz or not per_cycle:
         return None
-    return float(cores) * float(freq_hz) * per_cycle
+    return float(cores) * float(freq_hz) * per_cycle[0], f"{per_cycle[0]} FLOP/cycle ({per_cycle[1]})"
 
 
 def device_properties(meta: dict[str, str]) -> list[dict]:
@@ -100,10 +138,12 @@ def _known_name(device: dict) -> str:
     return name
 
 
-def _cpu_freq_hz(device: dict) -> float | None:
-    for key, scale in (("max_freq_hz", 1.0), ("freq_hz", 1.0), ("max_freq_mhz", 1e6), ("freq_mhz", 1e6)):
+def _cpu_freq_hz(device: dict) -> tuple[float, str] | None:
+    """(the CPU's frequency in Hz, what it is): its maximum, else the current clock."""
+    for key, scale, what in (("max_freq_hz", 1.0, "max"), ("freq_hz", 1.0, "current clock, may boost beyond"),
+                             ("max_freq_mhz", 1e6, "max"), ("freq_mhz", 1e6, "current clock, may boost beyond")):
         if device.get(key):
-            return float(device[key]) * scale
+            return float(device[key]) * scale, what
     return None
 
 
@@ -112,8 +152,9 @@ def device_peak(meta: dict[str, str], precision: str = "fp32",
     """(peak FLOP/s, where it came from) for a run's meta dict.
 
     Sources, first that applies: ``argument`` (``peak_flops`` given); ``table:<gpu name> <precision>`` (the
-    first GPU of ``device_properties`` found in ``GPU_PEAKS``); ``estimate:cpu <cores> cores x <GHz> GHz x
-    <n> FLOP/cycle`` (a perfsight run on a CPU whose manifest gives cores and frequency); else ``unknown``
+    first GPU of ``device_properties`` found in ``GPU_PEAKS``); ``estimate:cpu <cores> cores x <GHz> GHz (max
+    | current clock ...) x <n> FLOP/cycle (<instruction set>: <units> x <lanes> x <FLOPs per lane>)`` (a
+    perfsight run on a CPU whose manifest gives cores and frequency); else ``unknown``
     (peak None), e.g. a GPU missing from the table or a CPU of unknown frequency.
     """
     if peak_flops is not None:
@@ -129,9 +170,9 @@ def device_peak(meta: dict[str, str], precision: str = "fp32",
         device = {}
     if device.get("device", "cpu") == "cpu":
         cores = device.get("physical_cores") or device.get("logical_cores")
-        freq = _cpu_freq_hz(device)
-        per_cycle = CPU_FLOPS_PER_CYCLE.get(precision)
-        peak = cpu_peak(cores, freq, precision)
-        if peak:
-            return peak, f"estimate:cpu {cores} cores x {freq / 1e9:g} GHz x {per_cycle} FLOP/cycle"
+        freq, what = _cpu_freq_hz(device) or (None, "")
+        flags = device.get("cpu_flags")
+        estimate = cpu_peak(cores, freq, flags if isinstance(flags, list) else None, precision)
+        if estimate:
+            return estimate[0], f"estimate:cpu {cores} cores x {freq / 1e9:g} GHz ({what}) x {estimate[1]}"
     return None, "unknown"

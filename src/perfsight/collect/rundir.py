@@ -62,8 +62,26 @@ def device_facts(torch_module, device: str) -> dict:
     return {
         "device": "cpu", "id": 0, "name": platform.processor() or platform.machine(),
         "logical_cores": psutil.cpu_count(logical=True), "physical_cores": psutil.cpu_count(logical=False),
-        "total_memory_bytes": int(psutil.virtual_memory().total), **_cpu_frequency(),
+        "total_memory_bytes": int(psutil.virtual_memory().total), **_cpu_frequency(), **_cpu_flags(),
     }
+
+
+#: the /proc/cpuinfo flags a run keeps: the vector instruction sets (the CPU peak estimate of analysis.peaks)
+VECTOR_FLAG_PREFIXES = ("avx", "amx", "fma", "sse", "sve", "asimd")
+
+
+def _cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict:
+    """``cpu_flags``: the CPU's vector instruction-set flags (Linux's /proc/cpuinfo ``flags``, or ``Features``
+    on Arm); {} where the system does not list them."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            line = next((line for line in f if line.split(":")[0].strip() in ("flags", "Features")), "")
+    except OSError:
+        return {}
+    if ":" not in line:
+        return {}
+    return {"cpu_flags": sorted({flag for flag in line.split(":", 1)[1].split()
+                                 if flag.startswith(VECTOR_FLAG_PREFIXES)})}
 
 
 def _cpu_frequency() -> dict:

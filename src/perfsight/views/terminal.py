@@ -149,7 +149,8 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
                       f"reserved, {_where(row['step'], row['op_type'])}")
     for row in summary["flops"].to_pylist():
         utilisation = ("utilisation unknown: no known peak for this device" if row["utilization_percent"] is None
-                       else f"{row['utilization_percent']:.1f}% of the peak ({row['peak_source']})")
+                       else f"{row['utilization_percent']:.1f}% of the peak ({row['peak_source']})"
+                       + (f"; {row['peak_note']}" if row["peak_note"] else ""))
         console.print(f"FLOPs (rank {row['rank']}): {_decimal(row['flops'] / row['steps'], 'FLOP')} per step, "
                       f"{_decimal(row['flops_per_s'], 'FLOP/s')} achieved, {escape(utilisation)}")
     for row in summary["data"].to_pylist():
