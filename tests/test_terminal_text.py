@@ -64,7 +64,7 @@ def test_long_kernel_names_are_cut_to_their_function_name(name, shown):
 @pytest.mark.parametrize("events, said", [
     ([{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "x"}}], "no timed events in this run"),
     ([{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 5}],
-     "no steps found (no ProfilerStep#N ranges)"),
+     "no steps (no ProfilerStep#N ranges)"),
 ])
 def test_a_run_without_events_or_steps_says_so(tmp_path, events, said):
     trace = tmp_path / "t.pt.trace.json"

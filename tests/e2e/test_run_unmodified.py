@@ -110,6 +110,12 @@ def test_inference_script_gets_a_whole_run_profile(tmp_path):
     assert manifest(run)["status"] == "complete" and manifest(run)["steps_collected"] == []
     events = trace_events(run)
     assert sum(1 for e in events if e.get("name") == "aten::linear") == 10   # 5 calls x 2 layers
+    analyse = perfsight("analyse", run)
+    assert analyse.returncode == 0, analyse.stderr      # the whole run's profile: ProfilerStep#0 was cut
+    assert ("no finished step: the profile covers the whole run, and its only step range (ProfilerStep#0) was cut"
+            in " ".join(analyse.stdout.split()))
+    scopes = open_run(run).scope_flops()["scope"].to_pylist()
+    assert scopes and not any(scope.startswith("ProfilerStep") for scope in scopes)   # the profiler's, no scope
 
 
 @pytest.mark.parametrize("flag, value, expected", [

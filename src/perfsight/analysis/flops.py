@@ -14,7 +14,8 @@ without any (current torch writes none), counts them from the operators' input s
 * FLOPs are summed over every counted slice (a sum beyond int64 is null), as torch's ``key_averages``
   does (torch counts each operator once: ``aten::linear`` has no flops of its own, its ``aten::addmm`` has).
 * Scopes are the ranges enclosing operators on their track: Python ``nn.Module: X`` slices (label ``X``,
-  from ``with_modules``/``with_stack``) and ``annotation`` slices (record_function ranges, label = name).
+  from ``with_modules``/``with_stack``) and ``annotation`` slices (record_function ranges, label = name),
+  except a ProfilerStep range the profiler's stop cut (``steps.CUT_STEP_SQL``: the profiler's, not a scope).
   An operator's scope path is its enclosing scopes, outermost first, found by following ``parent_id``;
   at ``level`` L the path is cut to its first L labels joined by ``/`` (shorter paths stay whole, so
   every level sums to the model total); ``(no scope)`` when none encloses it. ``scope_ns`` is the
@@ -36,6 +37,7 @@ from ..tables import RunTables, new_connection
 from .flops_shapes import shape_flops
 from .peaks import device_peak
 from .step_spans import STEP_SPANS_CTE
+from .steps import CUT_STEP_SQL
 
 _RATE_COLUMNS = [
     ("flops_per_s", pa.float64()),
@@ -105,7 +107,7 @@ SELECT rank, op_type, count(*) AS count, TRY_CAST(sum(flops) AS BIGINT) AS flops
 FROM ops GROUP BY ALL ORDER BY rank, flops DESC, op_type
 """
 
-_SCOPE_FLOPS_SQL = _COUNTED + """
+_SCOPE_FLOPS_SQL = _COUNTED + f"""
 , chain(op_id, ancestor_id) AS (
     SELECT id, parent_id FROM ops WHERE parent_id IS NOT NULL
     UNION ALL
@@ -114,7 +116,7 @@ _SCOPE_FLOPS_SQL = _COUNTED + """
     SELECT c.op_id, s.id AS scope_id, s.dur_ns AS scope_dur, s.depth, s.start_ns,
            CASE WHEN s.kind = 'python' THEN substr(s.name, length('nn.Module: ') + 1) ELSE s.name END AS label
     FROM chain c JOIN slices s ON s.id = c.ancestor_id
-    WHERE (s.kind = 'python' AND s.name LIKE 'nn.Module: %') OR s.kind = 'annotation'
+    WHERE (s.kind = 'python' AND s.name LIKE 'nn.Module: %') OR (s.kind = 'annotation' AND NOT ({CUT_STEP_SQL}))
 ), ranked AS (
     SELECT *, row_number() OVER (PARTITION BY op_id ORDER BY depth, start_ns, scope_id) AS position
     FROM scopes

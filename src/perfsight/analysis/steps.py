@@ -130,6 +130,24 @@ FROM timed ORDER BY rank, step
 """
 
 
+#: slices that are a ProfilerStep range the profiler's stop cut short: the reader demotes them to annotations
+CUT_STEP_SQL = "kind = 'annotation' AND name LIKE 'ProfilerStep#%'"
+
+
+def no_steps_reason(tables: RunTables) -> str | None:
+    """Why the run has no steps, in a sentence for every surface; None when it has some."""
+    con = tables.connect()
+    if con.execute("SELECT 1 FROM slices WHERE kind = 'step' AND step IS NOT NULL LIMIT 1").fetchone():
+        return None
+    cut = con.execute(f"SELECT min(name) FROM slices WHERE {CUT_STEP_SQL}").fetchone()[0]
+    if cut:
+        return (f"no finished step: the profile covers the whole run, and its only step range ({cut}) was cut by "
+                "the profiler's stop (an inference script, or one that never steps an optimizer); there are no "
+                "step times, and the figures cover the whole profile")
+    return ("no steps (no ProfilerStep#N ranges): step times, the step breakdown and the data verdict need them "
+            "(torch.profiler's schedule, or prof.step() each step); the figures cover the whole trace")
+
+
 def step_points(tables: RunTables, fp_point: str | None = None, bp_point: str | None = None
                 ) -> tuple[str | None, str | None]:
     """The operator names the step trace uses for its forward start and backward end: those given, else

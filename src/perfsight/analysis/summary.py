@@ -15,7 +15,7 @@ from .data import data_verdict
 from .flops import model_flops, model_flops_total
 from .memory import memory_peak
 from .ops import DEVICE_TASK_KINDS, op_instances, op_statistic
-from .steps import step_points, step_trace, unmatched_step_points
+from .steps import no_steps_reason, step_points, step_trace, unmatched_step_points
 
 
 
@@ -34,7 +34,8 @@ def _series_stats(tables: RunTables) -> dict:
 def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None,
                 bp_point: str | None = None) -> dict:
     """``slices``: how many timed events the run has; ``steps``: statistics over every step the collector
-    saw (perfsight runs; else the profiled steps); ``profiled_steps``: the step trace; ``top_ops``: the
+    saw (perfsight runs; else the profiled steps); ``profiled_steps``: the step trace; ``no_steps_reason``:
+    why there are none (``steps.no_steps_reason``; None when there are); ``top_ops``: the
     ``top`` operator types by self time; ``ops_category``: which operators those are (device tasks when the
     run has any, else CPU ops);
     ``breakdown``: the mean step split into compute, communication, memory, runtime, data loading, host
@@ -61,7 +62,8 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
     if meta.get("collection_status", "complete") not in ("complete", "None"):
         warnings.insert(0, f"collection: {meta['collection_status']}")
     warnings += unmatched_step_points(profiled, *step_points(tables, fp_point, bp_point))
-    return {"slices": tables.slices.num_rows, "steps": steps, "profiled_steps": profiled, "top_ops": stats,
+    return {"slices": tables.slices.num_rows, "steps": steps, "profiled_steps": profiled,
+            "no_steps_reason": no_steps_reason(tables), "top_ops": stats,
             "ops_category": category,
             "breakdown": step_breakdown_average(step_breakdown(tables)),
             "overlap": totals.filter(pc.is_null(totals.column("step"))),

@@ -107,10 +107,8 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
     if not summary["slices"]:
         console.print("no timed events in this run: nothing to analyse (a trace of metadata only, or cut "
                       "before its first event?)")
-    elif not summary["profiled_steps"].num_rows:
-        console.print("no steps found (no ProfilerStep#N ranges): step times, the step breakdown and the "
-                      "data verdict need them (torch.profiler's schedule, or prof.step() each step); the "
-                      "figures below cover the whole trace")
+    elif summary["no_steps_reason"]:
+        console.print(escape(summary["no_steps_reason"]))
     steps = summary["steps"]
     if steps["count"]:
         console.print(f"{steps['count']} steps: median step time {_ms(steps['median_ns'])} ms, mean "
