@@ -258,13 +258,14 @@ def _run_options(args) -> dict:
 
 def cmd_run(args) -> int:
     from .collect.launch import run_profiled
+    from .collect.rundir import run_report
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         raise OptionError("run: no command given; usage: perfsight run [options] -- python train.py ...")
     code, runs = run_profiled(command, _run_options(args))
-    for run_dir in runs:
-        print(f"perfsight: run collected in {run_dir}", file=sys.stderr)
+    for run in runs:
+        print(f"perfsight: {run_report(run.path, run.status, run.error)}", file=sys.stderr)
     if not runs:
         print("perfsight: no run was collected (did the command start Python with torch?)", file=sys.stderr)
     return code

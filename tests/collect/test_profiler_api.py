@@ -1,6 +1,7 @@
 """perfsight.Profiler in-process: the PyTorch/MindSpore idioms, marks, callbacks and the failsafe."""
 import csv
 import json
+from pathlib import Path
 
 import pytest
 
@@ -115,10 +116,42 @@ def test_an_internal_failure_stops_profiling_but_not_training(tmp_path, monkeypa
     train(prof, 4)                                      # must not raise
     prof.close()
     m = manifest(prof.run_dir)
-    assert m["status"] == "failed" and "No space left on device" in m["errors"][0]
+    assert m["status"] == "failed" and "no space left on device" in m["errors"][0]
     log = (prof.run_dir / layout.HOST_DATA / layout.COLLECT_LOG).read_text()
     assert "profiling stopped, training continues" in log
-    assert log.count("No space left on device") >= 1
+    assert log.count("no space left on device") >= 1
+
+
+def test_a_full_disk_leaves_no_partial_trace_and_a_failed_run(tmp_path, monkeypatch, capsys):
+    """Kineto, on a full disk, logs an error, leaves its '<name>.tmp' and writes nothing: the run is marked
+    failed with the reason, the temp files are gone, and the user is told where the run went."""
+    from types import SimpleNamespace
+
+    from perfsight.collect import profiler as profiler_module
+
+    def kineto_on_a_full_disk(self, path):
+        Path(path + ".tmp").write_bytes(b'{"traceEvents": [{"ph": "X", "na')
+    monkeypatch.setattr(torch.profiler.profile, "export_chrome_trace", kineto_on_a_full_disk)
+    monkeypatch.setattr(profiler_module.shutil, "disk_usage", lambda path: SimpleNamespace(free=3 << 20))
+    monkeypatch.delenv("PERFSIGHT_LAUNCHER", raising=False)
+    prof = perfsight.Profiler(output_path=tmp_path, flush_every=1)
+    train(prof, 3)
+    prof.close()
+    m = manifest(prof.run_dir)
+    assert m["status"] == "failed" and m["traces"] == []
+    assert m["errors"][0].startswith("recording a step failed: PerfsightError: writing trace window "
+                                     "trace_0000.pt.trace.json failed: no space left on device (3 MB free in ")
+    assert sorted(p.name for p in (prof.run_dir / layout.HOST_DATA).iterdir()) == [
+        layout.COLLECT_LOG, layout.STEPS]
+    assert f"perfsight: run failed in {prof.run_dir}: recording a step failed" in capsys.readouterr().err
+
+
+def test_the_profiler_says_where_the_run_went_once(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("PERFSIGHT_LAUNCHER", raising=False)
+    with perfsight.Profiler(output_path=tmp_path) as prof:
+        train(prof, 2)
+    prof.close()
+    assert capsys.readouterr().err.count(f"perfsight: run collected in {prof.run_dir}\n") == 1
 
 
 def test_bad_options_fail_when_the_profiler_is_made(tmp_path):

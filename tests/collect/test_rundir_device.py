@@ -1,4 +1,5 @@
-"""The CPU facts a run's manifest records: the frequency the FLOPs peak estimate needs."""
+"""The run directory's manifest: the CPU facts it records (the frequency and instruction sets the FLOPs peak
+estimate needs), and its rewrite when the disk is full."""
 import json
 from types import SimpleNamespace
 
@@ -41,3 +42,21 @@ def test_a_cpu_run_records_its_vector_instruction_sets(tmp_path, cpuinfo, record
     if cpuinfo is not None:
         path.write_text(cpuinfo)
     assert rundir._cpu_flags(path) == recorded
+
+
+def test_a_full_disk_rewrites_the_manifest_in_place(tmp_path, monkeypatch):
+    """No room for a new copy (the atomic write's temp file): the manifest is overwritten in its own blocks."""
+    import errno
+
+    run = rundir.RunDirectory(tmp_path)
+    run.begin({"rank": 0})
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(rundir, "write_json_atomic", full)
+    run.update(status="failed", errors=["writing trace window trace_0000.pt.trace.json failed"])
+    written = json.loads((run.path / "manifest.json").read_text())
+    assert written["status"] == "failed" and written["errors"] == ["writing trace window trace_0000.pt.trace.json failed"]
+    monkeypatch.setattr(rundir, "write_json_atomic", lambda *a, **k: (_ for _ in ()).throw(PermissionError(13, "no")))
+    with pytest.raises(PermissionError):       # other errors are not hidden
+        run.update(status="complete")

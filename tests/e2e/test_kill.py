@@ -61,3 +61,77 @@ def test_sigterm_closes_the_run_then_ends_the_process_as_sigterm_would(tmp_path)
     m = manifest(run)
     assert m["status"] == "complete" and m["end_ns"] and m["steps_collected"][:4] == [0, 1, 2, 3]
     assert list((run / layout.HOST_DATA).glob(layout.TRACE_GLOB))        # the whole-run trace was written
+
+
+def _launch_and_wait_for_step(out, *args):
+    """`perfsight run` on train_tiny (1000 slow steps), returned once the training printed step 3."""
+    proc = subprocess.Popen([sys.executable, "-m", "perfsight", "run", "-o", str(out), *args, "--", sys.executable,
+                             script("train_tiny.py"), "1000", "0.05"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:
+        if line.startswith("step 3"):
+            return proc
+    raise AssertionError(f"the training never reached step 3: {proc.stderr.read()}")
+
+
+def test_sigterm_to_perfsight_run_reaches_the_training_which_closes_its_run(tmp_path):
+    import psutil
+
+    proc = _launch_and_wait_for_step(tmp_path / "prof")
+    try:
+        [run] = run_dirs(tmp_path / "prof")
+        training = manifest(run)["pid"]
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM            # as the training ended: by SIGTERM
+    assert not psutil.pid_exists(training)                     # not orphaned: it got the signal and ended
+    assert manifest(run)["status"] == "complete" and f"perfsight: run collected in {run}" in stderr
+
+
+def test_a_training_killed_by_sigkill_makes_perfsight_run_exit_137(tmp_path):
+    proc = _launch_and_wait_for_step(tmp_path / "prof")
+    try:
+        [run] = run_dirs(tmp_path / "prof")
+        os.kill(manifest(run)["pid"], signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 137
+    assert f"perfsight: run interrupted in {run}: its process ended without closing it" in stderr
+
+
+def test_a_script_that_cannot_start_leaves_its_run_marked_failed_and_a_failing_exit(tmp_path):
+    result = perfsight("run", "-o", tmp_path, "--", sys.executable, tmp_path / "missing.py")
+    assert result.returncode == 2                              # python's own: it cannot open the file
+    [run] = run_dirs(tmp_path)
+    m = manifest(run)
+    assert m["status"] == "failed" and m["errors"] == ["the program exited with code 2; what was profiled before that "
+                                                       "is kept"]
+    assert (f"perfsight: run failed in {run}: the program exited with code 2" in result.stderr
+            and "run collected" not in result.stderr)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A real 1 MiB filesystem (tmpfs; needs the right to mount, as root in CI's container has)."""
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True,
+                          text=True)
+    if made.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
+    yield mount
+    subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_full_disk_leaves_a_failed_run_without_partial_files_and_the_training_finishes(tiny_disk):
+    result = perfsight("run", "-o", tiny_disk / "prof", "--steps", "1-30", "-O", "record_shapes=true", "--",
+                       sys.executable, script("train_tiny.py"), "40")
+    assert result.returncode == 0 and "step 39" in result.stdout     # the training went on to its end
+    [run] = run_dirs(tiny_disk / "prof")
+    m = manifest(run)
+    assert m["status"] == "failed" and "no space left on device" in m["errors"][0], m["errors"]
+    assert not [p for p in run.rglob("*") if ".partial" in p.name]   # Kineto's temp file of ours is gone too
+    assert f"perfsight: run failed in {run}: recording a step failed" in result.stderr

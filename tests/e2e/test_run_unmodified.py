@@ -86,6 +86,19 @@ def test_perfsight_options_env_alone_profiles_an_unmodified_script(tmp_path):
     [run] = run_dirs(tmp_path / "env")
     assert manifest(run)["steps_collected"] == [0, 1, 2]
     assert manifest(run)["options_source"] == "PERFSIGHT_OPTIONS"
+    assert result.stderr.count("perfsight: run collected in") == 1 and f"run collected in {run}\n" in result.stderr
+
+
+def test_a_bad_perfsight_options_is_said_once_per_process(tmp_path):
+    """A venv's site runs the autostart .pth twice: the message was printed twice."""
+    if not _installed_autostart_pth():
+        pytest.skip("perfsight is not pip-installed here (no perfsight-autostart.pth); scripts/test.sh installs it")
+    env = {**os.environ, "PERFSIGHT_OPTIONS": json.dumps({"strorage_limit": 300})}
+    result = subprocess.run([sys.executable, "-c", "print('ran')"], env=env, capture_output=True, text=True,
+                            timeout=60)
+    assert result.stdout == "ran\n"
+    assert result.stderr == ("perfsight: PERFSIGHT_OPTIONS: unknown option 'strorage_limit'; did you mean "
+                             "'storage_limit'?; profiling is off for this run\n")
 
 
 def test_ms_profiler_options_need_start_true(tmp_path):

@@ -43,9 +43,11 @@ def wants_profiling(opts: "options_mod.Options") -> bool:
 
 
 def activate_from_env(environ=os.environ) -> "object | None":
-    """Start a Profiler from the environment, once per process. Returns it, or None."""
-    if "profiler" in _state or is_helper_process(list(getattr(sys, "orig_argv", sys.argv))):
+    """Start a Profiler from the environment, once per process (a venv's site runs the .pth hook twice, so a
+    second call returns what the first did). Returns it, or None."""
+    if "activated" in _state or is_helper_process(list(getattr(sys, "orig_argv", sys.argv))):
         return _state.get("profiler")
+    _state["activated"] = True
     try:
         opts = options_mod.from_env(environ)
     except PerfsightError as exc:

@@ -8,8 +8,11 @@ under the failsafe, so a perfsight failure stops profiling and never the trainin
 from __future__ import annotations
 
 import atexit
+import errno
 import json
 import os
+import shutil
+import sys
 import threading
 import time
 from pathlib import Path
@@ -18,10 +21,11 @@ from .. import layout
 from .. import options as options_mod
 from ..errors import PerfsightError
 from .failsafe import Failsafe
-from .rundir import RunDirectory, device_facts, distributed_identity, resolve_output_root, versions
+from .launch import LAUNCHER_ENV
+from .rundir import RunDirectory, device_facts, distributed_identity, resolve_output_root, run_report, versions
 from .sampler import HostSampler, series_for
 from .steps import DataLoaderTimer, StepRecorder
-from .storage import StorageGuard
+from .storage import MB, MIN_FREE_BYTES, StorageGuard
 
 _active_lock = threading.Lock()
 _active: "Profiler | None" = None
@@ -211,8 +215,13 @@ class Profiler:
     def _on_trace_ready(self, prof) -> None:
         path = self.run.next_trace_path()
         temp = path.with_name(path.name + ".partial")
-        prof.export_chrome_trace(str(temp))
-        os.replace(temp, path)
+        try:
+            prof.export_chrome_trace(str(temp))
+            os.replace(temp, path)  # FileNotFoundError when Kineto could not write it: it only logs
+        except OSError as exc:
+            for leftover in (temp, temp.with_name(temp.name + ".tmp")):  # ours, and Kineto's temp file of ours
+                leftover.unlink(missing_ok=True)
+            raise PerfsightError(f"writing trace window {path.name} failed: {_write_failure(path, exc)}") from None
         self.run.update(traces=self.run.manifest["traces"] + [path.name],
                         steps_collected=list(self._steps_collected))
         self._storage.enforce()
@@ -236,6 +245,9 @@ class Profiler:
         status = "failed" if self.failsafe.failed else "complete"
         self.run.update(status=status, end_ns=time.time_ns(), steps_collected=list(self._steps_collected),
                         errors=list(self.failsafe.errors))
+        if not os.environ.get(LAUNCHER_ENV):   # else `perfsight run` reports every run when the program ends
+            errors = self.failsafe.errors
+            print(f"perfsight: {run_report(self.run.path, status, errors[0] if errors else None)}", file=sys.stderr)
         with _active_lock:
             if _active is self:
                 _active = None
@@ -263,6 +275,14 @@ def _resolve_options(output_path, options, kwargs) -> "options_mod.Options":
     if output_path is not None:
         raw["output_path"] = os.fspath(output_path)
     return options_mod.resolve(raw, source="api")
+
+
+def _write_failure(path: Path, exc: OSError) -> str:
+    """Why writing ``path`` failed, in words: a full disk, or the error."""
+    free = shutil.disk_usage(path.parent).free
+    if exc.errno == errno.ENOSPC or free < MIN_FREE_BYTES:
+        return f"no space left on device ({free // MB} MB free in {path.parent})"
+    return f"{exc.strerror or exc} (Kineto could not write it)" if isinstance(exc, FileNotFoundError) else str(exc)
 
 
 def _choose_device(torch, device_option: str) -> str:

@@ -7,6 +7,8 @@ and end, and the steps collected.
 """
 from __future__ import annotations
 
+import errno
+import json
 import os
 import platform
 import socket
@@ -108,6 +110,16 @@ def versions(torch_module) -> dict[str, str | None]:
     return facts
 
 
+def run_report(path: Path, status: str, error: str | None) -> str:
+    """The line that tells a user where a run went and how it ended."""
+    if status == "complete":
+        return f"run collected in {path}"
+    if status == "failed":
+        return f"run failed in {path}: {error or 'see ' + str(path / layout.HOST_DATA / layout.COLLECT_LOG)}"
+    return (f"run interrupted in {path}: its process ended without closing it; what was written before is "
+            "kept and readable")
+
+
 class RunDirectory:
     """One PROF_ directory: its paths and its manifest."""
 
@@ -140,4 +152,15 @@ class RunDirectory:
         self.write_manifest()
 
     def write_manifest(self) -> None:
-        write_json_atomic(self.path / layout.MANIFEST, self.manifest, indent=2, sort_keys=False)
+        """Replace the manifest atomically; on a full disk (no room for the new copy) overwrite it in place,
+        in blocks it already has, so a run still records how it ended."""
+        path = self.path / layout.MANIFEST
+        try:
+            write_json_atomic(path, self.manifest, indent=2, sort_keys=False)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            text = json.dumps(self.manifest, indent=2, ensure_ascii=False, default=str).encode()
+            with open(path, "r+b") as f:
+                f.write(text)
+                f.truncate()

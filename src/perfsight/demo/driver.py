@@ -26,6 +26,6 @@ def run_demo(output: str, steps: int) -> tuple[Path, list[Path]]:
     code, runs = run_profiled([sys.executable, str(TRAIN_SCRIPT), "--steps", str(steps)], demo_options(output, steps))
     if code != 0 or not runs:
         raise PerfsightError(f"demo: the training script failed (exit code {code}); see its output above")
-    run_dir = runs[-1]
+    run_dir = runs[-1].path
     written = export(run_dir)[run_dir]
     return run_dir, written
