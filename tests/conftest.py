@@ -1,17 +1,55 @@
-"""Shared test helpers: where the real traces of ../shared/data are, and the summary-base-dirs the insight
-API and browser tests serve (``runs_dir``, ``flops_dir``)."""
+"""Shared test helpers: the real traces of ../shared/data, which every test reads from a copy (``SHARED_DATA``,
+made once per session: caches and exports land beside the copies, never in ../shared), and the
+summary-base-dirs the insight API and browser tests serve (``runs_dir``, ``flops_dir``).
+
+The suite needs ../shared/data beside the checkout: without it the run stops with an error instead of
+skipping a third of the tests; and at its end it fails if anything under ../shared/data changed."""
+import os
 import shutil
+import stat
+import tempfile
 from pathlib import Path
 
 import pytest
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+REAL_SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED_DATA = Path(tempfile.gettempdir()) / f"perfsight-tests-shared-{os.getpid()}" / "data"  # the copy
+_SNAPSHOT: dict = {}
+
+
+def _listing(root: Path) -> dict[str, tuple[int, int]]:
+    """Every path under ``root`` with its size and mtime (what a write there would change)."""
+    listing = {}
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs + files:
+            st = os.lstat(os.path.join(dirpath, name))
+            listing[os.path.relpath(os.path.join(dirpath, name), root)] = (st.st_size, st.st_mtime_ns)
+    return listing
+
+
+def pytest_configure(config):
+    if not REAL_SHARED_DATA.is_dir():
+        raise pytest.UsageError(f"the real traces the tests read are missing: {REAL_SHARED_DATA} must be beside the "
+                                "checkout (../shared/data, as CI has it)")
+    _SNAPSHOT.update(_listing(REAL_SHARED_DATA))
+    shutil.rmtree(SHARED_DATA.parent, ignore_errors=True)
+    shutil.copytree(REAL_SHARED_DATA, SHARED_DATA, symlinks=True)
+    for dirpath, _dirs, _files in os.walk(SHARED_DATA):   # the copy is the tests' own: caches may go in it
+        os.chmod(dirpath, os.stat(dirpath).st_mode | stat.S_IWUSR)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(SHARED_DATA.parent, ignore_errors=True)
+    if _SNAPSHOT and _listing(REAL_SHARED_DATA) != _SNAPSHOT:
+        changed = sorted(set(_listing(REAL_SHARED_DATA).items()) ^ set(_SNAPSHOT.items()))
+        session.config.get_terminal_writer().line(
+            f"FAILED: the tests changed {REAL_SHARED_DATA}, which they must only read (copies are in "
+            f"conftest.SHARED_DATA): {', '.join(path for path, _ in changed[:10])}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"the real traces are not beside the checkout ({SHARED_DATA})")
     return SHARED_DATA
 
 

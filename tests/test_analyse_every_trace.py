@@ -1,14 +1,14 @@
 """Every real trace in ../shared/data/kineto gives a full analysis (or a clear message), never a traceback."""
 import csv
-from pathlib import Path
 
 import pytest
 
 import perfsight
 from perfsight.analysis.summary import run_summary
 from perfsight.errors import InputError
+from tests.conftest import SHARED_DATA
 
-MANIFEST = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "kineto" / "MANIFEST.tsv"
+MANIFEST = SHARED_DATA / "kineto" / "MANIFEST.tsv"
 
 
 def manifest_rows():

@@ -26,7 +26,6 @@ from __future__ import annotations
 import csv
 import json
 from functools import lru_cache
-from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
@@ -34,8 +33,9 @@ import pytest
 from perfsight.analysis import breakdown, cluster, ops
 from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text
 from perfsight.ingest.cluster import merge
+from tests.conftest import SHARED_DATA
 
-ASCEND = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "ascend"
+ASCEND = SHARED_DATA / "ascend"
 LEVEL1 = ASCEND / "torch_npu" / "text" / "level1"
 REFERENCE = ASCEND / "msprof_analyze_reference" / "cluster_all__ascend-msinsight_pytorch_text_level1"
 REL = 1e-3

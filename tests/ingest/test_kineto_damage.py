@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
@@ -11,8 +10,9 @@ from conftest import number
 
 from perfsight.errors import InputError
 from perfsight.ingest.kineto import read_kineto
+from tests.conftest import SHARED_DATA
 
-KINETO = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "kineto"
+KINETO = SHARED_DATA / "kineto"
 TORCH_213 = KINETO / "generated_torch213_cpu" / "cpu_mlp_rs_mem_stack.pt.trace.json.gz"  # indented, like torch
 NCCL_DATA = KINETO / "hta" / "nccl_parser_config" / "nccl_data.json.gz"  # 9.8 MB: several decode batches
 

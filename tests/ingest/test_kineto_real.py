@@ -13,7 +13,6 @@ import json
 from collections import Counter
 from decimal import Decimal
 from functools import lru_cache
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,8 +20,9 @@ import pytest
 
 from perfsight.ingest.kineto import is_kineto_trace, read_kineto
 from perfsight.tables import conform
+from tests.conftest import SHARED_DATA
 
-KINETO = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "kineto"
+KINETO = SHARED_DATA / "kineto"
 MANIFEST = KINETO / "MANIFEST.tsv"
 NOT_A_TRACE = "hta/execution_trace/benchmark_simple_add_et.json.gz"
 

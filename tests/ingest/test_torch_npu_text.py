@@ -9,7 +9,6 @@ from collections import Counter
 from decimal import Decimal
 import shutil
 from functools import lru_cache
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,8 +22,9 @@ from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text
 from perfsight.ingest.cluster import merge
 from perfsight.ingest.kineto_decode import TraceStream
 from perfsight.tables import SCHEMAS
+from tests.conftest import SHARED_DATA
 
-TEXT = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "ascend" / "torch_npu" / "text"
+TEXT = SHARED_DATA / "ascend" / "torch_npu" / "text"
 FIXTURE_TRACE = TEXT.parents[1] / "msprof_analyze_fixtures" / "ut" / "advisor" / "timeline_advice" / "trace_view.json"
 RUNS = [f"{level}/rank{rank}_ascend_pt" for level in ("level0", "level1", "level2") for rank in (0, 1)]
 LEVEL1 = "level1/rank0_ascend_pt"
