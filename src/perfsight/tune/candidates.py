@@ -12,7 +12,7 @@ This module owns, for each tunable torch function (``F.conv2d``, ``F.linear``,
 
   - Format: NCHW vs channels_last (conv);
   - Impl: oneDNN vs native conv (CPU), SDPA backend, pre-transposed linear weight, and the op compiled
-    alone (``torch.compile``, one compiled callable per call key, ``dynamic=False``);
+    alone (``sgat.compile_call``, one compiled callable per call key, ``dynamic=False``);
   - Schedule: the intra-op thread count (CPU); cuDNN benchmark on/off for convs and cuBLAS vs cuBLASLt
     for linears (CUDA). TF32 is not a candidate: it rounds float32 matmul inputs to a 10-bit mantissa,
     ~1e-3 relative error, beyond float32's 1e-4 tolerance (measure.py), so it could never pass the check.
@@ -342,9 +342,9 @@ def _compiled(func, key: tuple) -> Callable:
     """``func`` compiled for the calls of ``key``: a code object of its own per key, so no two keys share
     compiled code or the recompile limit. The first call compiles."""
     if key not in _COMPILED:
-        from perfsight.tune.sgat import own_code
+        from perfsight.tune.sgat import compile_call, own_code
 
-        _COMPILED[key] = torch.compile(own_code(func), dynamic=False)
+        _COMPILED[key] = compile_call(own_code(func), dynamic=False)
     return _COMPILED[key]
 
 

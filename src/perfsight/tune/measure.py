@@ -7,7 +7,9 @@ This module owns the measuring rules of the tuner:
 - each is summarised by its median, its spread (p10-p90) and a noise estimate (half the interquartile
   range), with the thread count and the machine load recorded beside them;
 - a candidate must reproduce the default's results (outputs, and gradients for training signatures)
-  within the dtype's tolerance, else it is rejected with the reason;
+  within the dtype's tolerance, else it is rejected with the reason. The default and each candidate are
+  checked from one random-number state (``from_one_random_state``), so that calls with dropout draw the
+  same masks and can be compared;
 - ``decide``: the fastest valid candidate wins only if it beats the default by more than the noise of
   both plus a minimum margin (3% by default); otherwise there is no winner;
 - the repay rule, for candidates with a one-off cost (a compile, timed as their first call by
@@ -118,6 +120,14 @@ def mismatch(reference, got) -> str:
     return ""
 
 
+def from_one_random_state(runner: Callable):
+    """``runner()`` started from the current random-number state (CPU, and CUDA once initialised), which is
+    then restored: every call made this way draws the same random numbers (dropout masks)."""
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=devices):
+        return runner()
+
+
 def load_average() -> float:
     """The 1-minute load average (nan where the platform has none), recorded beside timings."""
     try:
@@ -161,12 +171,12 @@ def measure(default: Callable, candidates: list[tuple[str, str, dict, Callable]]
     candidates named in ``compile_s`` (their one-off cost, seconds) must repay it over ``calls``."""
     load_before = load_average()
     base = Timing("default", {}, "default")
-    reference = default()
+    reference = from_one_random_state(default)
     timings = []
     for name, mode, params, runner in candidates:
         t = Timing(name, params, mode, compile_s=(compile_s or {}).get(name))
         try:
-            t.reason = mismatch(reference, runner())
+            t.reason = mismatch(reference, from_one_random_state(runner))
         except Exception as exc:  # a candidate that cannot run this signature is simply not valid
             t.reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
         t.ok = not t.reason

@@ -12,7 +12,9 @@ distinct region signature, times on the region's real inputs (copied from one st
   is only tried and applied for calls without grad, and a later weight update is not seen by it.
 
 Every compiled candidate compiles its own code object (instances of one class otherwise share compiled
-code), and its first call - the compile, forward and backward in training - is timed as its compile
+code), with inductor's ``fallback_random`` (``compile_call``): its random numbers (dropout) are drawn as
+eager draws them, so that from one random-number state it reproduces eager and passes the check (its own
+RNG would give other masks, and training regions with dropout could never be compiled). Its first call - the compile, forward and backward in training - is timed as its compile
 time. measure.py then times eager and the candidates serially, interleaved, and checks each against
 eager (outputs, and input and parameter gradients in training). Only candidates that repay their compile
 time may win (measure.py's repay rule, which operator tuning shares), and ``measure.decide`` picks among
@@ -100,10 +102,17 @@ def _formatted(tree, fmt: str):
         torch.Tensor, lambda t: t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t, tree)
 
 
+def compile_call(fn: Callable, mode: str = "default", **kwargs) -> Callable:
+    """``torch.compile(fn, mode=mode, **kwargs)`` whose random numbers are eager's (``fallback_random``;
+    torch.compile takes a mode or options, so the mode goes in as its options)."""
+    options = {**torch._inductor.list_mode_options(mode, kwargs.get("dynamic")), "fallback_random": True}
+    return torch.compile(fn, options=options, **kwargs)
+
+
 def variant_call(fn: Callable, variant: Variant) -> Callable:
     """``fn`` run under ``variant``: inputs in its memory format, compiled in its mode, frozen if asked.
     The tuner times exactly this and ``apply`` runs exactly this."""
-    run = torch.compile(fn, mode=variant.compile) if variant.compile else fn
+    run = compile_call(fn, variant.compile) if variant.compile else fn
     first = [variant.freezing]
 
     def call(*args, **kwargs):
