@@ -14,11 +14,11 @@ distinct region signature, times on the region's real inputs (copied from one st
 Every compiled candidate compiles its own code object (instances of one class otherwise share compiled
 code), with inductor's ``fallback_random`` (``compile_call``): its random numbers (dropout) are drawn as
 eager draws them, so that from one random-number state it reproduces eager and passes the check (its own
-RNG would give other masks, and training regions with dropout could never be compiled). Its first call - the compile, forward and backward in training - is timed as its compile
-time. measure.py then times eager and the candidates serially, interleaved, and checks each against
-eager (outputs, and input and parameter gradients in training). Only candidates that repay their compile
-time may win (measure.py's repay rule, which operator tuning shares), and ``measure.decide`` picks among
-them:
+RNG would give other masks, and training regions with dropout could never be compiled). Its first call
+- the compile, forward and backward in training - is timed as its compile time. measure.py then times
+eager and the candidates serially, interleaved, and checks each against eager (outputs, and input and
+parameter gradients in training). Only candidates that repay their compile time may win (measure.py's
+repay rule, which operator tuning shares), and ``measure.decide`` picks among them:
 
     (eager_ms - candidate_ms) * calls_per_step * expected_steps > compile_ms
 
