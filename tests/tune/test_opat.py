@@ -1,5 +1,6 @@
 """OPAT end to end: bank update modes and report counters with a fake clock, and one small real run."""
 import json
+import warnings
 
 import pytest
 import torch
@@ -148,3 +149,31 @@ def test_an_operator_that_fails_is_unsatisfied_and_fails_the_task(tmp_path, monk
     assert section["opat_tuning_result"] == "tuning failed" and section["tuning_failed_operators"] == ["attn/sdpa"]
     assert section["repo_summary"] == result.summary.as_dict()
     assert section["repo_summary"]["total_num"] == 6 and section["repo_summary"]["repo_unsatisfied_num"] == 3
+
+
+def test_attention_of_a_real_transformer_layer_in_training_is_captured_and_measured(tmp_path):
+    """nn.TransformerEncoderLayer calls scaled_dot_product_attention through MultiheadAttention with its
+    dropout (0.1 by default) while training: that call is captured, its candidates are checked from one
+    random-number state (the math backend, which the default runs on a CPU with dropout, passes) and timed;
+    a backend that cannot run says why in its reason, not as warnings on the user's terminal."""
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = torch.nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, batch_first=True).train()
+    x = torch.randn(2, 8, 16)
+    bank = Bank(tmp_path, fingerprint="real")
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        result = opat.tune_operators(train_step(model, x), bank=bank, model=model, warmup=1, repeats=3,
+                                     expected_steps=1)
+    assert not [w for w in warned if "kernel" in str(w.message)]
+    [attention] = [o for o in result.operators if o.signature["op"] == "sdpa"]
+    assert attention.op_name == "self_attn/sdpa" and not attention.error
+    sig = attention.signature
+    assert sig["attrs"] == {"dropout_p": 0.1, "is_causal": False} and sig["train"]
+    assert sig["tensors"]["query"]["shape"] == [2, 2, 8, 8]  # batch, heads, tokens, head width
+    checked = {t.name: (t.ok, len(t.samples_ns), t.reason) for t in attention.measurement.candidates}
+    assert checked["sdpa_math"] == (True, 3, "")
+    assert checked["sdpa_flash"] == (False, 0, "RuntimeError: No available kernel.  Aborting execution. (Flash "
+                                     "attention kernel not used because: Both fused kernels do not support "
+                                     "non-zero dropout.)")
+    assert bank.get("op", attention.key).signature == sig

@@ -7,7 +7,9 @@ This module owns, for each tunable torch function (``F.conv2d``, ``F.linear``,
   layouts, whether each needs a gradient, scalar attributes, train or inference; ``device`` for a CUDA
   call - CPU signatures leave it out, so they keep the keys of banks tuned before). Capture and apply
   both call it, so a tuned key and a run-time key are computed in exactly one place; ``call_key`` is a
-  cheap hashable stand-in that determines it, for run-time caches;
+  cheap hashable stand-in that determines it, for run-time caches. Attention with dropout (a transformer
+  layer while training) is tunable like any call: the default and each candidate are checked from one
+  random-number state (measure.py), so they draw the same dropout masks;
 - ``candidates_for(signature)``: the alternatives to the default, each tagged with its seed mode:
 
   - Format: NCHW vs channels_last (conv);
@@ -59,7 +61,10 @@ FUNCS = {name: func for func, (name, *_) in _PARAMS.items()}
 #: nn.Conv2d calls F.conv2d (which is torch.conv2d), nn.Linear F.linear, and MultiheadAttention's
 #: F.multi_head_attention_forward the globals ``linear`` and ``scaled_dot_product_attention`` of
 #: torch.nn.functional, i.e. these attributes. A name bound earlier (``from torch.nn.functional import
-#: linear``) is not among them.
+#: linear``) is not among them. MultiheadAttention calls scaled_dot_product_attention only with
+#: ``need_weights=False`` (as nn.TransformerEncoderLayer and DecoderLayer call it; with weights it multiplies
+#: the matrices itself), and neither calls it on their inference fast path (eval mode without grad), which
+#: runs one fused kernel.
 CALLED_THROUGH = {"conv2d": ((torch, "conv2d"), (F, "conv2d")), "linear": ((F, "linear"),),
                   "sdpa": ((F, "scaled_dot_product_attention"),)}
 _DEVICES = ("cpu", "cuda")
@@ -128,8 +133,6 @@ def signature(func, args, kwargs) -> dict | None:
             attrs[key] = list(value) if isinstance(value, (tuple, list)) else value
     if len(devices) != 1 or not devices <= set(_DEVICES):
         return None
-    if op == "sdpa" and attrs.get("dropout_p", 0.0):
-        return None  # random outputs: no candidate can be checked against the default
     if op == "conv2d" and len(tensors["input"]["shape"]) != 4:
         return None
     train = torch.is_grad_enabled() and any(t["grad"] for t in tensors.values())

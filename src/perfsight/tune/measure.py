@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -128,6 +129,16 @@ def from_one_random_state(runner: Callable):
         return runner()
 
 
+def failure_reason(exc: Exception, warned: list) -> str:
+    """Why a candidate could not run: the error's first line, then what torch warned meanwhile (why its
+    kernel was not used, say), without torch's "(Triggered internally at ...)" suffix."""
+    def first_line(text: str) -> str:
+        return text.strip().splitlines()[0].split(" (Triggered internally")[0] if text.strip() else ""
+
+    notes = [n for n in dict.fromkeys(first_line(str(w.message)) for w in warned) if n]
+    return f"{type(exc).__name__}: {first_line(str(exc))}" + (f" ({' '.join(notes)})" if notes else "")
+
+
 def load_average() -> float:
     """The 1-minute load average (nan where the platform has none), recorded beside timings."""
     try:
@@ -175,10 +186,12 @@ def measure(default: Callable, candidates: list[tuple[str, str, dict, Callable]]
     timings = []
     for name, mode, params, runner in candidates:
         t = Timing(name, params, mode, compile_s=(compile_s or {}).get(name))
-        try:
-            t.reason = mismatch(reference, from_one_random_state(runner))
-        except Exception as exc:  # a candidate that cannot run this signature is simply not valid
-            t.reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            try:
+                t.reason = mismatch(reference, from_one_random_state(runner))
+            except Exception as exc:  # a candidate that cannot run this signature is simply not valid
+                t.reason = failure_reason(exc, warned)
         t.ok = not t.reason
         timings.append(t)
     rotation = [(base, default)] + [(t, c[3]) for t, c in zip(timings, candidates) if t.ok]
