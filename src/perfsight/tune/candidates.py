@@ -43,8 +43,9 @@ import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Callable
+from typing import Annotated, Callable, Literal
 
+import msgspec
 import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
@@ -84,6 +85,19 @@ SCHEDULE_MIN_US = 100.0
 COMPILED_MIN_US = 100.0
 #: the shortest single-op compile (forward + backward) measured here, inductor's caches warm: 0.06 s.
 COMPILE_MIN_S = 0.05
+
+
+class Params(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """What a candidate's ``params`` may hold (a bank winner's are checked against it before it runs)."""
+
+    format: Literal["contiguous", "channels_last", "strided"] | None = None  # an input's layout (_layout)
+    onednn: bool | None = None
+    weight: Literal["pretransposed"] | None = None
+    compiled: bool | None = None
+    backend: Literal[tuple(_SDPA_FLAGS)] | None = None
+    threads: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    cudnn_benchmark: bool | None = None
+    blas: Literal["cublas", "cublaslt"] | None = None
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ import types
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import count
-from typing import Callable
+from typing import Callable, Literal
 
 import torch
 
@@ -54,8 +54,8 @@ class Variant:
     """One way to run a region: eager or a ``torch.compile`` mode, an input memory format, freezing."""
 
     name: str
-    compile: str | None = None
-    format: str = AS_GIVEN
+    compile: Literal[MODES] | None = None
+    format: Literal[AS_GIVEN, CHANNELS_LAST] = AS_GIVEN
     freezing: bool = False
 
     @property
