@@ -244,8 +244,9 @@ class Bank:
         try:
             return msgspec.convert({**given, **params}, shape)
         except msgspec.ValidationError as error:
-            raise _damaged(self.directory / STORES[entry.kind], f"entry {entry.key!r}: its winner {entry.winner!r} "
-                           f"has params {json.dumps(params)}: {error}", allowed(shape, leave_out=tuple(given))) from None
+            problem = f"entry {entry.key!r}: its winner {entry.winner!r} has params {json.dumps(params)}: {error}"
+            raise _damaged(self.directory / STORES[entry.kind], problem, allowed(shape, leave_out=tuple(given))) \
+                from None
 
     def running_versions(self) -> dict:
         if self._versions is None:
