@@ -34,6 +34,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import os
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -330,6 +331,16 @@ class Bank:
                                 "away and tune again") from None
         except msgspec.DecodeError as error:
             raise _damaged(path, str(error), _ALLOWED.get(path.name, _ALLOWED["store"])) from None
+
+
+def device_banks(root: Path) -> list[Bank]:
+    """This device's banks under ``root`` (read-only), whatever thread count the script will run at: a
+    CPU's fingerprint holds torch's intra-op thread count, which a script may set before its first
+    forward, so each count from 1 to the CPU count (or torch's current one, if higher) is looked for."""
+    facts = device_facts()
+    counts = [None] if facts["kind"] != "cpu" else range(1, max(os.cpu_count() or 1, facts["threads"]) + 1)
+    names = dict.fromkeys(device_fingerprint(facts if n is None else {**facts, "threads": n}) for n in counts)
+    return [Bank(root, name, read_only=True) for name in names if (Path(root) / name).exists()]
 
 
 @dataclass(frozen=True)

@@ -39,9 +39,9 @@ from typing import Callable, Literal
 
 import torch
 
-from perfsight.tune.bank import Bank, RepoSummary, kept_mode
+from perfsight.tune.bank import Bank, Entry, RepoSummary, kept_mode
 from perfsight.tune.capture import train_step
-from perfsight.tune.measure import EXPECTED_STEPS, Measurement, entry, first_call, measure, sample
+from perfsight.tune.measure import EXPECTED_STEPS, Measurement, entry, first_call, measure, outcome, sample
 from perfsight.tune.regions import Region, find_regions
 
 MODES = ("default", "max-autotune-no-cudagraphs", "lite", "reduce-overhead")
@@ -169,6 +169,15 @@ class SubgraphResult:
     compile_s: dict[str, float] = field(default_factory=dict)
     repays: dict[str, bool] = field(default_factory=dict)
     error: str = ""
+    kept: Entry | None = None  # the bank entry that held that strategy
+
+    def row(self) -> dict:
+        """This region signature as a row of the tuning result (``measure.outcome``)."""
+        sig = self.signature
+        shapes = ("x".join(map(str, spec["shape"])) for spec in _tensor_specs([sig["inputs"], sig["kwargs"]]))
+        what = " ".join([sig["region"].rsplit(".", 1)[-1], *shapes]) + (" train" if sig["train"] else "")
+        where = ",".join(name or "(the model)" for name in self.names)
+        return outcome(where, what, self.measurement, self.update_mode, kept=self.kept, error=self.error)
 
 
 @dataclass
@@ -256,11 +265,11 @@ def tune_subgraphs(model: torch.nn.Module, step_or_batch, *, bank: Bank, report=
             key = bank.key("subgraph", region.signature)
             before = bank.get("subgraph", key)
             if before is not None and before.strategy() is not None and not repeat:
-                outcome = SubgraphResult(key, region.names, region.signature, "reserve")
+                done = SubgraphResult(key, region.names, region.signature, "reserve", kept=before)
             else:
                 try:
-                    outcome = tune_region(region, expected_steps=expected_steps, modes=modes, compiler=compiler,
-                                          **measuring)
+                    done = tune_region(region, expected_steps=expected_steps, modes=modes, compiler=compiler,
+                                       **measuring)
                 except Exception as exc:  # one region failing to tune does not stop the others
                     mode = kept_mode(before)
                     result.subgraphs.append(SubgraphResult(key, region.names, region.signature, mode,
@@ -269,18 +278,18 @@ def tune_subgraphs(model: torch.nn.Module, step_or_batch, *, bank: Bank, report=
                     if report is not None:
                         report.failed(mode)
                     continue
-                outcome.key = key
-                outcome.update_mode = bank.put(entry(key, "subgraph", region.signature, outcome.measurement,
-                                                     expected_steps=expected_steps, calls_per_step=region.calls),
-                                               repeat=repeat)
-            result.subgraphs.append(outcome)
-            result.summary.record(outcome.update_mode)
+                done.key = key
+                done.update_mode = bank.put(entry(key, "subgraph", region.signature, done.measurement,
+                                                  expected_steps=expected_steps, calls_per_step=region.calls),
+                                            repeat=repeat)
+            result.subgraphs.append(done)
+            result.summary.record(done.update_mode)
             if report is not None:
-                m = outcome.measurement
+                m = done.measurement
                 before_us, after_us = ((m.default.median_us, (m.winner or m.default).median_us) if m is not None
                                        else (before.default_us or 0.0, before.winner_us or 0.0))
                 report.subgraph(key, before_ms=before_us / 1e3, after_ms=after_us / 1e3,
-                                update_mode=outcome.update_mode)
+                                update_mode=done.update_mode)
         applied = apply_subgraphs(model, bank, compiler=compiler)
         try:
             if applied.installed:
