@@ -9,7 +9,10 @@ backward); every other call falls through to PyTorch.
 
 Parameters are never replaced or re-registered: a pre-transposed or channels_last weight is a derived
 tensor (cached per weight and version when no gradient is needed), so optimizers, checkpoints and DDP
-stay valid. A bank tuned under other library versions is not applied (a warning names the differences).
+stay valid. A bank tuned under other library versions is not applied (a warning names the differences);
+a damaged one - a file not of its shape (tune/bank.py), stores without bank.json, a winner whose params
+are not allowed (``candidates.Params``, ``sgat.Variant``) - raises TuneBankError naming the file and the
+entry before anything runs under it (``operator_winners``, ``subgraph_winners``).
 
 ``apply_subgraphs`` installs, on each module whose class and structure have a subgraph winner, what
 ``Module.compile`` installs (``_compiled_call_impl``), here a dispatcher: a call whose region signature

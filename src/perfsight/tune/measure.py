@@ -19,7 +19,8 @@ This module owns the measuring rules of the tuner:
       (default_us - candidate_us) * calls > compile_s
 
 - ``entry``: a measurement as a bank entry (every candidate's record, the default's holding the timing
-  conditions).
+  conditions); ``Measurement.why`` says in words why a candidate won or none did, and ``outcome`` makes
+  one signature's row of the tuning result (``perfsight tune``'s table).
 
 A "runner" is a zero-argument callable returning the tensors to compare (outputs then gradients); the
 same call is what gets timed, so a training runner times forward + backward.
@@ -90,7 +91,7 @@ class Measurement:
     winner: Timing | None
     threads: int
     load: tuple[float, float]  # 1-minute load average before and after
-    margin: float = 0.03       # the minimum margin it was decided with
+    margin: float              # the minimum margin it was decided with
 
     @property
     def best(self) -> Timing | None:

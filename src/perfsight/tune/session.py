@@ -57,9 +57,10 @@ class Precondition:
 class TuneResult:
     """``report``: the result file; ``bank``: the bank directory; ``winners``: op_name (or region paths)
     -> winning candidate of what was tuned now; ``failed``: op_name (or region paths) -> why its tuning
-    failed (counted in repo_summary as unsatisfied, or reserved); ``opat`` / ``sgat``: every operator's / region's outcome
-    and measurement; ``repo_summary``: the op stage's when it ran, else the subgraph stage's; ``stages``:
-    each stage's own result, in the order they ran."""
+    failed (counted in repo_summary as unsatisfied, or reserved); ``opat`` / ``sgat``: every operator's /
+    region's outcome and measurement; ``repo_summary``: the op stage's when it ran, else the subgraph
+    stage's; ``stages``: each stage's own result, in the order they ran; ``status``: the result file's
+    (the seed's word); ``rows`` and ``verdict``: every signature's outcome and why, and what came out."""
 
     report: Path
     bank: Path
