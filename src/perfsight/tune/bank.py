@@ -300,22 +300,22 @@ class Bank:
         store = self._decode(path, _Store)
         if store is None:
             return {}
-        allowed = _ALLOWED["store"]
+        shape = _ALLOWED["store"]
         if store.kind != kind:
-            raise _damaged(path, f"kind {store.kind!r} in {path.name}, which holds kind {kind!r}", allowed)
+            raise _damaged(path, f"kind {store.kind!r} in {path.name}, which holds kind {kind!r}", shape)
         entries = {}
         for key, raw in store.entries.items():
             try:
                 found = msgspec.json.decode(raw, type=Entry)
             except msgspec.ValidationError as error:
-                raise _damaged(path, f"entry {key!r}: {error}", allowed) from None
+                raise _damaged(path, f"entry {key!r}: {error}", shape) from None
             names = [c.get("name") for c in found.candidates]
             problem = (f"it holds key {found.key!r}" if found.key != key else
                        f"it holds kind {found.kind!r}" if found.kind != kind else
                        f"its winner {found.winner!r} is not one of its candidates ({', '.join(map(str, names))})"
                        if found.winner is not None and found.winner not in names else "")
             if problem:
-                raise _damaged(path, f"entry {key!r}: {problem}", allowed)
+                raise _damaged(path, f"entry {key!r}: {problem}", shape)
             entries[key] = found
         return entries
 

@@ -111,7 +111,7 @@ class Measurement:
         best, fastest = self.winner, self.best
         if best is not None:
             text = f"won: {faster(best):.1%} faster, beyond {beyond(best)}"
-            text += f"; repays its {best.compile_s:.1f} s compile" if best.compile_s is not None else ""
+            text += f"; repays its {best.compile_s:.1f} s compile" if best.compile_s else ""
         elif fastest is None:
             text = "no candidate passed the check" if self.candidates else "no candidate to try"
         else:
@@ -120,10 +120,10 @@ class Measurement:
             if best is None:
                 text = "no candidate beat the default"
             elif faster(best) <= 0:
-                text = f"no candidate beat the default ({best.name} {-faster(best):.1%} slower)"
+                text = f"no candidate beat the default ({best.name} {abs(faster(best)):.1%} slower)"
             else:
                 text = f"no candidate beat the default beyond {beyond(best)}: {best.name} {faster(best):.1%} faster"
-            if fastest.repays is False and faster(fastest) > 0:
+            if fastest.repays is False and faster(fastest) > 0:  # only a candidate with a compile_s repays or not
                 text += (f"; {fastest.name} {faster(fastest):.1%} faster but its {fastest.compile_s:.1f} s compile "
                          "is not repaid over the expected steps")
         rejected = {}
@@ -132,7 +132,7 @@ class Measurement:
                 problem = "cannot run" if _RAISED.match(t.reason) else "result differs"
                 rejected.setdefault(problem, []).append(t.name)
         if rejected:
-            text += "; rejected: " + ", ".join(f"{', '.join(names)} ({why})" for why, names in rejected.items())
+            text += "; rejected: " + ", ".join(f"{', '.join(names)} ({problem})" for problem, names in rejected.items())
         return text
 
     @property
