@@ -168,18 +168,13 @@ def cmd_tune(args) -> int:
         lines = [status["text"], f"{status['timed_steps']} steps timed after {status['warmup_steps']} warm-up "
                                  f"steps, in this order: {', '.join(status['order'])}"]
     else:
-        lines = [f"tuning result in {status['report']}", f"tuning bank {status['bank']}"]
-        for stage, done in status["stages"].items():
-            summary = ", ".join(f"{k}={v}" for k, v in done["repo_summary"].items())
-            winners = ", ".join(f"{where or '(the model)'}={name}" for where, name in done["winners"].items())
-            lines.append(f"{STAGE_NAMES[stage]}: {summary}; winners: {winners or 'none'}")
-            lines += [f"{STAGE_NAMES[stage]}: tuning {where} failed: {why}" for where, why in done["failed"].items()]
+        from .views.terminal import print_tuning
+
+        print_tuning(status)
+        lines = []
     for line in lines:
         print(f"perfsight: {line}", file=sys.stderr)
     return code or (2 if "error" in status else 0)
-
-
-STAGE_NAMES = {"subgraph": "subgraph tuning (SGAT)", "op": "operator tuning (OPAT)"}
 
 
 def _port(text: str) -> int:

@@ -1,11 +1,13 @@
 """Applying a bank: the same gradients with and without it (settings winners too, forward and backward), the
 same Parameter objects, fall-through, and only the functions with winners patched, always restored."""
+import json
 import threading
 
 import pytest
 import torch
 
-from perfsight.tune.apply import TunedMode, apply_bank, tuned
+from perfsight.errors import TuneBankError
+from perfsight.tune.apply import TunedMode, apply_bank, apply_subgraphs, tuned
 from perfsight.tune.bank import Bank, Entry
 from perfsight.tune.candidates import CALLED_THROUGH, Candidate, candidates_for
 from perfsight.tune.capture import capture, train_step
@@ -187,3 +189,66 @@ def test_torch_registries_keep_the_original_functions(tmp_path):
         for (owner, attr), func in ORIGINALS.items():
             assert func in rules and getattr(owner, attr) not in rules
             assert torch.jit._builtins._find_builtin(func) is not None
+
+
+def rewrite(bank, file, change):
+    path = bank.directory / file
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def test_entries_of_another_torch_without_bank_json_are_refused_not_applied(tmp_path):
+    """Without bank.json, the versions a bank was tuned under were not checked: entries tuned under
+    another torch were applied."""
+    model, x = example()
+    bank = planted_bank(tmp_path, model, x)
+
+    def another_torch(store):
+        for value in store["entries"].values():
+            value["versions"]["torch"] = "2.0.0"
+    rewrite(bank, "opat.json", another_torch)
+    (bank.directory / "bank.json").unlink()
+    for opening in (lambda: tuned(bank).__enter__(), lambda: apply_bank(model, bank)):
+        with pytest.raises(TuneBankError, match=f"the tuning bank {bank.directory} has opat.json but no bank.json"):
+            opening()
+    assert not patched()
+
+
+def first_winner(bank, kind, params):
+    def change(store):
+        value = next(v for v in store["entries"].values() if v["winner"])
+        next(c for c in value["candidates"] if c["name"] == value["winner"])["params"] = params
+    rewrite(bank, f"{kind[:4]}.json", change)
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"threads": "two"}, 'has params {"threads": "two"}: Expected `int | null`, got `str` - at `$.threads`'),
+    ({"threads": 0}, "Expected `int` >= 1 - at `$.threads`"),
+    ({"backend": "fastest"}, "Invalid enum value 'fastest' - at `$.backend`"),
+    ({"memory_format": "channels_last"}, "Object contains unknown field `memory_format`"),
+])
+def test_an_operator_winner_with_params_not_allowed_is_refused_before_it_runs(tmp_path, params, message):
+    model, x = example()
+    bank = planted_bank(tmp_path, model, x)
+    first_winner(bank, "opat", params)
+    with pytest.raises(TuneBankError) as refused:
+        apply_bank(model, bank)
+    text = str(refused.value)
+    assert text.startswith(f"the tuning bank file {bank.directory / 'opat.json'} is damaged: entry '")
+    assert message in text and '"threads": an integer >= 1 or null' in text
+    assert '"backend": "cudnn" or "efficient" or "flash" or "math" or null' in text
+    assert not patched()
+
+
+def test_a_subgraph_winner_with_params_not_allowed_is_refused(tmp_path):
+    from tests.tune.test_sgat import tuned_mlp
+
+    model, x, bank, compiler = tuned_mlp(tmp_path)
+    first_winner(bank, "sgat", {"compile": "fastest", "format": "as_given", "freezing": False})
+    with pytest.raises(TuneBankError, match=r"sgat.json is damaged: entry '\d+': its winner 'compile_lite' has params "
+                                            r".*Invalid enum value 'fastest' - at `\$.compile`; allowed: an object "
+                                            r'\{"compile": "default" or "lite" or "max-autotune-no-cudagraphs" or '
+                                            r'"reduce-overhead" or null, "format": "as_given" or "channels_last"'):
+        apply_subgraphs(model, bank, compiler=compiler)
+    assert model[0]._compiled_call_impl is None

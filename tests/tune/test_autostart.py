@@ -130,3 +130,41 @@ def test_verify_says_how_many_steps_it_needed(tmp_path, this_device_bank):
         "error": "the script made 4 optimizer steps; --verify needs 9: the first (not timed), 4 warm-up and 4 timed "
                  "steps: let it train longer or lower --steps"}
     assert TunedMode.current() is None  # the bank was switched off
+
+
+def spoil_bank_json(bank):
+    (bank.directory / "bank.json").unlink()
+
+
+def spoil_store(bank):
+    (bank.directory / "opat.json").write_text("[]")
+
+
+def spoil_a_winner(bank):
+    store = json.loads((bank.directory / "opat.json").read_text())
+    for value in store["entries"].values():
+        value["candidates"][0]["params"] = {"threads": "two"}  # the planted winner's record
+    (bank.directory / "opat.json").write_text(json.dumps(store))
+
+
+@pytest.mark.parametrize("spoil, message", [
+    (spoil_bank_json, "has opat.json but no bank.json"),
+    (spoil_store, "opat.json is damaged: Expected `object`, got `array`"),
+    (spoil_a_winner, 'has params {"threads": "two"}: Expected `int | null`, got `str` - at `$.threads`'),
+])
+def test_a_damaged_bank_at_run_time_is_reported_and_the_training_goes_on_untuned(
+        tmp_path, this_device_bank, monkeypatch, capsys, spoil, message):
+    """TUNE_BANK_PATH under ``perfsight run``: the bank is checked at the script's first forward; a damaged
+    one is not applied, the reason is logged, and the script trains on untuned."""
+    from perfsight.tune import autostart
+
+    model, x, bank = this_device_bank
+    spoil(bank)
+    monkeypatch.setattr(autostart, "_state", {})
+    assert autostart.apply_bank_from_env({"TUNE_BANK_PATH": str(bank.directory.parent)})
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    train(model, x, optimizer, 2)
+    logged = capsys.readouterr().err
+    assert f"perfsight: the tuning bank {bank.directory}" in logged or f"bank file {bank.directory}" in logged
+    assert message in logged and logged.rstrip().endswith("; the tuning bank is not applied"), logged
+    assert "Traceback" not in logged and TunedMode.current() is None

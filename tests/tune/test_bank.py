@@ -3,6 +3,7 @@ staleness, locking with concurrent writers, rank 0 as the only writer, and the r
 import json
 import multiprocessing
 import os
+import re
 
 import pytest
 
@@ -182,3 +183,90 @@ def test_read_only_bank_and_builtin_rules(tmp_path):
 def test_builtin_bank_is_package_data():
     with open(os.path.join(os.path.dirname(__file__), "..", "..", "pyproject.toml")) as pyproject:
         assert '"tune/builtin_bank.json"' in pyproject.read()
+
+
+def stored(bank, file="opat.json") -> dict:
+    return json.loads((bank.directory / file).read_text())
+
+
+def test_a_bank_without_bank_json_is_refused(bank):
+    """bank.json records the library versions the bank was tuned under: without it, entries tuned under
+    another torch could not be told apart, so the bank is refused, not taken as fresh."""
+    made = entry(bank, conv_signature())
+    bank.put(made, repeat=False)
+    (bank.directory / "bank.json").unlink()
+    message = (f"the tuning bank {bank.directory} has opat.json but no bank.json, which records the library "
+               "versions it was tuned under")
+    with pytest.raises(TuneBankError, match=re.escape(message)):
+        bank.stale()
+    with pytest.raises(TuneBankError, match=re.escape(message)):
+        bank.check_fresh()
+    assert not (bank.directory / "bank.json").exists()  # nothing written on the way
+
+
+def test_entries_tuned_under_other_versions_are_stale_even_beside_a_fresh_bank_json(bank):
+    bank.put(entry(bank, conv_signature()), repeat=False)
+    bank.put(entry(bank, conv_signature(channels=16)), repeat=False)
+    store = stored(bank)
+    for value in store["entries"].values():
+        value["versions"]["torch"] = "2.0.0"
+    (bank.directory / "opat.json").write_text(json.dumps(store))
+    assert bank.stale() == [f"2 entries of opat.json: torch: bank 2.0.0, running {bank.running_versions()['torch']}"]
+    with pytest.raises(TuneBankError, match="tuned under other library versions"):
+        bank.check_fresh()
+
+
+def _winner_not_a_candidate(store):
+    next(iter(store["entries"].values()))["winner"] = "channels_first"
+
+
+def _entry_without_signature(store):
+    next(iter(store["entries"].values())).pop("signature")
+
+
+def _time_as_text(store):
+    next(iter(store["entries"].values()))["default_us"] = "fast"
+
+
+def _key_mismatch(store):
+    key, value = next(iter(store["entries"].items()))
+    store["entries"]["42"] = store["entries"].pop(key)
+
+
+@pytest.mark.parametrize("file, damage, message", [
+    ("bank.json", "[]", "Expected `object`, got `array`"),
+    ("bank.json", "not json", "JSON is malformed: invalid character (byte 4)"),
+    ("bank.json", '{"fingerprint": "cpu-test", "versions": {"torch": 2}}', "Expected `str`, got `int` - at "
+                                                                          "`$.versions[...]`"),
+    ("opat.json", "[]", "Expected `object`, got `array`"),
+    ("opat.json", '{"kind": "subgraph", "entries": {}}', "kind 'subgraph' in opat.json, which holds kind 'op'"),
+    ("opat.json", '{"kind": "op", "entries": []}', "Expected `object`, got `array` - at `$.entries`"),
+    ("opat.json", _entry_without_signature, "Object missing required field `signature`"),
+    ("opat.json", _time_as_text, "Expected `float | null`, got `str` - at `$.default_us`"),
+    ("opat.json", _winner_not_a_candidate, "its winner 'channels_first' is not one of its candidates "
+                                           "(default, channels_last)"),
+    ("opat.json", _key_mismatch, "entry '42': it holds key '"),
+    ("opat.json", "directory", "Is a directory"),
+])
+def test_a_damaged_bank_file_is_refused_naming_the_file_and_what_is_wrong(bank, file, damage, message):
+    made = entry(bank, conv_signature())
+    bank.put(made, repeat=False)
+    path = bank.directory / file
+    if damage == "directory":
+        path.unlink()
+        path.mkdir()
+    elif callable(damage):
+        store = stored(bank, file)
+        damage(store)
+        path.write_text(json.dumps(store))
+    else:
+        path.write_text(damage)
+    damaged = None if damage == "directory" else path.read_bytes()
+    with pytest.raises(TuneBankError) as refused:
+        bank.check_fresh()
+    text = str(refused.value)
+    assert text.startswith(f"the tuning bank file {path} ") and message in text, text
+    assert "move it away" in text.lower()
+    with pytest.raises(TuneBankError, match=re.escape(str(path))):
+        bank.put(entry(bank, conv_signature(channels=3)), repeat=False)
+    assert damaged is None or path.read_bytes() == damaged  # nothing written over it

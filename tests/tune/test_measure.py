@@ -104,3 +104,26 @@ def test_first_call_times_the_compile_apart_and_keeps_a_failure_for_measure():
     m = measure(clock.runner("default", 100, REF), [("compiled", "Impl", {}, failing)],
                 timer=lambda: clock.now, warmup=0, repeats=2)
     assert m.candidates[0].reason == "RuntimeError: inductor failed" and m.winner is None
+
+
+def test_why_a_candidate_won_or_none_did():
+    """The reason shown per signature: the decision rule (noise + margin), the repay rule, the check."""
+    m, _ = run({"a": 50, "b": 80}, repeats=3)
+    assert m.why() == "won: 50.0% faster, beyond the noise (0.0 us) + 3%"
+    assert run({"a": 98}, repeats=3)[0].why() == ("no candidate beat the default beyond the noise (0.0 us) + 3%: "
+                                                  "a 2.0% faster")
+    assert run({"a": 120}, repeats=3)[0].why() == "no candidate beat the default (a 20.0% slower)"
+    m, _ = run({"compiled": 50, "slower": 110}, repeats=3, compile_s={"compiled": 0.1}, calls=100)
+    assert m.why() == ("no candidate beat the default (slower 10.0% slower); compiled 50.0% faster but its 0.1 s "
+                       "compile is not repaid over the expected steps")
+    m, _ = run({"compiled": 50}, repeats=3, compile_s={"compiled": 0.1}, calls=10_000)
+    assert m.why() == "won: 50.0% faster, beyond the noise (0.0 us) + 3%; repays its 0.1 s compile"
+
+    def broken():
+        raise RuntimeError("no kernel")
+    clock = Clock()
+    m = measure(clock.runner("default", 100, REF), [("wrong", "Impl", {}, clock.runner("wrong", 10, REF * 2)),
+                                                    ("broken", "Impl", {}, broken)],
+                timer=lambda: clock.now, warmup=0, repeats=2)
+    assert m.best is None and m.why() == ("no candidate passed the check; rejected: wrong (result differs), "
+                                          "broken (cannot run)")

@@ -1,5 +1,6 @@
 """OPAT end to end: bank update modes and report counters with a fake clock, and one small real run."""
 import json
+import warnings
 
 import pytest
 import torch
@@ -14,15 +15,16 @@ from tests.tune.models import example
 COST_US = {"default": 100, "pretransposed_weight": 50, "channels_last+onednn": 99}
 
 
-def fake_clock(monkeypatch, costs=COST_US, compile_s=1.0):
-    """Every op call advances a fake clock by its candidate's cost: linear's candidate wins, others don't.
-    The compiled candidate runs the default, its first call per signature costing ``compile_s`` more."""
+def fake_clock(monkeypatch, costs=COST_US, compile_s=1.0, others=100):
+    """Every op call advances a fake clock by its candidate's cost (``others`` for a candidate not in
+    ``costs``): linear's candidate wins, others don't. The compiled candidate runs the default, its first
+    call per signature costing ``compile_s`` more."""
     clock = {"now": 0}
     compiled = set()
     real_run = opat.run
 
     def run(candidate, func, args, kwargs):
-        clock["now"] += costs.get(candidate.name, 100) * 1000
+        clock["now"] += costs.get(candidate.name, others) * 1000
         if candidate.name == "compiled":
             if id(kwargs) not in compiled:
                 compiled.add(id(kwargs))
@@ -148,3 +150,69 @@ def test_an_operator_that_fails_is_unsatisfied_and_fails_the_task(tmp_path, monk
     assert section["opat_tuning_result"] == "tuning failed" and section["tuning_failed_operators"] == ["attn/sdpa"]
     assert section["repo_summary"] == result.summary.as_dict()
     assert section["repo_summary"]["total_num"] == 6 and section["repo_summary"]["repo_unsatisfied_num"] == 3
+
+
+def test_attention_of_a_real_transformer_layer_in_training_is_captured_and_measured(tmp_path):
+    """nn.TransformerEncoderLayer calls scaled_dot_product_attention through MultiheadAttention with its
+    dropout (0.1 by default) while training: that call is captured, its candidates are checked from one
+    random-number state (the math backend, which the default runs on a CPU with dropout, passes) and timed;
+    a backend that cannot run says why in its reason, not as warnings on the user's terminal."""
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = torch.nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, batch_first=True).train()
+    x = torch.randn(2, 8, 16)
+    bank = Bank(tmp_path, fingerprint="real")
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        result = opat.tune_operators(train_step(model, x), bank=bank, model=model, warmup=1, repeats=3,
+                                     expected_steps=1)
+    assert not [w for w in warned if "kernel" in str(w.message)]
+    [attention] = [o for o in result.operators if o.signature["op"] == "sdpa"]
+    assert attention.op_name == "self_attn/sdpa" and not attention.error
+    sig = attention.signature
+    assert sig["attrs"] == {"dropout_p": 0.1, "is_causal": False} and sig["train"]
+    assert sig["tensors"]["query"]["shape"] == [2, 2, 8, 8]  # batch, heads, tokens, head width
+    checked = {t.name: (t.ok, len(t.samples_ns), t.reason) for t in attention.measurement.candidates}
+    assert checked["sdpa_math"] == (True, 3, "")
+    assert checked["sdpa_flash"] == (False, 0, "RuntimeError: No available kernel.  Aborting execution. (Flash "
+                                     "attention kernel not used because: Both fused kernels do not support "
+                                     "non-zero dropout.)")
+    assert bank.get("op", attention.key).signature == sig
+
+
+def test_a_task_without_winners_says_so_and_shows_why_per_signature(tmp_path, monkeypatch):
+    import perfsight.tune
+    from rich.console import Console
+
+    from perfsight.views.terminal import print_tuning
+
+    torch.set_num_threads(1)
+    timer = fake_clock(monkeypatch, {"default": 100}, others=120)  # every candidate slower than the default
+    model, x = example()
+    result = perfsight.tune.tune(model, x, mode="op", bank=tmp_path / "bank", result_dir=tmp_path / "out",
+                                 timer=timer, warmup=1, repeats=3)
+    assert result.verdict == ("tuning finished: no candidate beat the default for any of 6 signatures; the bank "
+                              "holds no winners for this model")
+    [task] = json.loads(result.report.read_text()).values()
+    assert task[1]["OPAT"]["opat_tuning_result"] == "tuning successful"  # the seed's word; the verdict says more
+    rows = {row["where"]: row for row in result.rows}
+    assert rows["head/linear"] == {"where": "head/linear", "what": "linear 2x16 10x16 10 train",
+                                   "update_mode": "unsatisfied", "default_us": 100.0, "best_us": 120.0,
+                                   "best": "pretransposed_weight", "winner": None,
+                                   "why": "no candidate beat the default (pretransposed_weight 20.0% slower)"}
+    assert rows["attn/sdpa"]["why"].endswith("; rejected: sdpa_efficient (cannot run)")
+    status = {"report": str(result.report), "bank": str(result.bank), "stages": {"op": {
+        "repo_summary": result.repo_summary, "winners": result.winners, "rows": result.rows,
+        "verdict": result.verdict}}}
+    console = Console(record=True, width=100)
+    print_tuning(status, console)
+    shown = console.export_text()
+    table = [line for line in shown.splitlines() if line[:1] in "┏┃┡│└"]
+    assert len(table) > 6 and all(len(line) <= 100 for line in table)
+    assert "operator tuning (OPAT): 6 signatures" in shown and "│ head/linear " in shown
+    assert "│ linear 2x16 10x16 10 train " in shown and "pretransposed_weight 20.0%" in shown
+    assert ("perfsight: operator tuning (OPAT): tuning finished: no candidate beat the default for any of 6 "
+            "signatures; the bank holds no winners for this model") in shown
+    assert "perfsight: operator tuning (OPAT): repo_add_num=0, repo_hit_num=0, repo_reserved_num=0, " \
+           "repo_unsatisfied_num=6, repo_update_num=0, total_num=6; winners: none" in shown
+    assert "tuning successful" not in shown

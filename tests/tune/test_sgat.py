@@ -284,3 +284,38 @@ def test_te_parallel_compiler_sets_the_compile_workers_while_subgraphs_are_tuned
     perfsight.tune.tune(model, x, mode="subgraph", bank=tmp_path / "bank", result_dir=tmp_path / "out", timer=clock,
                         modes=["lite"], compiler=compiler, max_share=1.0, warmup=1, repeats=3)
     assert seen and set(seen) == {1} and inductor_config.compile_threads == before
+
+
+def with_dropout():
+    """A region with dropout in training mode: its every call draws new random numbers."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Dropout(0.5),
+                                                    torch.nn.Linear(32, 8)))
+    return model.train(), torch.randn(4, 8)
+
+
+def test_candidates_of_a_region_with_dropout_are_checked_from_one_random_state(tmp_path):
+    """Eager and each candidate run from the same random-number state: a candidate that runs the region
+    as eager does passes the check (each call drew other dropout masks: "result 0 differs")."""
+    model, x = with_dropout()
+    bank = Bank(tmp_path / "bank", fingerprint="test")
+    result = tune_subgraphs(model, x, bank=bank, timer=Clock(), modes=["default", "lite"], compiler=lambda fn, v: fn,
+                            max_share=1.0, warmup=1, repeats=3)
+    [sub] = result.subgraphs
+    assert sub.signature["train"] and sub.signature["module_training"]
+    assert [(t.name, t.ok, t.reason) for t in sub.measurement.candidates] == [
+        ("compile_default", True, ""), ("compile_lite", True, "")]
+
+
+@pytest.mark.slow
+def test_real_compiles_of_a_region_with_dropout_in_training_pass_the_check(tmp_path):
+    """Compiled dropout draws its random numbers as eager does (inductor's fallback_random), so a compiled
+    candidate of a training region with dropout reproduces eager from the same random-number state."""
+    torch.set_num_threads(1)
+    model, x = with_dropout()
+    bank = Bank(tmp_path / "bank", fingerprint="test")
+    result = tune_subgraphs(model, x, bank=bank, modes=["default"], max_share=1.0, warmup=1, repeats=3)
+    [sub] = result.subgraphs
+    assert [(t.name, t.ok, t.reason) for t in sub.measurement.candidates] == [("compile_default", True, "")]
+    entry = bank.get("subgraph", sub.key)
+    assert [c["ok"] for c in entry.candidates] == [True, True]

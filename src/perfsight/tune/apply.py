@@ -9,7 +9,10 @@ backward); every other call falls through to PyTorch.
 
 Parameters are never replaced or re-registered: a pre-transposed or channels_last weight is a derived
 tensor (cached per weight and version when no gradient is needed), so optimizers, checkpoints and DDP
-stay valid. A bank tuned under other library versions is not applied (a warning names the differences).
+stay valid. A bank tuned under other library versions is not applied (a warning names the differences);
+a damaged one - a file not of its shape (tune/bank.py), stores without bank.json, a winner whose params
+are not allowed (``candidates.Params``, ``sgat.Variant``) - raises TuneBankError naming the file and the
+entry before anything runs under it (``operator_winners``, ``subgraph_winners``).
 
 ``apply_subgraphs`` installs, on each module whose class and structure have a subgraph winner, what
 ``Module.compile`` installs (``_compiled_call_impl``), here a dispatcher: a call whose region signature
@@ -29,11 +32,12 @@ from collections import Counter
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
+import msgspec
 import torch
 
 from perfsight.tune import intercept
 from perfsight.tune.bank import Bank
-from perfsight.tune.candidates import Candidate, call_key, signature
+from perfsight.tune.candidates import Candidate, Params, call_key, signature
 from perfsight.tune.regions import region_signature
 from perfsight.tune.sgat import Variant, own_code, variant_call
 
@@ -43,6 +47,29 @@ def default_bank() -> Bank:
     from perfsight.tune.env import TuneSettings
 
     return Bank(TuneSettings.from_env().bank_path, read_only=True)
+
+
+def operator_winners(bank: Bank) -> dict[str, tuple[str, Candidate]]:
+    """The bank's operator winners: key -> (op, winning candidate), each checked against
+    ``candidates.Params`` (a TuneBankError names a winner whose params are not allowed)."""
+    found = {}
+    for key, entry in bank.entries("op").items():
+        if entry.winner is not None:
+            params = msgspec.to_builtins(bank.winner_as(entry, Params))
+            found[key] = (entry.signature.get("op"), Candidate(entry.winner, entry.winner_record().get("mode", ""),
+                                                                params))
+    return found
+
+
+def subgraph_winners(bank: Bank) -> dict[tuple[str, str], dict[str, Variant]]:
+    """The bank's subgraph winners: (region class, structure) -> key -> winning variant, each checked
+    against ``sgat.Variant`` (a TuneBankError names a winner whose params are not allowed)."""
+    found: dict[tuple[str, str], dict[str, Variant]] = {}
+    for key, entry in bank.entries("subgraph").items():
+        if entry.winner is not None:
+            where = (entry.signature.get("region"), entry.signature.get("structure"))
+            found.setdefault(where, {})[key] = bank.winner_as(entry, Variant, name=entry.winner)
+    return found
 
 
 def _fresh(bank: Bank) -> bool:
@@ -64,16 +91,15 @@ class TunedMode:
     def __init__(self, bank: Bank):
         self.bank = bank
         self.used: Counter = Counter()
-        self._entries = bank.entries("op") if _fresh(bank) else {}
+        self._winners = operator_winners(bank) if _fresh(bank) else {}
         self._calls: dict[tuple, Candidate | None] = {}  # call_key -> winner
-        self.ops = frozenset(e.signature["op"] for e in self._entries.values() if e.winner)
+        self.ops = frozenset(op for op, _ in self._winners.values())
         self.active = bool(self.ops)
 
     def winner(self, sig: dict) -> Candidate | None:
         """The bank's winner for a signature, None if it has none."""
-        entry = self._entries.get(self.bank.key("op", sig))
-        record = entry.winner_record() if entry else None
-        return None if record is None else Candidate(entry.winner, record.get("mode", ""), record.get("params") or {})
+        found = self._winners.get(self.bank.key("op", sig))
+        return None if found is None else found[1]
 
     def choose(self, func, args, kwargs) -> Candidate | None:
         """The winner to run ``func(*args, **kwargs)`` under (counted in ``used``), None to fall through."""
@@ -142,12 +168,7 @@ class AppliedSubgraphs:
         self.used: Counter = Counter()
         self.installed: list[str] = []
         self._dispatchers: list[tuple[torch.nn.Module, Callable]] = []
-        winners: dict[tuple[str, str], dict[str, Variant]] = {}  # (class, structure) -> key -> winner
-        for key, entry in bank.entries("subgraph").items() if _fresh(bank) else ():
-            record = entry.winner_record()
-            if record is not None:
-                where = (entry.signature["region"], entry.signature["structure"])
-                winners.setdefault(where, {})[key] = Variant(entry.winner, **record["params"])
+        winners = subgraph_winners(bank) if _fresh(bank) else {}
         for name, module in model.named_modules():
             sig = region_signature(module, (), {})
             chosen = winners.get((sig["region"], sig["structure"]))

@@ -12,7 +12,8 @@ then - when the script's forward ran with grad - the backward of the sum of its 
 (the subgraph stage restores the buffers and gradients it touched, and the random-number state is
 restored after tuning, so the script goes on as it would have). The script continues untuned with every
 hook removed. The outcome goes to the ``status`` file the launcher reads: ``{"report", "bank",
-"stages": {stage: {"repo_summary", "winners", "failed"}}, "preconditions"}`` or ``{"error"}``. A failure never
+"stages": {stage: {"repo_summary", "winners", "failed", "rows", "verdict"}}, "preconditions"}`` or
+``{"error"}`` (``rows`` and ``verdict``: ``session.TuneResult``'s). A failure never
 stops the script: it is written there and tuning is abandoned. With ``"verify"`` in PERFSIGHT_TUNE the
 script's steps are timed with and without the bank instead (tune/verify_script.py).
 
@@ -120,8 +121,8 @@ class TuningDriver:
             result = tune_recorded(captured, the_plan, tuning_name=self.tuning_name, model=self.root, step=step,
                                    **options)
         return {"report": str(result.report), "bank": str(result.bank),
-                "stages": {stage: {"repo_summary": r.repo_summary, "winners": r.winners, "failed": r.failed}
-                           for stage, r in result.stages.items()},
+                "stages": {stage: {"repo_summary": r.repo_summary, "winners": r.winners, "failed": r.failed,
+                                   "rows": r.rows, "verdict": r.verdict} for stage, r in result.stages.items()},
                 "preconditions": [str(c) for c in result.preconditions]}
 
 

@@ -19,18 +19,33 @@ distributed run only rank 0 writes; other ranks read and ``put`` reports the mod
 - unsatisfied: no strategy in the bank before and none after (no candidate beat the default; the entry is
                kept with winner None as a record of the attempt, which is not a strategy);
 - hit = update + reserve (strategies found in the bank); total = add + update + reserve + unsatisfied.
+
+Every read of a bank file - tuning into it, applying it (``perfsight.tuned``, ``apply_bank``, TUNE_BANK_PATH
+at run time), ``perfsight tune --verify`` - decodes it here, typed (msgspec), against the shapes above:
+a file that is not JSON or not of its shape (a list for an object, an entry missing a key, a value of
+another type, a winner that is none of its candidates, an entry under another key or kind), or a
+directory where the file should be, raises a ``TuneBankError`` naming the file, the entry and what is
+allowed, and nothing is written over it. Staleness (``stale``) compares the running library versions
+with bank.json's and with each entry's; stores without a bank.json are refused, since the versions they
+were tuned under cannot be told.
 """
 from __future__ import annotations
 
 import fcntl
 import hashlib
 import json
+import os
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any, Literal, TypedDict
+
+import msgspec
+import msgspec.inspect
 
 from perfsight.errors import TuneBankError
 from perfsight.tune.device import device_facts, device_fingerprint, library_versions
@@ -44,12 +59,27 @@ LOCK = ".lock"
 MODES = ("add", "update", "reserve", "unsatisfied")
 
 
+class CandidateRecord(TypedDict, total=False):
+    """One candidate's record in an entry (measure.Timing.as_dict); the default's params hold the timing
+    conditions."""
+    name: str
+    mode: str
+    params: dict[str, Any] | None
+    median_us: float | None
+    spread_us: float | None
+    samples: int
+    ok: bool
+    reason: str
+    compile_s: float | None
+    repays: bool | None
+
+
 @dataclass
 class Entry:
     key: str
-    kind: str
+    kind: Literal["op", "subgraph"]
     signature: dict
-    candidates: list[dict] = field(default_factory=list)  # {name, params, median_us, spread_us, samples, ok, reason}
+    candidates: list[CandidateRecord] = field(default_factory=list)
     winner: str | None = None
     default_us: float | None = None
     winner_us: float | None = None
@@ -96,6 +126,51 @@ class RepoSummary:
                 "total_num": self.total}
 
 
+class _Meta(msgspec.Struct):
+    """bank.json."""
+    versions: dict[str, str]
+    fingerprint: str = ""
+    device: dict[str, Any] | None = None
+
+
+class _Store(msgspec.Struct):
+    """opat.json or sgat.json; each entry is decoded on its own, so that an error names it."""
+    kind: Literal["op", "subgraph"]
+    entries: dict[str, msgspec.Raw]
+
+
+def allowed(shape: type, *, leave_out: tuple[str, ...] = ()) -> str:
+    """What JSON ``shape`` (a msgspec Struct, dataclass or TypedDict) allows, for an error message: its
+    fields and what each may hold, the required ones said so."""
+    info = msgspec.inspect.type_info(shape)
+    return "an object {" + ", ".join(f'"{f.name}"{" (required)" if f.required else ""}: {_holds(f.type)}'
+                                     for f in info.fields if f.name not in leave_out) + "}"
+
+
+_NAMES = {msgspec.inspect.NoneType: "null", msgspec.inspect.BoolType: "true or false",
+          msgspec.inspect.StrType: "a string", msgspec.inspect.IntType: "an integer",
+          msgspec.inspect.FloatType: "a number", msgspec.inspect.RawType: "an entry",
+          msgspec.inspect.AnyType: "any value"}  # every other kind: "an object"
+
+
+def _holds(kind: msgspec.inspect.Type) -> str:
+    if isinstance(kind, msgspec.inspect.UnionType):
+        return " or ".join(map(_holds, kind.types))
+    if isinstance(kind, msgspec.inspect.LiteralType):
+        return " or ".join(map(json.dumps, kind.values))
+    if isinstance(kind, msgspec.inspect.IntType) and kind.ge is not None:
+        return f"an integer >= {kind.ge}"
+    if isinstance(kind, msgspec.inspect.ListType):
+        return "a list of " + _holds(kind.item_type).split(" ", 1)[-1] + "s"
+    if isinstance(kind, msgspec.inspect.DictType) and not isinstance(kind.value_type, msgspec.inspect.AnyType):
+        return f"{{name: {_holds(kind.value_type)}}}"
+    return _NAMES.get(type(kind), "an object")
+
+
+_ALLOWED = {META: allowed(_Meta), "store": allowed(_Store).replace("an object {", "{", 1)
+            + "; each entry " + allowed(Entry)}
+
+
 class Bank:
     def __init__(self, root: Path, fingerprint: str | None = None, *, read_only: bool = False):
         self._facts = None if fingerprint else device_facts()
@@ -120,24 +195,40 @@ class Bank:
         return str(int.from_bytes(digest[:8], "big"))
 
     def get(self, kind: str, key: str) -> Entry | None:
-        found = self._read_store(kind).get(key)
-        return None if found is None else Entry(**found)
+        return self._read_store(kind).get(key)
 
     def entries(self, kind: str) -> dict[str, Entry]:
-        return {key: Entry(**value) for key, value in self._read_store(kind).items()}
+        return self._read_store(kind)
 
     def recorded_versions(self) -> dict | None:
-        meta = self._read_json(self.directory / META)
-        return None if meta is None else meta.get("versions", {})
+        """bank.json's library versions; None for a bank with no files yet. Stores without a bank.json
+        are refused: the versions they were tuned under cannot be told."""
+        meta = self._decode(self.directory / META, _Meta)
+        if meta is not None:
+            return meta.versions
+        stores = [name for name in STORES.values() if (self.directory / name).exists()]
+        if stores:
+            raise TuneBankError(f"the tuning bank {self.directory} has {' and '.join(stores)} but no {META}, which "
+                                "records the library versions it was tuned under: whether its entries hold for "
+                                "the running ones cannot be told; tune again into another TUNE_BANK_PATH (or "
+                                "move this directory away)")
+        return None
 
     def stale(self) -> list[str]:
-        """What differs between the versions the bank was tuned under and the running ones (empty: fresh)."""
+        """What differs between the versions the bank, or its entries, were tuned under and the running
+        ones (empty: fresh)."""
         recorded = self.recorded_versions()
         if recorded is None:
             return []
         running = self.running_versions()
-        return [f"{name}: bank {recorded.get(name, 'absent')}, running {running.get(name, 'absent')}"
-                for name in sorted(set(recorded) | set(running)) if recorded.get(name) != running.get(name)]
+        if recorded != running:
+            return _differences(recorded, running)
+        found = []
+        for kind in KINDS:
+            others = Counter(_canonical(e.versions) for e in self.entries(kind).values() if e.versions != running)
+            found += [f"{n} entries of {STORES[kind]}: {', '.join(_differences(json.loads(text), running))}"
+                      for text, n in sorted(others.items())]
+        return found
 
     def check_fresh(self) -> None:
         """Refuse a stale bank with a message naming the differences and what to do."""
@@ -146,6 +237,17 @@ class Bank:
             raise TuneBankError(f"the tuning bank {self.directory} was tuned under other library versions "
                                 f"({'; '.join(differences)}): its results may not hold; re-tune into another "
                                 "TUNE_BANK_PATH or remove this directory")
+
+    def winner_as(self, entry: Entry, shape: type, **given):
+        """``entry``'s winner as ``shape`` (a msgspec Struct or dataclass) made of ``given`` and its winner
+        record's params: a TuneBankError names the file, the entry, its params and what is allowed."""
+        params = (entry.winner_record() or {}).get("params") or {}
+        try:
+            return msgspec.convert({**given, **params}, shape)
+        except msgspec.ValidationError as error:
+            problem = f"entry {entry.key!r}: its winner {entry.winner!r} has params {json.dumps(params)}: {error}"
+            raise _damaged(self.directory / STORES[entry.kind], problem, allowed(shape, leave_out=tuple(given))) \
+                from None
 
     def running_versions(self) -> dict:
         if self._versions is None:
@@ -163,16 +265,16 @@ class Bank:
             self.check_fresh()
             store = self._read_store(entry.kind)
             before = store.get(entry.key)
-            before = None if before is None else Entry(**before)
             mode = _mode(before, entry, repeat)
             if mode in ("add", "update") or (mode == "unsatisfied" and (before is None or repeat)):
                 now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                 entry.versions = dict(self.running_versions())
                 entry.created = before.created if before else (entry.created or now)
                 entry.updated = now
-                store[entry.key] = asdict(entry)
+                store[entry.key] = entry
                 self._write_meta_once()
-                write_json_atomic(self.directory / STORES[entry.kind], {"kind": entry.kind, "entries": store})
+                write_json_atomic(self.directory / STORES[entry.kind],
+                                  {"kind": entry.kind, "entries": {k: asdict(e) for k, e in store.items()}})
             return mode
 
     @contextmanager
@@ -192,19 +294,53 @@ class Bank:
                 meta["device"] = self._facts
             write_json_atomic(self.directory / META, meta)
 
-    def _read_store(self, kind: str) -> dict:
+    def _read_store(self, kind: str) -> dict[str, Entry]:
         _check_kind(kind)
-        found = self._read_json(self.directory / STORES[kind])
-        return {} if found is None else found.get("entries", {})
+        path = self.directory / STORES[kind]
+        store = self._decode(path, _Store)
+        if store is None:
+            return {}
+        shape = _ALLOWED["store"]
+        if store.kind != kind:
+            raise _damaged(path, f"kind {store.kind!r} in {path.name}, which holds kind {kind!r}", shape)
+        entries = {}
+        for key, raw in store.entries.items():
+            try:
+                found = msgspec.json.decode(raw, type=Entry)
+            except msgspec.ValidationError as error:
+                raise _damaged(path, f"entry {key!r}: {error}", shape) from None
+            names = [c.get("name") for c in found.candidates]
+            problem = (f"it holds key {found.key!r}" if found.key != key else
+                       f"it holds kind {found.kind!r}" if found.kind != kind else
+                       f"its winner {found.winner!r} is not one of its candidates ({', '.join(map(str, names))})"
+                       if found.winner is not None and found.winner not in names else "")
+            if problem:
+                raise _damaged(path, f"entry {key!r}: {problem}", shape)
+            entries[key] = found
+        return entries
 
     @staticmethod
-    def _read_json(path: Path) -> dict | None:
+    def _decode(path: Path, shape: type):
+        """``path`` decoded as ``shape``, None when it does not exist; a TuneBankError when it is damaged."""
         try:
-            return json.loads(path.read_text())
+            return msgspec.json.decode(path.read_bytes(), type=shape)
         except FileNotFoundError:
             return None
-        except (OSError, ValueError) as error:
-            raise TuneBankError(f"the tuning bank file {path} cannot be read ({error}): remove it to re-tune")
+        except OSError as error:
+            raise TuneBankError(f"the tuning bank file {path} cannot be read ({error.strerror or error}): move it "
+                                "away and tune again") from None
+        except msgspec.DecodeError as error:
+            raise _damaged(path, str(error), _ALLOWED.get(path.name, _ALLOWED["store"])) from None
+
+
+def device_banks(root: Path) -> list[Bank]:
+    """This device's banks under ``root`` (read-only), whatever thread count the script will run at: a
+    CPU's fingerprint holds torch's intra-op thread count, which a script may set before its first
+    forward, so each count from 1 to the CPU count (or torch's current one, if higher) is looked for."""
+    facts = device_facts()
+    counts = [None] if facts["kind"] != "cpu" else range(1, max(os.cpu_count() or 1, facts["threads"]) + 1)
+    names = dict.fromkeys(device_fingerprint(facts if n is None else {**facts, "threads": n}) for n in counts)
+    return [Bank(root, name, read_only=True) for name in names if (Path(root) / name).exists()]
 
 
 @dataclass(frozen=True)
@@ -237,6 +373,16 @@ def _mode(before: Entry | None, after: Entry, repeat: bool) -> str:
     if not repeat or after.strategy() == had:
         return "reserve"
     return "update"
+
+
+def _damaged(path: Path, problem: str, allowed: str) -> TuneBankError:
+    return TuneBankError(f"the tuning bank file {path} is damaged: {problem}; allowed: {allowed}. Move it away and "
+                         "tune again (perfsight never overwrites it)")
+
+
+def _differences(recorded: dict, running: dict) -> list[str]:
+    return [f"{name}: bank {recorded.get(name, 'absent')}, running {running.get(name, 'absent')}"
+            for name in sorted(set(recorded) | set(running)) if recorded.get(name) != running.get(name)]
 
 
 def _check_kind(kind: str) -> None:

@@ -7,12 +7,14 @@ This module owns, for each tunable torch function (``F.conv2d``, ``F.linear``,
   layouts, whether each needs a gradient, scalar attributes, train or inference; ``device`` for a CUDA
   call - CPU signatures leave it out, so they keep the keys of banks tuned before). Capture and apply
   both call it, so a tuned key and a run-time key are computed in exactly one place; ``call_key`` is a
-  cheap hashable stand-in that determines it, for run-time caches;
+  cheap hashable stand-in that determines it, for run-time caches. Attention with dropout (a transformer
+  layer while training) is tunable like any call: the default and each candidate are checked from one
+  random-number state (measure.py), so they draw the same dropout masks;
 - ``candidates_for(signature)``: the alternatives to the default, each tagged with its seed mode:
 
   - Format: NCHW vs channels_last (conv);
   - Impl: oneDNN vs native conv (CPU), SDPA backend, pre-transposed linear weight, and the op compiled
-    alone (``torch.compile``, one compiled callable per call key, ``dynamic=False``);
+    alone (``sgat.compile_call``, one compiled callable per call key, ``dynamic=False``);
   - Schedule: the intra-op thread count (CPU); cuDNN benchmark on/off for convs and cuBLAS vs cuBLASLt
     for linears (CUDA). TF32 is not a candidate: it rounds float32 matmul inputs to a 10-bit mantissa,
     ~1e-3 relative error, beyond float32's 1e-4 tolerance (measure.py), so it could never pass the check.
@@ -41,8 +43,9 @@ import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Callable
+from typing import Annotated, Callable, Literal
 
+import msgspec
 import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
@@ -59,7 +62,10 @@ FUNCS = {name: func for func, (name, *_) in _PARAMS.items()}
 #: nn.Conv2d calls F.conv2d (which is torch.conv2d), nn.Linear F.linear, and MultiheadAttention's
 #: F.multi_head_attention_forward the globals ``linear`` and ``scaled_dot_product_attention`` of
 #: torch.nn.functional, i.e. these attributes. A name bound earlier (``from torch.nn.functional import
-#: linear``) is not among them.
+#: linear``) is not among them. MultiheadAttention calls scaled_dot_product_attention only with
+#: ``need_weights=False`` (as nn.TransformerEncoderLayer and DecoderLayer call it; with weights it multiplies
+#: the matrices itself), and neither calls it on their inference fast path (eval mode without grad), which
+#: runs one fused kernel.
 CALLED_THROUGH = {"conv2d": ((torch, "conv2d"), (F, "conv2d")), "linear": ((F, "linear"),),
                   "sdpa": ((F, "scaled_dot_product_attention"),)}
 _DEVICES = ("cpu", "cuda")
@@ -79,6 +85,19 @@ SCHEDULE_MIN_US = 100.0
 COMPILED_MIN_US = 100.0
 #: the shortest single-op compile (forward + backward) measured here, inductor's caches warm: 0.06 s.
 COMPILE_MIN_S = 0.05
+
+
+class Params(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """What a candidate's ``params`` may hold (a bank winner's are checked against it before it runs)."""
+
+    format: Literal["contiguous", "channels_last", "strided"] | None = None  # an input's layout (_layout)
+    onednn: bool | None = None
+    weight: Literal["pretransposed"] | None = None
+    compiled: bool | None = None
+    backend: Literal[tuple(_SDPA_FLAGS)] | None = None
+    threads: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    cudnn_benchmark: bool | None = None
+    blas: Literal["cublas", "cublaslt"] | None = None
 
 
 @dataclass(frozen=True)
@@ -128,8 +147,6 @@ def signature(func, args, kwargs) -> dict | None:
             attrs[key] = list(value) if isinstance(value, (tuple, list)) else value
     if len(devices) != 1 or not devices <= set(_DEVICES):
         return None
-    if op == "sdpa" and attrs.get("dropout_p", 0.0):
-        return None  # random outputs: no candidate can be checked against the default
     if op == "conv2d" and len(tensors["input"]["shape"]) != 4:
         return None
     train = torch.is_grad_enabled() and any(t["grad"] for t in tensors.values())
@@ -342,9 +359,9 @@ def _compiled(func, key: tuple) -> Callable:
     """``func`` compiled for the calls of ``key``: a code object of its own per key, so no two keys share
     compiled code or the recompile limit. The first call compiles."""
     if key not in _COMPILED:
-        from perfsight.tune.sgat import own_code
+        from perfsight.tune.sgat import compile_call, own_code
 
-        _COMPILED[key] = torch.compile(own_code(func), dynamic=False)
+        _COMPILED[key] = compile_call(own_code(func), dynamic=False)
     return _COMPILED[key]
 
 

@@ -4,7 +4,8 @@ op|subgraph|both``) or time it with and without its bank (``run_verify``, ``--ve
 What can be checked before the script starts is checked here, so a bad option or an unmet precondition
 exits before any training: the mode and order, the compile modes, the bank path, the step count,
 profiling off (no PERFSIGHT_OPTIONS, PROFILING_OPTIONS or MS_PROFILER_OPTIONS), one process
-(WORLD_SIZE), and free disk to tune into or an existing bank to verify. The child gets PERFSIGHT_TUNE (a
+(WORLD_SIZE), free disk to tune into, this device's banks read whole (none damaged or stale), and, to
+verify, an existing bank that holds a winner. The child gets PERFSIGHT_TUNE (a
 JSON config) through perfsight's boot sitecustomize (collect/launch.py): it records its first steps and
 tunes them (tune/autostart.py), or times its steps with and without the bank (tune/verify_script.py);
 its outcome comes back in a status file.
@@ -32,8 +33,8 @@ def run_tuning(command: list[str], *, mode: str | None = None, order: str | None
                environ=os.environ) -> tuple[int, dict]:
     """Run ``command``, tuning its first ``steps`` steps (``mode``: op, subgraph or both, in ``order``;
     ``compile_modes`` limits subgraph tuning's torch.compile modes); returns its exit code and the child's
-    status (``report``, ``bank``, ``stages``: {stage: {repo_summary, winners}}, ``preconditions``; or
-    ``error``)."""
+    status (``report``, ``bank``, ``stages``: {stage: {repo_summary, winners, failed, rows, verdict}},
+    ``preconditions``; or ``error``)."""
     the_plan = plan(mode, bank, repeat, None, environ, order=order)
     if steps < 2:
         raise OptionError(f"--steps {steps} is too few: at least 2 steps are needed to check for static shapes")
@@ -43,6 +44,7 @@ def run_tuning(command: list[str], *, mode: str | None = None, order: str | None
     failed = [c for c in check_disk(the_plan.bank_path, the_plan.result_dir) if not c.ok]
     if failed:
         raise TunePreconditionError("cannot tune: " + "; ".join(map(str, failed)))
+    _checked_banks(the_plan.bank_path)
     both = len(the_plan.stages) > 1
     config = {"mode": "both" if both else the_plan.stages[0], "order": ",".join(the_plan.stages) if both else None,
               "bank": str(the_plan.bank_path), "repeat": the_plan.repeat, "steps": steps,
@@ -64,8 +66,36 @@ def run_verify(command: list[str], *, bank: str | None = None, steps: int = VERI
         raise TuneBankError(f"there is no tuning bank at {path} to verify: tune into it first (perfsight tune "
                             f"--bank {path} -- python train.py ...), or name one with --bank or TUNE_BANK_PATH")
     _check_alone(environ, "verify")
+    _check_winners(_checked_banks(path), path)
     return _run(command, {"verify": True, "bank": str(path), "rounds": steps // 2, "warmup": VERIFY_WARMUP},
                 environ)
+
+
+def _checked_banks(root: Path) -> list:
+    """This device's banks under ``root``, each read whole before the script starts: a damaged one (a file
+    that is not of its shape, stores without bank.json) or a stale one raises TuneBankError naming it."""
+    from perfsight.tune.bank import device_banks
+
+    banks = device_banks(root)
+    for bank in banks:
+        bank.check_fresh()
+    return banks
+
+
+def _check_winners(banks: list, root: Path) -> None:
+    """--verify needs a winner to apply: refuse, before the script runs, when none of this device's banks
+    holds one (whether the script's model has modules the subgraph winners fit is seen once it runs)."""
+    from perfsight.tune.apply import operator_winners, subgraph_winners
+
+    if not banks:
+        raise TuneBankError(f"there is no tuning bank for this device under {root} to verify: tune into it first "
+                            f"(perfsight tune --bank {root} -- python train.py ...)")
+    if any(operator_winners(bank) or subgraph_winners(bank) for bank in banks):
+        return
+    tuned = [f"{bank.directory} ({len(bank.entries('op'))} operator and {len(bank.entries('subgraph'))} subgraph "
+             "signatures tuned)" for bank in banks]
+    raise TuneBankError(f"the tuning bank holds no winners: no candidate beat the default for any signature of "
+                        f"{'; '.join(tuned)}; nothing to verify (tune again with --repeat, or another --mode)")
 
 
 def _check_compile_modes(modes: list[str], stages: tuple[str, ...]) -> None:

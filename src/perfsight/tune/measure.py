@@ -7,7 +7,9 @@ This module owns the measuring rules of the tuner:
 - each is summarised by its median, its spread (p10-p90) and a noise estimate (half the interquartile
   range), with the thread count and the machine load recorded beside them;
 - a candidate must reproduce the default's results (outputs, and gradients for training signatures)
-  within the dtype's tolerance, else it is rejected with the reason;
+  within the dtype's tolerance, else it is rejected with the reason. The default and each candidate are
+  checked from one random-number state (``from_one_random_state``), so that calls with dropout draw the
+  same masks and can be compared;
 - ``decide``: the fastest valid candidate wins only if it beats the default by more than the noise of
   both plus a minimum margin (3% by default); otherwise there is no winner;
 - the repay rule, for candidates with a one-off cost (a compile, timed as their first call by
@@ -17,7 +19,8 @@ This module owns the measuring rules of the tuner:
       (default_us - candidate_us) * calls > compile_s
 
 - ``entry``: a measurement as a bank entry (every candidate's record, the default's holding the timing
-  conditions).
+  conditions); ``Measurement.why`` says in words why a candidate won or none did, and ``outcome`` makes
+  one signature's row of the tuning result (``perfsight tune``'s table).
 
 A "runner" is a zero-argument callable returning the tensors to compare (outputs then gradients); the
 same call is what gets timed, so a training runner times forward + backward.
@@ -25,7 +28,9 @@ same call is what gets timed, so a training runner times forward + backward.
 from __future__ import annotations
 
 import os
+import re
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -37,6 +42,7 @@ from perfsight.tune.bank import Entry
 # rtol per dtype; atol is rtol times the reference's largest magnitude (sums reorder across impls)
 _RTOL = {torch.float64: 1e-7, torch.float32: 1e-4, torch.bfloat16: 2e-2, torch.float16: 2e-3}
 EXPECTED_STEPS = 10_000  # the steps a one-off cost is repaid over unless the caller says
+_RAISED = re.compile(r"[A-Za-z_]\w*: ")  # a rejection reason that is an exception (failure_reason), not a mismatch
 
 
 @dataclass
@@ -85,6 +91,49 @@ class Measurement:
     winner: Timing | None
     threads: int
     load: tuple[float, float]  # 1-minute load average before and after
+    margin: float              # the minimum margin it was decided with
+
+    @property
+    def best(self) -> Timing | None:
+        """The fastest valid, timed candidate (the winner when there is one), None when none is valid."""
+        valid = [t for t in self.candidates if t.ok and t.samples_ns]
+        return min(valid, key=lambda t: t.median_us) if valid else None
+
+    def why(self) -> str:
+        """Why the winner won, or why no candidate did, in words: the decision and repay rules, and which
+        candidates were rejected by the check."""
+        def faster(t: Timing) -> float:
+            return 1 - t.median_us / self.default.median_us if self.default.median_us else 0.0
+
+        def beyond(t: Timing) -> str:
+            return f"the noise ({max(self.default.noise_us, t.noise_us):.1f} us) + {self.margin:.0%}"
+
+        best, fastest = self.winner, self.best
+        if best is not None:
+            text = f"won: {faster(best):.1%} faster, beyond {beyond(best)}"
+            text += f"; repays its {best.compile_s:.1f} s compile" if best.compile_s else ""
+        elif fastest is None:
+            text = "no candidate passed the check" if self.candidates else "no candidate to try"
+        else:
+            eligible = [t for t in self.candidates if t.ok and t.samples_ns and t.repays is not False]
+            best = min(eligible, key=lambda t: t.median_us) if eligible else None
+            if best is None:
+                text = "no candidate beat the default"
+            elif faster(best) <= 0:
+                text = f"no candidate beat the default ({best.name} {abs(faster(best)):.1%} slower)"
+            else:
+                text = f"no candidate beat the default beyond {beyond(best)}: {best.name} {faster(best):.1%} faster"
+            if fastest.repays is False and faster(fastest) > 0:  # only a candidate with a compile_s repays or not
+                text += (f"; {fastest.name} {faster(fastest):.1%} faster but its {fastest.compile_s:.1f} s compile "
+                         "is not repaid over the expected steps")
+        rejected = {}
+        for t in self.candidates:
+            if not t.ok:
+                problem = "cannot run" if _RAISED.match(t.reason) else "result differs"
+                rejected.setdefault(problem, []).append(t.name)
+        if rejected:
+            text += "; rejected: " + ", ".join(f"{', '.join(names)} ({problem})" for problem, names in rejected.items())
+        return text
 
     @property
     def improvement(self) -> float:
@@ -92,6 +141,25 @@ class Measurement:
         if self.winner is None or not self.default.median_us:
             return 0.0
         return 1 - self.winner.median_us / self.default.median_us
+
+
+def outcome(where: str, what: str, m: Measurement | None, update_mode: str, *, kept: Entry | None = None,
+            error: str = "") -> dict:
+    """One tuned signature as a row of the tuning result (plain JSON): ``where`` it is called (op_name or
+    region paths), ``what`` it is (op and shapes), the default's and the best candidate's median times
+    (us), the best candidate, the winner (or None), the update mode and why. ``kept``: the bank entry a
+    signature was not re-tuned over (REPEAT_TUNE off); ``error``: why its tuning failed."""
+    row = {"where": where, "what": what, "update_mode": update_mode, "default_us": None, "best_us": None,
+           "best": None, "winner": None}
+    if error:
+        return {**row, "why": f"tuning failed: {error}"}
+    if m is not None:
+        best = m.best
+        return {**row, "default_us": round(m.default.median_us, 3), "winner": m.winner.name if m.winner else None,
+                "best_us": round(best.median_us, 3) if best else None, "best": best.name if best else None,
+                "why": m.why()}
+    return {**row, "default_us": kept.default_us, "best_us": kept.winner_us, "best": kept.winner,
+            "winner": kept.winner, "why": "kept: the bank holds its winner (re-tune with --repeat, REPEAT_TUNE)"}
 
 
 def quantile(values: list[int] | list[float], q: float) -> float:
@@ -116,6 +184,24 @@ def mismatch(reference, got) -> str:
         except AssertionError as exc:
             return f"result {i} differs: " + str(exc).strip().splitlines()[0]
     return ""
+
+
+def from_one_random_state(runner: Callable):
+    """``runner()`` started from the current random-number state (CPU, and CUDA once initialised), which is
+    then restored: every call made this way draws the same random numbers (dropout masks)."""
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=devices):
+        return runner()
+
+
+def failure_reason(exc: Exception, warned: list) -> str:
+    """Why a candidate could not run: the error's first line, then what torch warned meanwhile (why its
+    kernel was not used, say), without torch's "(Triggered internally at ...)" suffix."""
+    def first_line(text: str) -> str:
+        return text.strip().splitlines()[0].split(" (Triggered internally")[0] if text.strip() else ""
+
+    notes = [n for n in dict.fromkeys(first_line(str(w.message)) for w in warned) if n]
+    return f"{type(exc).__name__}: {first_line(str(exc))}" + (f" ({' '.join(notes)})" if notes else "")
 
 
 def load_average() -> float:
@@ -161,14 +247,16 @@ def measure(default: Callable, candidates: list[tuple[str, str, dict, Callable]]
     candidates named in ``compile_s`` (their one-off cost, seconds) must repay it over ``calls``."""
     load_before = load_average()
     base = Timing("default", {}, "default")
-    reference = default()
+    reference = from_one_random_state(default)
     timings = []
     for name, mode, params, runner in candidates:
         t = Timing(name, params, mode, compile_s=(compile_s or {}).get(name))
-        try:
-            t.reason = mismatch(reference, runner())
-        except Exception as exc:  # a candidate that cannot run this signature is simply not valid
-            t.reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            try:
+                t.reason = mismatch(reference, from_one_random_state(runner))
+            except Exception as exc:  # a candidate that cannot run this signature is simply not valid
+                t.reason = failure_reason(exc, warned)
         t.ok = not t.reason
         timings.append(t)
     rotation = [(base, default)] + [(t, c[3]) for t, c in zip(timings, candidates) if t.ok]
@@ -184,7 +272,7 @@ def measure(default: Callable, candidates: list[tuple[str, str, dict, Callable]]
         if t.compile_s is not None:
             t.repays = repays(base, t, calls)
     winner = decide(base, [t for t in timings if t.repays is not False], margin)
-    return Measurement(base, timings, winner, torch.get_num_threads(), (load_before, load_average()))
+    return Measurement(base, timings, winner, torch.get_num_threads(), (load_before, load_average()), margin)
 
 
 def repays(default: Timing, candidate: Timing, calls: float) -> bool:

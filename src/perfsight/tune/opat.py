@@ -20,10 +20,10 @@ from typing import Callable
 
 import torch
 
-from perfsight.tune.bank import Bank, RepoSummary, kept_mode
+from perfsight.tune.bank import Bank, Entry, RepoSummary, kept_mode
 from perfsight.tune.candidates import DEFAULT, Candidate, candidates_for, run, synthetic_call
 from perfsight.tune.capture import Capture, capture
-from perfsight.tune.measure import EXPECTED_STEPS, Measurement, entry, first_call, measure, sample
+from perfsight.tune.measure import EXPECTED_STEPS, Measurement, entry, first_call, measure, outcome, sample
 
 
 @dataclass
@@ -36,6 +36,14 @@ class OperatorResult:
     update_mode: str
     measurement: Measurement | None = None  # None when the bank already held a strategy (not re-tuned)
     error: str = ""
+    kept: Entry | None = None  # the bank entry that held that strategy
+
+    def row(self) -> dict:
+        """This signature as a row of the tuning result (``measure.outcome``)."""
+        tensors = self.signature["tensors"].values()
+        what = " ".join([self.signature["op"], *("x".join(map(str, t["shape"])) for t in tensors)])
+        return outcome(self.op_name, what + (" train" if self.signature["train"] else ""), self.measurement,
+                       self.update_mode, kept=self.kept, error=self.error)
 
 
 @dataclass
@@ -108,7 +116,7 @@ def tune_captured(captured: Capture, *, bank: Bank, report=None, timer: Callable
         op_name = ",".join(dict.fromkeys(where[key])) + "/" + sig["op"]
         before = bank.get("op", key)
         if before is not None and before.strategy() is not None and not repeat:
-            outcome = OperatorResult(key, op_name, sig, "reserve")
+            done = OperatorResult(key, op_name, sig, "reserve", kept=before)
         else:
             try:
                 m = tune_signature(sig, calls_per_step=calls[key], expected_steps=expected_steps, timer=timer,
@@ -123,17 +131,17 @@ def tune_captured(captured: Capture, *, bank: Bank, report=None, timer: Callable
             if m is None:
                 continue
             stored = entry(key, "op", sig, m, expected_steps=expected_steps, calls_per_step=calls[key])
-            outcome = OperatorResult(key, op_name, sig, bank.put(stored, repeat=repeat), m)
-        result.operators.append(outcome)
-        result.summary.record(outcome.update_mode)
+            done = OperatorResult(key, op_name, sig, bank.put(stored, repeat=repeat), m)
+        result.operators.append(done)
+        result.summary.record(done.update_mode)
         if report is not None:
-            m = outcome.measurement
+            m = done.measurement
             if m is not None:
                 after = m.winner or m.default
                 report.operator(op_name, sig["op"], after.mode, before_us=m.default.median_us,
-                                after_us=after.median_us, update_mode=outcome.update_mode)
+                                after_us=after.median_us, update_mode=done.update_mode)
             else:  # kept from the bank: its stored figures
                 mode = (before.winner_record() or {}).get("mode", "")
                 report.operator(op_name, sig["op"], mode, before_us=before.default_us or 0.0,
-                                after_us=before.winner_us or 0.0, update_mode=outcome.update_mode)
+                                after_us=before.winner_us or 0.0, update_mode=done.update_mode)
     return result

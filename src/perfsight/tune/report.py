@@ -173,6 +173,7 @@ class SgatReport(_Report):
     section = "SGAT"
 
     def __init__(self, result_dir: Path, tuning_name: str):
+        self.status = ""  # set by finish
         self.failed_task = False
         self.failed_regions = 0
         self.model_ms: tuple[float, float] | None = None
@@ -210,6 +211,7 @@ class SgatReport(_Report):
         status = status or (FAILED if every_one_failed else SUCCESSFUL)
         if status not in (SUCCESSFUL, FAILED):
             raise ValueError(f"subgraph tuning ends {SUCCESSFUL!r} or {FAILED!r}, not {status!r}")
+        self.status = status
         self.failed_task = status == FAILED
         self._finish_timing()
         self._save()

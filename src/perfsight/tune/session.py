@@ -57,9 +57,10 @@ class Precondition:
 class TuneResult:
     """``report``: the result file; ``bank``: the bank directory; ``winners``: op_name (or region paths)
     -> winning candidate of what was tuned now; ``failed``: op_name (or region paths) -> why its tuning
-    failed (counted in repo_summary as unsatisfied, or reserved); ``opat`` / ``sgat``: every operator's / region's outcome
-    and measurement; ``repo_summary``: the op stage's when it ran, else the subgraph stage's; ``stages``:
-    each stage's own result, in the order they ran."""
+    failed (counted in repo_summary as unsatisfied, or reserved); ``opat`` / ``sgat``: every operator's /
+    region's outcome and measurement; ``repo_summary``: the op stage's when it ran, else the subgraph
+    stage's; ``stages``: each stage's own result, in the order they ran; ``status``: the result file's
+    (the seed's word); ``rows`` and ``verdict``: every signature's outcome and why, and what came out."""
 
     report: Path
     bank: Path
@@ -70,6 +71,30 @@ class TuneResult:
     opat: object = None
     sgat: object = None
     stages: dict[str, TuneResult] = field(default_factory=dict)
+    status: str = ""  # the result file's: tuning successful, failed or incomplete
+
+    @property
+    def rows(self) -> list[dict]:
+        """Every signature tuned (``measure.outcome``): where, what, default and best times, winner, why."""
+        return ([o.row() for o in self.opat.operators] if self.opat is not None else []) + (
+            [s.row() for s in self.sgat.subgraphs] if self.sgat is not None else [])
+
+    @property
+    def verdict(self) -> str:
+        """What came out, in one sentence: how many signatures hold a winner - or plainly that none does
+        (the result file then still says "tuning successful", the seed's word for a task that completed)."""
+        rows = self.rows
+        held = sum(1 for row in rows if row["winner"])
+        failed = f"; {len(self.failed)} failed to tune" if self.failed else ""
+        if not rows:
+            return "tuning finished: no tunable signature was found in the recorded steps"
+        if held:
+            return (f"{self.status}: {held} of {len(rows)} signatures hold a winner in the bank "
+                    f"({len(self.winners)} found now){failed}")
+        if failed:
+            return f"tuning finished without a winner: no candidate beat the default{failed} (of {len(rows)})"
+        return (f"tuning finished: no candidate beat the default for any of {len(rows)} signatures; the bank "
+                "holds no winners for this model")
 
 
 @dataclass(frozen=True)
@@ -216,7 +241,8 @@ def tune_capture(captured, the_plan: Plan, bank, *, tuning_name: str, skip: tupl
     winners = {o.op_name: o.measurement.winner.name for o in outcome.operators
                if o.measurement is not None and o.measurement.winner is not None}
     failed = {o.op_name: o.error for o in outcome.operators if o.error}
-    return TuneResult(report.path, bank.directory, outcome.summary.as_dict(), winners, failed=failed, opat=outcome)
+    return TuneResult(report.path, bank.directory, outcome.summary.as_dict(), winners, failed=failed, opat=outcome,
+                      status=report.status)
 
 
 def _inside(module: str, paths: tuple[str, ...]) -> bool:
@@ -239,7 +265,8 @@ def tune_regions(model, step, the_plan: Plan, bank, *, tuning_name: str, **optio
     winners = {",".join(s.names): s.measurement.winner.name for s in outcome.subgraphs
                if s.measurement is not None and s.measurement.winner is not None}
     failed = {",".join(s.names): s.error for s in outcome.subgraphs if s.error}
-    return TuneResult(report.path, bank.directory, outcome.summary.as_dict(), winners, failed=failed, sgat=outcome)
+    return TuneResult(report.path, bank.directory, outcome.summary.as_dict(), winners, failed=failed, sgat=outcome,
+                      status=report.status)
 
 
 def tune(model=None, batch=None, *, step: Callable[[], object] | None = None, mode: str | None = None,

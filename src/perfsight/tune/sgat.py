@@ -12,11 +12,13 @@ distinct region signature, times on the region's real inputs (copied from one st
   is only tried and applied for calls without grad, and a later weight update is not seen by it.
 
 Every compiled candidate compiles its own code object (instances of one class otherwise share compiled
-code), and its first call - the compile, forward and backward in training - is timed as its compile
-time. measure.py then times eager and the candidates serially, interleaved, and checks each against
-eager (outputs, and input and parameter gradients in training). Only candidates that repay their compile
-time may win (measure.py's repay rule, which operator tuning shares), and ``measure.decide`` picks among
-them:
+code), with inductor's ``fallback_random`` (``compile_call``): its random numbers (dropout) are drawn as
+eager draws them, so that from one random-number state it reproduces eager and passes the check (its own
+RNG would give other masks, and training regions with dropout could never be compiled). Its first call
+- the compile, forward and backward in training - is timed as its compile time. measure.py then times
+eager and the candidates serially, interleaved, and checks each against eager (outputs, and input and
+parameter gradients in training). Only candidates that repay their compile time may win (measure.py's
+repay rule, which operator tuning shares), and ``measure.decide`` picks among them:
 
     (eager_ms - candidate_ms) * calls_per_step * expected_steps > compile_ms
 
@@ -33,13 +35,13 @@ import types
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import count
-from typing import Callable
+from typing import Callable, Literal
 
 import torch
 
-from perfsight.tune.bank import Bank, RepoSummary, kept_mode
+from perfsight.tune.bank import Bank, Entry, RepoSummary, kept_mode
 from perfsight.tune.capture import train_step
-from perfsight.tune.measure import EXPECTED_STEPS, Measurement, entry, first_call, measure, sample
+from perfsight.tune.measure import EXPECTED_STEPS, Measurement, entry, first_call, measure, outcome, sample
 from perfsight.tune.regions import Region, find_regions
 
 MODES = ("default", "max-autotune-no-cudagraphs", "lite", "reduce-overhead")
@@ -52,8 +54,8 @@ class Variant:
     """One way to run a region: eager or a ``torch.compile`` mode, an input memory format, freezing."""
 
     name: str
-    compile: str | None = None
-    format: str = AS_GIVEN
+    compile: Literal[MODES] | None = None
+    format: Literal[AS_GIVEN, CHANNELS_LAST] = AS_GIVEN
     freezing: bool = False
 
     @property
@@ -100,10 +102,17 @@ def _formatted(tree, fmt: str):
         torch.Tensor, lambda t: t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t, tree)
 
 
+def compile_call(fn: Callable, mode: str = "default", **kwargs) -> Callable:
+    """``torch.compile(fn, mode=mode, **kwargs)`` whose random numbers are eager's (``fallback_random``;
+    torch.compile takes a mode or options, so the mode goes in as its options)."""
+    options = {**torch._inductor.list_mode_options(mode, kwargs.get("dynamic")), "fallback_random": True}
+    return torch.compile(fn, options=options, **kwargs)
+
+
 def variant_call(fn: Callable, variant: Variant) -> Callable:
     """``fn`` run under ``variant``: inputs in its memory format, compiled in its mode, frozen if asked.
     The tuner times exactly this and ``apply`` runs exactly this."""
-    run = torch.compile(fn, mode=variant.compile) if variant.compile else fn
+    run = compile_call(fn, variant.compile) if variant.compile else fn
     first = [variant.freezing]
 
     def call(*args, **kwargs):
@@ -160,6 +169,15 @@ class SubgraphResult:
     compile_s: dict[str, float] = field(default_factory=dict)
     repays: dict[str, bool] = field(default_factory=dict)
     error: str = ""
+    kept: Entry | None = None  # the bank entry that held that strategy
+
+    def row(self) -> dict:
+        """This region signature as a row of the tuning result (``measure.outcome``)."""
+        sig = self.signature
+        shapes = ("x".join(map(str, spec["shape"])) for spec in _tensor_specs([sig["inputs"], sig["kwargs"]]))
+        what = " ".join([sig["region"].rsplit(".", 1)[-1], *shapes]) + (" train" if sig["train"] else "")
+        where = ",".join(name or "(the model)" for name in self.names)
+        return outcome(where, what, self.measurement, self.update_mode, kept=self.kept, error=self.error)
 
 
 @dataclass
@@ -247,11 +265,11 @@ def tune_subgraphs(model: torch.nn.Module, step_or_batch, *, bank: Bank, report=
             key = bank.key("subgraph", region.signature)
             before = bank.get("subgraph", key)
             if before is not None and before.strategy() is not None and not repeat:
-                outcome = SubgraphResult(key, region.names, region.signature, "reserve")
+                done = SubgraphResult(key, region.names, region.signature, "reserve", kept=before)
             else:
                 try:
-                    outcome = tune_region(region, expected_steps=expected_steps, modes=modes, compiler=compiler,
-                                          **measuring)
+                    done = tune_region(region, expected_steps=expected_steps, modes=modes, compiler=compiler,
+                                       **measuring)
                 except Exception as exc:  # one region failing to tune does not stop the others
                     mode = kept_mode(before)
                     result.subgraphs.append(SubgraphResult(key, region.names, region.signature, mode,
@@ -260,18 +278,18 @@ def tune_subgraphs(model: torch.nn.Module, step_or_batch, *, bank: Bank, report=
                     if report is not None:
                         report.failed(mode)
                     continue
-                outcome.key = key
-                outcome.update_mode = bank.put(entry(key, "subgraph", region.signature, outcome.measurement,
-                                                     expected_steps=expected_steps, calls_per_step=region.calls),
-                                               repeat=repeat)
-            result.subgraphs.append(outcome)
-            result.summary.record(outcome.update_mode)
+                done.key = key
+                done.update_mode = bank.put(entry(key, "subgraph", region.signature, done.measurement,
+                                                  expected_steps=expected_steps, calls_per_step=region.calls),
+                                            repeat=repeat)
+            result.subgraphs.append(done)
+            result.summary.record(done.update_mode)
             if report is not None:
-                m = outcome.measurement
+                m = done.measurement
                 before_us, after_us = ((m.default.median_us, (m.winner or m.default).median_us) if m is not None
                                        else (before.default_us or 0.0, before.winner_us or 0.0))
                 report.subgraph(key, before_ms=before_us / 1e3, after_ms=after_us / 1e3,
-                                update_mode=outcome.update_mode)
+                                update_mode=done.update_mode)
         applied = apply_subgraphs(model, bank, compiler=compiler)
         try:
             if applied.installed:

@@ -1,5 +1,5 @@
-"""Terminal rendering with rich: the run summary (`perfsight demo`, `perfsight analyse`), the advice
-and the option list.
+"""Terminal rendering with rich: the run summary (`perfsight demo`, `perfsight analyse`), the advice,
+the option list and what `perfsight tune` found.
 
 Fits an 80-column terminal: long names are cut with an ellipsis, never wrapped. Every text that comes
 from a trace (paths, operator and device names, messages) is escaped, so brackets in it are never markup.
@@ -7,6 +7,7 @@ from a trace (paths, operator and device names, messages) is escaped, so bracket
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -212,3 +213,37 @@ def print_options(options: list[dict], console: Console | None = None) -> None:
         console.print(f"[bold cyan]{option['name']}[/bold cyan]" + (f"  aliases: {escape(aliases)}" if aliases else ""))
         console.print(Padding(f"{escape(option['help'])}\nallowed: {escape(option['allowed'])}; "
                               f"default: {escape(default)}", (0, 0, 0, 4)))
+
+
+TUNE_STAGES = {"subgraph": "subgraph tuning (SGAT)", "op": "operator tuning (OPAT)"}
+TUNE_WIDTH = 100  # the tuning table's width when the output is not a terminal
+
+
+def _us(value) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def print_tuning(status: dict, console: Console | None = None) -> None:
+    """``perfsight tune``'s outcome (on stderr: the script owns stdout): the result file and the bank, then
+    per stage a table of every signature - where it is called and what it is, the default's and the best
+    candidate's median times, the winner, why - what came out, and the seed's repo_summary counters."""
+    console = console or Console(stderr=True, width=None if sys.stderr.isatty() else TUNE_WIDTH)
+    console.print(f"perfsight: tuning result in {escape(status['report'])}", soft_wrap=True)
+    console.print(f"perfsight: tuning bank {escape(status['bank'])}", soft_wrap=True)
+    for stage, done in status["stages"].items():
+        table = Table(title=f"{TUNE_STAGES[stage]}: {len(done['rows'])} signatures", title_justify="left")
+        table.add_column("signature (where, what)", no_wrap=True)
+        table.add_column("default us", justify="right")
+        table.add_column("best us", justify="right")
+        table.add_column("winner", no_wrap=True)
+        table.add_column("why", ratio=1)
+        for row in done["rows"]:
+            table.add_row(f"{escape(_short(row['where'], 30))}\n[dim]{escape(_short(row['what'], 30))}[/dim]",
+                          _us(row["default_us"]), _us(row["best_us"]), escape(_short(row["winner"] or "-", 20)),
+                          escape(row["why"]))
+        console.print(table)
+        summary = ", ".join(f"{k}={v}" for k, v in done["repo_summary"].items())
+        winners = ", ".join(f"{where or '(the model)'}={name}" for where, name in done["winners"].items())
+        console.print(f"perfsight: {TUNE_STAGES[stage]}: {escape(done['verdict'])}", soft_wrap=True)
+        console.print(f"perfsight: {TUNE_STAGES[stage]}: {summary}; winners: {escape(winners or 'none')}",
+                      soft_wrap=True)
