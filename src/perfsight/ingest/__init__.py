@@ -9,6 +9,7 @@ entry in ``RunSource`` and ``find_runs``.
 from __future__ import annotations
 
 import contextlib
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -19,6 +20,7 @@ from .. import layout
 from ..errors import InputError
 from ..tables import RunTables
 from . import cache
+from .files import kind_of
 from .ascend.detect import find_torch_npu_db, is_mindspore_legacy_dir, is_msprof_dir, is_torch_npu_dir, ranks_in
 
 #: RunSource kinds whose run is a directory (their cache and exports go inside it)
@@ -126,14 +128,25 @@ def find_runs(path: Path) -> list[RunSource]:
     from .kineto import is_kineto_trace
 
     path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: no such file or directory")
-    if path.is_file():
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise InputError(f"{path}: {'a broken symbolic link' if path.is_symlink() else 'no such file or directory'}"
+                         ) from None
+    except OSError as error:
+        raise InputError(f"{path}: cannot read it ({error.strerror or error})") from None
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise InputError(f"{path}: {kind_of(mode)}, not a file or directory; expected a PROF_ directory, a "
+                         "torch.profiler trace (*.pt.trace.json[.gz]) or a folder holding them")
+    if stat.S_ISREG(mode):
         if is_kineto_trace(path):
             return [RunSource("kineto", path)]
         raise InputError(f"{path}: not a run perfsight can read; expected a PROF_ directory, "
                          "a torch.profiler trace (*.pt.trace.json[.gz]) or a folder holding them")
-    runs = _runs_in_folder(path)
+    try:
+        runs = _runs_in_folder(path)
+    except OSError as error:
+        raise InputError(f"{path}: cannot list the folder ({error.strerror or error})") from None
     if not runs:
         raise InputError(f"{path}: holds no run perfsight can read; expected a PROF_ directory (with "
                          "manifest.json), a parent of PROF_ directories, torch.profiler trace files, or "
