@@ -201,15 +201,14 @@ def _subfolders(folder: Path) -> list[Path]:
 
 def load(run: RunSource, *, use_cache: bool = True) -> RunTables:
     """The canonical tables of one run, from its Parquet cache when valid, else parsed (and cached)."""
-    sources = run.sources()
+    stamp = cache.fingerprint(run.sources()) if use_cache else None  # before reading: a change meanwhile is stale
     with system_allocator():
-        if use_cache:
-            cached = cache.read(run.cache_dir, sources)
+        if stamp is not None:
+            cached = cache.read(run.cache_dir, stamp)
             if cached is not None:
                 return cached
-        stamp = cache.fingerprint(sources) if use_cache else None  # before reading: a change meanwhile is stale
         tables = run.read()
-        if use_cache:
+        if stamp is not None:
             cache.write_in_background(run.cache_dir, stamp, tables)
     return tables
 
