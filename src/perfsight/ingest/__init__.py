@@ -131,8 +131,8 @@ def find_runs(path: Path) -> list[RunSource]:
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
-        raise InputError(f"{path}: {'a broken symbolic link' if path.is_symlink() else 'no such file or directory'}"
-                         ) from None
+        what = "a broken symbolic link" if path.is_symlink() else "no such file or directory"
+        raise InputError(f"{path}: {what}") from None
     except OSError as error:
         raise InputError(f"{path}: cannot read it ({error.strerror or error})") from None
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
