@@ -1,6 +1,8 @@
 """The perfsight command: --help everywhere, argument errors, and no torch needed outside collection."""
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -52,6 +54,32 @@ def test_a_folder_whose_runs_lie_deeper_names_them(tmp_path, shared_data, capsys
     err = " ".join(capsys.readouterr().err.split())  # rich wraps long messages
     assert "holds no run perfsight can read" in err
     assert "Runs were found below it, in a/rank0, b/rank0: open one of those" in err
+
+
+@pytest.mark.timeout(60, method="thread")                      # opening the FIFO would wait for a writer
+@pytest.mark.parametrize("kind, make", [("a FIFO (named pipe)", os.mkfifo), ("a character device", None)])
+def test_analyse_of_a_fifo_or_a_device_is_a_one_line_error(tmp_path, capsys, kind, make):
+    path = tmp_path / "t.pt.trace.json"
+    if make:
+        make(path)
+    else:
+        path = Path("/dev/null")
+    assert main(["analyse", str(path)]) == 2
+    assert capsys.readouterr().err == (f"perfsight: error: {path}: {kind}, not a file or directory; expected a "
+                                       "PROF_ directory, a torch.profiler trace (*.pt.trace.json[.gz]) or a folder "
+                                       "holding them\n")
+
+
+def test_analyse_of_a_gzip_bomb_is_a_one_line_error_naming_the_limit(tmp_path, capsys, monkeypatch):
+    import gzip
+
+    bomb = tmp_path / "bomb.pt.trace.json.gz"
+    bomb.write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * (3 << 20) + b"]}"))
+    monkeypatch.setenv("PERFSIGHT_MAX_INFLATED_MB", "2")
+    assert main(["analyse", str(bomb)]) == 2
+    assert capsys.readouterr().err.strip() == (f"perfsight: error: {bomb}: inflates beyond 2 MB of JSON text (limit: "
+                                               "PERFSIGHT_MAX_INFLATED_MB=2; set PERFSIGHT_MAX_INFLATED_MB to a number "
+                                               "of MB to raise it)")  # after the progress bar's blank line
 
 
 def test_run_without_a_command(capsys):

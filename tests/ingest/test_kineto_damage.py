@@ -113,7 +113,8 @@ def test_a_trace_cut_inside_its_header_is_empty_with_a_warning(tmp_path):
 
 @pytest.mark.parametrize("content, expected", [
     (b'{"schema": "1.0.1", "nodes": []}', 'without "traceEvents"'),
-    (b"[1, 2, 3]", "Expected `object`"),
+    (b"[1, 2, 3]", "no element of its events array is an event object (3 elements of traceEvents that are not "
+                   "event objects, the first (a number) at byte 1 of the JSON text)"),
     (b"", "empty file"),
     (b"\x00\x01 binary", "not JSON"),
     (b"{not json at all", "malformed JSON"),

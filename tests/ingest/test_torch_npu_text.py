@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from collections import Counter
 from decimal import Decimal
 import shutil
@@ -341,3 +342,19 @@ def test_a_step_drawn_on_several_rows_spans_all_of_them():
     slices = builder.finish({}).slices
     steps = dict(zip(slices["name"].to_pylist(), slices["step"].to_pylist()))
     assert (steps["a"], steps["b"], steps["c"], steps["d"]) == (5, 5, None, 6)
+
+
+@pytest.mark.timeout(60, method="thread")                      # a read that opens the FIFO never returns
+@pytest.mark.parametrize("use_cache", [False, True])
+def test_a_fifo_in_place_of_a_side_file_is_warned_about_not_waited_on(tmp_path, use_cache):
+    from perfsight import ingest
+
+    run_dir = copy_run(tmp_path, "level0/rank0_ascend_pt")
+    info = run_dir / "profiler_info_0.json"
+    info.unlink()
+    os.mkfifo(info)
+    [run] = ingest.find_runs(run_dir)
+    tables = ingest.load(run, use_cache=use_cache)
+    assert tables.slices.num_rows == read("level0/rank0_ascend_pt").slices.num_rows
+    assert (f"profiler_info_0.json: not readable JSON ({info}: a FIFO (named pipe), not a regular file; perfsight "
+            "reads only regular files); its facts are unknown") in json.loads(tables.meta_dict()["parse_warnings"])

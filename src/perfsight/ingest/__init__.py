@@ -9,6 +9,7 @@ entry in ``RunSource`` and ``find_runs``.
 from __future__ import annotations
 
 import contextlib
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -19,6 +20,7 @@ from .. import layout
 from ..errors import InputError
 from ..tables import RunTables
 from . import cache
+from .files import kind_of
 from .ascend.detect import find_torch_npu_db, is_mindspore_legacy_dir, is_msprof_dir, is_torch_npu_dir, ranks_in
 
 #: RunSource kinds whose run is a directory (their cache and exports go inside it)
@@ -126,14 +128,25 @@ def find_runs(path: Path) -> list[RunSource]:
     from .kineto import is_kineto_trace
 
     path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: no such file or directory")
-    if path.is_file():
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        what = "a broken symbolic link" if path.is_symlink() else "no such file or directory"
+        raise InputError(f"{path}: {what}") from None
+    except OSError as error:
+        raise InputError(f"{path}: cannot read it ({error.strerror or error})") from None
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise InputError(f"{path}: {kind_of(mode)}, not a file or directory; expected a PROF_ directory, a "
+                         "torch.profiler trace (*.pt.trace.json[.gz]) or a folder holding them")
+    if stat.S_ISREG(mode):
         if is_kineto_trace(path):
             return [RunSource("kineto", path)]
         raise InputError(f"{path}: not a run perfsight can read; expected a PROF_ directory, "
                          "a torch.profiler trace (*.pt.trace.json[.gz]) or a folder holding them")
-    runs = _runs_in_folder(path)
+    try:
+        runs = _runs_in_folder(path)
+    except OSError as error:
+        raise InputError(f"{path}: cannot list the folder ({error.strerror or error})") from None
     if not runs:
         raise InputError(f"{path}: holds no run perfsight can read; expected a PROF_ directory (with "
                          "manifest.json), a parent of PROF_ directories, torch.profiler trace files, or "
@@ -188,15 +201,14 @@ def _subfolders(folder: Path) -> list[Path]:
 
 def load(run: RunSource, *, use_cache: bool = True) -> RunTables:
     """The canonical tables of one run, from its Parquet cache when valid, else parsed (and cached)."""
-    sources = run.sources()
+    stamp = cache.fingerprint(run.sources()) if use_cache else None  # before reading: a change meanwhile is stale
     with system_allocator():
-        if use_cache:
-            cached = cache.read(run.cache_dir, sources)
+        if stamp is not None:
+            cached = cache.read(run.cache_dir, stamp)
             if cached is not None:
                 return cached
-        stamp = cache.fingerprint(sources) if use_cache else None  # before reading: a change meanwhile is stale
         tables = run.read()
-        if use_cache:
+        if stamp is not None:
             cache.write_in_background(run.cache_dir, stamp, tables)
     return tables
 

@@ -1,9 +1,18 @@
 """The Parquet cache of a run's canonical tables, kept beside the raw data.
 
-A cache is valid while the fingerprint of its sources (paths, sizes, mtimes) and of the code that made it
-(the table format version and a hash of the readers' and the schema's source) are unchanged; otherwise
-the run is parsed again, so a fixed reader never serves tables an older one cached. Writing is atomic per directory
-(written to a temp dir, then renamed), so a cache is either whole or absent.
+A cache is valid while the fingerprint of its sources and of the code that made it (the table format
+version and a hash of the readers' and the schema's source) is unchanged; otherwise the run is parsed
+again, so a fixed reader never serves tables an older one cached. A source's entry is its resolved path
+(the same file named by a relative or an absolute path, or through a link, is one source), size, mtime and
+a hash of its first and last blocks (a file rewritten with its old size and mtime is a new source). The
+fingerprint also records each Parquet file's size and block hash, checked before it is read, so a file
+copied in from another cache is refused. Writing is atomic per directory (written to a temp dir, then
+renamed), so a cache is either whole or absent.
+
+Only a directory perfsight can prove it wrote (a real directory holding nothing but regular files of a
+cache's names, its fingerprint perfsight's) is ever replaced or cleared; anything else at the cache's place
+(a user's folder, a FIFO, a link) is left alone and the run is read without a cache. Nothing at the cache's
+place is opened unless it is a regular file, so a FIFO or a device there cannot hang a read.
 
 ``write_in_background`` writes on a thread of its own (Parquet encoding and the disk writes release the
 GIL, so the second core does them while the caller analyses the tables it already has). The thread is not a
@@ -12,11 +21,12 @@ and ``wait`` waits for every pending write.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
-import shutil
+import stat
 import threading
 from pathlib import Path
 
@@ -24,9 +34,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..tables import RunTables, conform
+from .files import open_regular
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 FINGERPRINT = "fingerprint.json"
+MAX_FINGERPRINT_BYTES = 16 << 20  # a fingerprint lists a run's sources: a few hundred bytes each
+HASHED_BLOCK = 1 << 16  # the head and the tail of a file that its content hash covers (a Parquet footer)
 ROW_GROUP_ROWS = 1 << 15  # bounds the writer's buffers (~30% less peak memory than one group) and reads in parallel
 
 
@@ -41,53 +54,136 @@ def code_hash() -> str:
 
 
 def fingerprint(sources: list[Path]) -> dict:
-    entries = []
-    for path in sorted(sources):
-        st = path.stat()
-        entries.append([str(path), st.st_size, st.st_mtime_ns])
+    """What the tables read from ``sources`` depend on."""
+    entries = sorted([str(path.resolve()), *_source_stamp(path)] for path in sources)
     return {"cache_format": CACHE_FORMAT, "code": code_hash(), "sources": entries}
+
+
+def _source_stamp(path: Path) -> list:
+    """``_content_stamp``, or nulls for a source that is not a readable regular file (its reader says why)."""
+    try:
+        return _content_stamp(path)
+    except OSError:
+        return [None, None, None]
+
+
+def _content_stamp(path: Path) -> list:
+    """[size, mtime in ns, hash of the first and last ``HASHED_BLOCK`` bytes] of the regular file ``path``
+    (``files.open_regular``'s errors)."""
+    with open_regular(path) as file:
+        status = os.fstat(file.fileno())
+        digest = hashlib.blake2b(file.read(HASHED_BLOCK), digest_size=16)
+        if status.st_size > HASHED_BLOCK:
+            file.seek(max(HASHED_BLOCK, status.st_size - HASHED_BLOCK))
+            digest.update(file.read(HASHED_BLOCK))
+    return [status.st_size, status.st_mtime_ns, digest.hexdigest()]
 
 
 _pending: dict[Path, threading.Thread] = {}
 _pending_lock = threading.Lock()
 
 
-def read(cache_dir: Path, sources: list[Path]) -> RunTables | None:
-    """The cached tables, or None when there is no valid cache."""
+def read(cache_dir: Path, stamp: dict) -> RunTables | None:
+    """The cached tables if the cache is valid for ``stamp``, the ``fingerprint`` of their sources; else None."""
     wait(cache_dir)
-    try:
-        stored = json.loads((cache_dir / FINGERPRINT).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    stored = _stored_fingerprint(cache_dir)
+    if stored is None or {**stored, "files": None} != {**_as_json(stamp), "files": None}:
         return None
-    if stored != json.loads(json.dumps(fingerprint(sources))):
-        return None
+    names = [name for name, _ in RunTables().items()]
+    if not isinstance(stored.get("files"), dict) or any(
+            _file_stamp(cache_dir / f"{name}.parquet") != stored["files"].get(name) for name in names):
+        return None  # a file that is not the one this cache wrote (copied in, replaced, or not a file)
     try:
         # ParquetFile.read, not pq.read_table: the latter imports pyarrow.dataset (~0.25 s, ~50 MiB)
         return RunTables(**{name: conform(name, pq.ParquetFile(cache_dir / f"{name}.parquet").read())
-                            for name, _ in RunTables().items()})
+                            for name in names})
     except (OSError, ValueError):
         return None
 
 
 def write(cache_dir: Path, stamp: dict, tables: RunTables) -> bool:
     """Store the tables with ``stamp``, the ``fingerprint`` of their sources taken before they were read;
-    returns False (and leaves no partial cache) when the directory is not writable."""
-    if not _writable(cache_dir.parent):
+    returns False (and leaves no partial cache) when the directory is not writable or something other than
+    a cache of perfsight's is at ``cache_dir``."""
+    if not _writable(cache_dir.parent) or (os.path.lexists(cache_dir) and not _ours(cache_dir)):
         return False
     temp = cache_dir.with_name(cache_dir.name + f".tmp{os.getpid()}")
     try:
-        temp.mkdir(parents=True, exist_ok=True)
+        temp.mkdir()  # not an existing folder: only what this write makes is removed if it fails
+    except OSError:
+        return False
+    try:
+        files = {}
         for name, table in tables.items():
-            pq.write_table(table, temp / f"{name}.parquet", compression="lz4",  # 3x faster to read than zstd
+            path = temp / f"{name}.parquet"
+            pq.write_table(table, path, compression="lz4",  # 3x faster to read than zstd
                            row_group_size=ROW_GROUP_ROWS, use_dictionary=_repeating_columns(table))
-        (temp / FINGERPRINT).write_text(json.dumps(stamp), encoding="utf-8")
-        if cache_dir.exists():
-            shutil.rmtree(cache_dir)
+            files[name] = _file_stamp(path)
+        (temp / FINGERPRINT).write_text(json.dumps({**stamp, "files": files}), encoding="utf-8")
+        if os.path.lexists(cache_dir):
+            _remove(cache_dir)
         os.replace(temp, cache_dir)
         return True
     except OSError:
-        shutil.rmtree(temp, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            _remove(temp)
         return False
+
+
+def _file_stamp(path: Path) -> list | None:
+    """A cache file's ``_content_stamp`` without its mtime (a copied cache stays valid); None if ``path`` is
+    not a regular file of its own (a link is not)."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        size, _, digest = _content_stamp(path)
+    except OSError:
+        return None
+    return [size, digest]
+
+
+def _stored_fingerprint(cache_dir: Path) -> dict | None:
+    """The fingerprint a cache of perfsight's holds; None if ``cache_dir`` holds none (or not a regular file,
+    or not one perfsight wrote)."""
+    path = cache_dir / FINGERPRINT
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        with open_regular(path) as file:
+            stored = json.loads(file.read(MAX_FINGERPRINT_BYTES + 1))
+    except (OSError, ValueError):  # a fingerprint longer than the limit is not valid JSON
+        return None
+    return stored if isinstance(stored, dict) and {"cache_format", "code", "sources"} <= stored.keys() else None
+
+
+def _as_json(value: dict) -> dict:
+    """``value`` as it reads back from JSON (lists for tuples), to compare with a stored fingerprint."""
+    return json.loads(json.dumps(value))
+
+
+def _ours(cache_dir: Path) -> bool:
+    """Whether ``cache_dir`` is a cache perfsight wrote: a directory (not a link) holding only regular files
+    named ``FINGERPRINT`` or ``*.parquet``, its fingerprint one perfsight wrote."""
+    try:
+        if not stat.S_ISDIR(os.lstat(cache_dir).st_mode):
+            return False
+        with os.scandir(cache_dir) as entries:
+            if not all(entry.is_file(follow_symlinks=False) and (entry.name == FINGERPRINT or
+                                                                  entry.name.endswith(".parquet"))
+                       for entry in entries):
+                return False
+    except OSError:
+        return False
+    return _stored_fingerprint(cache_dir) is not None
+
+
+def _remove(folder: Path) -> None:
+    """Delete ``folder``, a cache perfsight wrote (checked by ``_ours``) or one it is writing: its files,
+    then the folder itself."""
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            os.unlink(entry.path)
+    os.rmdir(folder)
 
 
 def _writable(folder: Path) -> bool:
@@ -109,8 +205,9 @@ def _repeating_columns(table: pa.Table) -> list[str]:
 
 def write_in_background(cache_dir: Path, stamp: dict, tables: RunTables) -> None:
     """Start ``write`` on a thread of its own (after any pending write of the same directory)."""
+    key = _key(cache_dir)
     with _pending_lock:
-        previous = _pending.get(cache_dir)
+        previous = _pending.get(key)
 
         def work():
             if previous is not None:
@@ -119,25 +216,31 @@ def write_in_background(cache_dir: Path, stamp: dict, tables: RunTables) -> None
                 write(cache_dir, stamp, tables)
             finally:
                 with _pending_lock:
-                    if _pending.get(cache_dir) is thread:
-                        del _pending[cache_dir]
+                    if _pending.get(key) is thread:
+                        del _pending[key]
 
-        thread = _pending[cache_dir] = threading.Thread(target=work, name=f"perfsight cache {cache_dir.name}")
+        thread = _pending[key] = threading.Thread(target=work, name=f"perfsight cache {cache_dir.name}")
         thread.start()
 
 
 def wait(cache_dir: Path | None = None) -> None:
     """Wait until the pending background write of ``cache_dir`` (default: of every directory) is done."""
     with _pending_lock:
-        threads = list(_pending.values()) if cache_dir is None else [_pending.get(cache_dir)]
+        threads = list(_pending.values()) if cache_dir is None else [_pending.get(_key(cache_dir))]
     for thread in threads:
         if thread is not None:
             thread.join()
 
 
+def _key(cache_dir: Path) -> Path:
+    """One name per cache directory, however it was reached (relative path, absolute path, link)."""
+    return Path(cache_dir).resolve()
+
+
 def clear(cache_dir: Path) -> bool:
+    """Delete the cache at ``cache_dir`` if perfsight wrote it; whether it did."""
     wait(cache_dir)
-    if cache_dir.is_dir():
-        shutil.rmtree(cache_dir)
-        return True
-    return False
+    if not _ours(cache_dir):
+        return False
+    _remove(cache_dir)
+    return True

@@ -23,6 +23,7 @@ from .. import layout
 from ..errors import InputError
 from ..tables import (DATA_WAIT_SERIES, STEP_NUMBER_SERIES, STEP_TIME_SERIES, RunTables, conform, meta_table,
                       next_id)
+from .files import read_regular
 from .kineto import read_kineto
 
 
@@ -86,7 +87,7 @@ def _demote_cut_steps(slices: pa.Table, cut_steps: list[int]) -> pa.Table:
 def _read_manifest(run_dir: Path) -> dict:
     path = run_dir / layout.MANIFEST
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_regular(path).decode("utf-8"))
     except (OSError, ValueError) as exc:
         raise InputError(f"{path}: not a readable perfsight manifest ({exc})") from None
 
@@ -112,7 +113,7 @@ def _status(manifest: dict) -> str:
 
 def _read_csv(path: Path) -> pa.Table:
     """A flushed CSV; a last line torn by a kill is dropped."""
-    text = path.read_bytes()
+    text = read_regular(path)
     if not text.endswith(b"\n"):
         text = text[: text.rfind(b"\n") + 1]
     return pacsv.read_csv(pa.py_buffer(text))

@@ -16,6 +16,7 @@ optional column is simply absent from the table; unknown columns are kept under 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
 from pathlib import Path
@@ -27,6 +28,7 @@ import pyarrow.csv as pacsv
 
 from ...errors import InputError
 from ...tables import new_connection
+from ..files import UnreadableFile, open_regular, read_regular
 from ..kineto_columns import exact_ns, flat
 
 #: canonical name -> the headers it is written as (first: torch_npu's current spelling)
@@ -117,8 +119,10 @@ def read_csv(path: Path, *, required: Iterable[str] = (), first_rows_only: bool 
 def _all_text(path: Path) -> dict[str, pa.DataType]:
     """Every column of the file read as text (the header line, parsed as CSV)."""
     try:
-        with open(path, newline="", encoding="utf-8", errors="replace") as file:
+        with io.TextIOWrapper(open_regular(path), encoding="utf-8", errors="replace", newline="") as file:
             header = file.readline()
+    except UnreadableFile:
+        raise
     except OSError as error:
         raise InputError(f"{path}: cannot read the file ({error.strerror or error})") from None
     names = next(csv.reader([header]), [])
@@ -199,7 +203,7 @@ def read_json(path: Path, warnings: list[str], consequence: str):
     """The JSON document in ``path``; None when it cannot be read or parsed, with the warning
     ``<file>: not readable JSON (<why>); <consequence>``."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_regular(path).decode("utf-8"))
     except (OSError, ValueError) as error:
         warnings.append(f"{path.name}: not readable JSON ({error}); {consequence}")
         return None

@@ -39,7 +39,8 @@ def find_torch_npu_db(run_dir: Path) -> Path | None:
     if run_dir.is_file():
         return run_dir if DB_NAME.fullmatch(run_dir.name) else None
     for folder in (run_dir / OUTPUT_DIR, run_dir):
-        found = sorted(p for p in folder.glob("ascend_pytorch_profiler*.db") if DB_NAME.fullmatch(p.name)) \
+        found = sorted(p for p in folder.glob("ascend_pytorch_profiler*.db") if DB_NAME.fullmatch(p.name)
+                       and p.is_file()) \
             if folder.is_dir() else []
         if found:
             return found[0]

@@ -49,6 +49,7 @@ import pyarrow.compute as pc
 
 from ...errors import InputError
 from ...tables import RunTables
+from ..files import read_regular
 from ..kineto_decode import TraceStream
 from ..kineto_events import event_tables
 from .ascend_build import RunBuilder, add_steps
@@ -313,7 +314,7 @@ def _dynamic_shape(path: Path | None, builder: RunBuilder) -> list[dict]:
     if path is None:
         return []
     try:
-        steps = json.loads(path.read_text(encoding="utf-8"))["operator"]
+        steps = json.loads(read_regular(path).decode("utf-8"))["operator"]
         rows = [{"name": e["op_name"], "short": e["op_name"], "op_type": e.get("op_type"),
                  "task_type": _SIDE_TASKS.get(str(e.get("op_side", "")).lower(), "HOST_CPU"),
                  "step": int(e.get("step", step)), "dur_ns": int(round(float(e["dur"]) * 1000)),

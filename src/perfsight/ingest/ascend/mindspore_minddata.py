@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import InputError
+from ..files import read_regular
 from .ascend_build import RunBuilder
 from .ascend_csv import numbers, read_csv
 
@@ -34,7 +35,7 @@ _TIME_KINDS = {0: "push_time_ns", 1: "batch_time_ns", 2: "pipeline_time_ns"}
 def add_device_queue(path: Path, builder: RunBuilder, *, rank: int, facts: dict) -> None:
     series: dict[str, tuple[list, list]] = {}
     capacity = None
-    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+    for number, line in enumerate(read_regular(path).decode("utf-8", "replace").splitlines(), start=1):
         fields = line.split()
         if not fields:
             continue
@@ -77,7 +78,7 @@ def add_pipeline(path: Path, builder: RunBuilder, *, rank: int, facts: dict) -> 
 
 def add_cpu_utilization(path: Path, builder: RunBuilder, *, rank: int) -> None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path).decode("utf-8"))
         times = np.array([int(t) for t in data["time_stamp"]], dtype=np.int64) * _MS
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise InputError(f"{path}: not a MindData CPU utilisation file ({error}); expected JSON with "

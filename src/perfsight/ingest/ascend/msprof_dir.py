@@ -42,6 +42,7 @@ import pyarrow.compute as pc
 from ... import layout
 from ...errors import InputError
 from ...tables import RunTables, meta_table
+from ..files import read_regular
 from .ascend_build import RunBuilder, add_steps
 from .ascend_csv import numbers
 from .detect import MSPROF_DEVICE_DIR, is_msprof_dir
@@ -254,7 +255,7 @@ def _info(path: Path, device: int, name: str = "info.json") -> dict:
     """``device_N/{name}.N`` (or ``{name}``) as a dict; {} when absent or unreadable."""
     for candidate in (path / f"device_{device}" / f"{name}.{device}", path / f"device_{device}" / name):
         try:
-            return json.loads(candidate.read_text(encoding="utf-8"))
+            return json.loads(read_regular(candidate).decode("utf-8"))
         except (OSError, ValueError):
             continue
     return {}

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 
 from ...errors import InputError
 from ...tables import TRACKS, RunTables, conform, meta_table, new_connection
+from ..files import read_regular
 from ..kineto_nesting import Nesting, ids_or_null, overlap_warning, take_or_missing
 from .detect import DB_NAME, OUTPUT_DIR, find_torch_npu_db
 from .torch_npu_db_device import read_device
@@ -114,7 +115,8 @@ def _facts(db: Database, path: Path, rank: int | None, warnings: list[str]) -> d
     environment = _json(meta_rows.pop("ENV_VARIABLES", None), "META_DATA ENV_VARIABLES", warnings)
     rank_devices = db.rows("SELECT rankId, deviceId FROM RANK_DEVICE_MAP", "RANK_DEVICE_MAP")
     info_path = next(iter(sources(path)[1:]), None)
-    info = (_json(info_path.read_text(errors="replace"), str(info_path), warnings) if info_path else None) or {}
+    info = (_json(read_regular(info_path).decode("utf-8", "replace"), str(info_path), warnings)
+            if info_path else None) or {}
     distributed = distributed if isinstance(distributed, dict) else {}
     named = DB_NAME.fullmatch(path.name).group(1)
     candidates = [rank, *(r for r, _ in rank_devices[:1]), distributed.get("rank"), info.get("rank_id"),
