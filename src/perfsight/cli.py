@@ -270,8 +270,9 @@ def cmd_run(args) -> int:
     return code
 
 
-def _with_progress(path: str, work):
-    """Run ``work()`` under a progress bar (on stderr) over the bytes of the raw files at ``path``."""
+def _with_progress(path: str, work, runs=None):
+    """Run ``work()`` under a progress bar (on stderr) over the bytes of the raw files of ``runs`` (default:
+    the runs ``ingest.find_runs`` finds at ``path``)."""
     from pathlib import Path
 
     from rich.console import Console
@@ -279,7 +280,8 @@ def _with_progress(path: str, work):
 
     from .ingest import find_runs, progress
 
-    total = sum(p.stat().st_size for run in find_runs(Path(path)) for p in run.sources() if p.is_file())
+    runs = find_runs(Path(path)) if runs is None else runs
+    total = sum(p.stat().st_size for run in runs for p in run.sources() if p.is_file())
     columns = (TextColumn("reading"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("reading", total=total)
@@ -288,11 +290,14 @@ def _with_progress(path: str, work):
 
 
 def cmd_export(args) -> int:
-    from .api import export
+    from .export import Selection, export_runs, find_export_runs
 
-    results = _with_progress(args.dir, lambda: export(args.dir, timeline=args.export_kind == "timeline", summary=args.export_kind == "summary",
-                     fmt=getattr(args, "format", "csv"), iteration_id=args.iteration_id, model_id=args.model_id,
-                     iteration_count=args.iteration_count, clear=args.clear, output=args.output))
+    runs = find_export_runs(args.dir)
+    selection = Selection(iteration_id=args.iteration_id, model_id=args.model_id,
+                          iteration_count=args.iteration_count)
+    results = _with_progress(args.dir, lambda: export_runs(
+        runs, timeline=args.export_kind == "timeline", summary=args.export_kind == "summary",
+        fmt=getattr(args, "format", "csv"), selection=selection, clear=args.clear, output=args.output), runs=runs)
     for run, files in results.items():
         print(f"{run}:")
         for path in files:

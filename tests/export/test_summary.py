@@ -95,7 +95,8 @@ def test_no_file_for_empty_categories(tmp_path):
     host_only = RunTables(slices=tables.slices.filter(pc.and_(pc.not_equal(tables.slices["track_id"], STREAM),
                                                               pc.not_equal(tables.slices["kind"], "runtime"))),
                           tracks=tables.tracks)
-    (tmp_path / "prof_rule_0.json").write_text('[{"rule": "an earlier export\'s advice"}]')
+    export_summary(tables, tmp_path, stamp="20240102030404")       # an earlier export, with advice
+    assert json.loads((tmp_path / "prof_rule_0.json").read_text())
     written = export_summary(host_only, tmp_path, stamp=STAMP)
     assert [p.name for p in written] == [f"{n}_{STAMP}.csv" for n in ("step_trace", "op_summary", "op_statistic")
                                          ] + ["prof_rule_0.json"]

@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 from .catalog import OutputFile, describe
+from .output import Staging, staging
 
 README_NAME = "README.txt"
 _SECTION = re.compile(r"^File: (\S+)$", re.MULTILINE)
@@ -36,14 +37,23 @@ shapes as JSON arrays). Files without data are not written.
 def write_readme(out_dir: Path, written: list[Path]) -> Path:
     """Write ``out_dir/README.txt`` describing the files in ``written`` plus the export files an earlier
     README listed that still exist; returns its path."""
-    path = out_dir / README_NAME
+    with staging(out_dir) as stage:
+        stage_readme(stage, written)
+        return stage.commit()[0]
+
+
+def stage_readme(stage: Staging, written: list[Path]) -> None:
+    """Write README.txt into ``stage`` (``write_readme`` without the commit)."""
+    stage.write(README_NAME, lambda path: path.write_text(_text(stage.folder, written), encoding="utf-8"),
+                replaceable=True)
+
+
+def _text(out_dir: Path, written: list[Path]) -> str:
     names = {p.name for p in written if p.name != README_NAME}
-    if path.exists():
-        names |= {n for n in _SECTION.findall(path.read_text(encoding="utf-8")) if (out_dir / n).exists()}
-    sections = [_section(name, describe(name)) for name in sorted(names)]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join([_INTRO, *sections]), encoding="utf-8")
-    return path
+    earlier = out_dir / README_NAME
+    if earlier.is_file():
+        names |= {n for n in _SECTION.findall(earlier.read_text(encoding="utf-8")) if (out_dir / n).exists()}
+    return "\n".join([_INTRO, *(_section(name, describe(name)) for name in sorted(names))])
 
 
 def _section(name: str, kind: OutputFile) -> str:

@@ -14,15 +14,25 @@ from ..analysis import advisor, ops, steps
 from ..errors import OptionError
 from ..tables import RunTables
 from . import catalog
+from .output import Staging, staging
 from .writer import FORMATS, write_rows
 
 
 def export_summary(tables: RunTables, out_dir: Path, *, stamp: str, fmt: str = "csv",
                    fp_point: str | None = None, bp_point: str | None = None) -> list[Path]:
-    """Write the summary files that have data into ``out_dir`` in ``fmt`` (csv or json); returns their
-    paths. ``fp_point``/``bp_point`` name the step trace's forward-start / backward-end operators."""
-    if fmt not in FORMATS:
-        raise OptionError(f"--format: {fmt!r} is not allowed; allowed: {', '.join(FORMATS)}")
+    """Write the summary files that have data into ``out_dir`` in ``fmt`` (csv or json), all or none;
+    returns their paths. ``fp_point``/``bp_point`` name the step trace's forward-start / backward-end
+    operators."""
+    _check_format(fmt)
+    with staging(out_dir) as stage:
+        stage_summary(tables, stage, stamp=stamp, fmt=fmt, fp_point=fp_point, bp_point=bp_point)
+        return stage.commit()
+
+
+def stage_summary(tables: RunTables, stage: Staging, *, stamp: str, fmt: str = "csv",
+                  fp_point: str | None = None, bp_point: str | None = None) -> None:
+    """Write the summary files that have data into ``stage`` (``export_summary`` without the commit)."""
+    _check_format(fmt)
     results = (
         (catalog.STEP_TRACE_SUMMARY, steps.step_trace(tables, fp_point=fp_point, bp_point=bp_point)),
         (catalog.OP_SUMMARY, ops.op_instances(tables)),
@@ -30,12 +40,20 @@ def export_summary(tables: RunTables, out_dir: Path, *, stamp: str, fmt: str = "
         (catalog.API_STATISTIC, ops.api_statistic(tables)),
         (catalog.TASK_TIME, ops.task_time(tables)),
     )
-    written = []
+    written = False
     for kind, table in results:
         if table.num_rows:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            written.append(write_rows(table, kind.columns, out_dir / kind.name(stamp, fmt), fmt))
+            stage.write(kind.name(stamp, fmt), _rows_writer(table, kind.columns, fmt))
+            written = True
     if written:  # the advice of a run with data, even none: an earlier export's prof_rule_0.json must not stay
-        written.append(write_rows(advisor.advise(tables), catalog.ADVICE.columns,
-                                  out_dir / catalog.ADVICE.name(stamp, "json"), "json"))
-    return written
+        stage.write(catalog.ADVICE.name(stamp, "json"), _rows_writer(advisor.advise(tables), catalog.ADVICE.columns,
+                                                                     "json"), replaceable=True)
+
+
+def _rows_writer(table, columns, fmt: str):
+    return lambda path: write_rows(table, columns, path, fmt)
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise OptionError(f"--format: {fmt!r} is not allowed; allowed: {', '.join(FORMATS)}")

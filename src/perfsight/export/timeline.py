@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from ..analysis.steps import step_trace
 from ..tables import RunTables, new_connection
 from .catalog import MSPROF_TIMELINE, STEP_TRACE_TIMELINE
+from .output import Staging, staging
 from .writer import us_sql
 
 EVENTS_PER_BATCH = 50_000
@@ -25,28 +26,33 @@ EVENTS_PER_BATCH = 50_000
 
 def export_timeline(tables: RunTables, out_dir: Path, *, stamp: str, fp_point: str | None = None,
                     bp_point: str | None = None) -> list[Path]:
-    """Write the timeline files that have data into ``out_dir``; returns their paths.
+    """Write the timeline files that have data into ``out_dir``, all or none; returns their paths.
 
     ``fp_point``/``bp_point`` name the forward-start / backward-end operators of the step trace
     (see perfsight.analysis.steps)."""
-    written = []
+    with staging(out_dir) as stage:
+        stage_timeline(tables, stage, stamp=stamp, fp_point=fp_point, bp_point=bp_point)
+        return stage.commit()
+
+
+def stage_timeline(tables: RunTables, stage: Staging, *, stamp: str, fp_point: str | None = None,
+                   bp_point: str | None = None) -> None:
+    """Write the timeline files that have data into ``stage`` (``export_timeline`` without the commit)."""
     meta = tables.meta_dict()
     con = tables.connect()
     if tables.slices.num_rows or tables.counters.num_rows or tables.memory.num_rows:
-        written.append(_write_trace(out_dir / MSPROF_TIMELINE.name(stamp, "json"), con, _run_events(con), meta))
+        stage.write(MSPROF_TIMELINE.name(stamp, "json"), lambda path: _write_trace(path, con, _run_events(con), meta))
     steps = step_trace(tables, fp_point=fp_point, bp_point=bp_point)
     if steps.num_rows:
         step_con = new_connection()
         step_con.register("steps", steps)
-        written.append(_write_trace(out_dir / STEP_TRACE_TIMELINE.name(stamp, "json"), step_con,
-                                    _step_events(step_con), meta))
-    return written
+        stage.write(STEP_TRACE_TIMELINE.name(stamp, "json"),
+                    lambda path: _write_trace(path, step_con, _step_events(step_con), meta))
 
 
 def _write_trace(path: Path, con: duckdb.DuckDBPyConnection, events_sql: str, meta: dict[str, str]) -> Path:
     """Stream the events of ``events_sql`` (rows: ev, ord, ts) into a trace file, batch by batch: each
     batch's event texts are joined by Arrow, so memory stays bounded and no Python object per event."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     reader = con.sql(f"SELECT ev FROM ({events_sql}) ORDER BY ord, ts, ev").to_arrow_reader(EVENTS_PER_BATCH)
     with open(path, "wb") as out:
         out.write(b'{"traceEvents":[\n')

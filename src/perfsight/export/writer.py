@@ -36,6 +36,7 @@ def write_rows(table: pa.Table, columns: tuple[Column, ...], path: Path, fmt: st
     """Write ``table``'s ``columns`` (renamed to their headers) to ``path``: CSV with a header row, or a
     JSON array with one object per row."""
     options = "HEADER, DELIMITER ','" if fmt == "csv" else "FORMAT JSON, ARRAY true"
+    options += ", USE_TMP_FILE false"    # the caller's path is already a temp file (output.Staging)
     con = new_connection()
     con.register("result", table)
     select_list = ", ".join(_column_sql(c) for c in columns)

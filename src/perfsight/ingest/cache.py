@@ -23,6 +23,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .. import layout
 from ..tables import RunTables, conform
 
 CACHE_FORMAT = 2
@@ -72,7 +73,7 @@ def read(cache_dir: Path, sources: list[Path]) -> RunTables | None:
 def write(cache_dir: Path, stamp: dict, tables: RunTables) -> bool:
     """Store the tables with ``stamp``, the ``fingerprint`` of their sources taken before they were read;
     returns False (and leaves no partial cache) when the directory is not writable."""
-    if not _writable(cache_dir.parent):
+    if not layout.writable_folder(cache_dir.parent):
         return False
     temp = cache_dir.with_name(cache_dir.name + f".tmp{os.getpid()}")
     try:
@@ -87,16 +88,6 @@ def write(cache_dir: Path, stamp: dict, tables: RunTables) -> bool:
         return True
     except OSError:
         shutil.rmtree(temp, ignore_errors=True)
-        return False
-
-
-def _writable(folder: Path) -> bool:
-    """Whether the cache may go in ``folder``: its permissions allow writing to someone, and to us. A folder
-    with no write bit is read-only data (a shared corpus, an archive) that root, whom ``os.access`` lets
-    write anywhere, must not fill with caches either."""
-    try:
-        return bool(folder.stat().st_mode & 0o222) and os.access(folder, os.W_OK)
-    except OSError:
         return False
 
 
