@@ -13,8 +13,9 @@ from perfsight import cli
 from perfsight.ingest import cache
 from perfsight.export import catalog
 
-ALL_FILES = ["api_statistic.csv", "msprof.json", "op_statistic.csv", "op_summary.csv", "prof_rule_0.json",
-             "step_trace.csv", "step_trace.json", "task_time.csv"]
+ALL_FILES = ["acl_statistic.csv", "api_statistic.csv", "msprof.json", "msprof_tx.csv", "msprof_tx.json",
+             "op_statistic.csv", "op_summary.csv", "prof_rule_0.json", "pytorch_operator_view.csv", "runtime_api.csv",
+             "step_trace.csv", "step_trace.json", "task_time.csv", "task_time.json"]
 
 
 def writable_copy(shared_data, relpath, tmp_path):

@@ -25,12 +25,14 @@ _INTRO = """\
 perfsight export output
 =======================
 
-Written by `perfsight export timeline|summary` (the msprof export shape). Times are taken from the
-profiled run: nanosecond integers in perfsight, written here as microseconds (us) with three decimals,
-so every value is exact to the nanosecond; absolute times are since the Unix epoch when the trace
-records it, otherwise on the trace's own clock. Rank is the distributed rank (0 for a single process).
-Summary files are CSV, or with --format json a JSON array of row objects (numbers as JSON numbers,
-shapes as JSON arrays). Files without data are not written.
+Written by `perfsight export timeline|summary` (the msprof export shape). Each file re-creates a file
+of msprof / torch_npu's profiler ("Mirrors:" names it). Times are taken from the profiled run:
+nanosecond integers in perfsight, written here as microseconds (us) with three decimals, so every value
+is exact to the nanosecond; absolute times are since the Unix epoch when the trace records it, otherwise
+on the trace's own clock. Summary files start with msprof's own columns, in msprof's order and spelling
+(N/A where a field has no meaning off Ascend), then perfsight's (Rank: the distributed rank, 0 for a
+single process; Self Time, Step, ...). They are CSV, or with --format json a JSON array of row objects
+(numbers as JSON numbers). Files without data are not written.
 """
 
 
@@ -57,7 +59,9 @@ def _text(out_dir: Path, written: list[Path]) -> str:
 
 
 def _section(name: str, kind: OutputFile) -> str:
-    lines = [f"File: {name}", f"  {kind.title}", *textwrap.wrap(kind.about, 100, initial_indent="  ", subsequent_indent="  ")]
+    lines = [f"File: {name}", f"  {kind.title}",
+             *textwrap.wrap(f"Mirrors: {kind.mirrors}", 100, initial_indent="  ", subsequent_indent="    "),
+             *textwrap.wrap(kind.about, 100, initial_indent="  ", subsequent_indent="  ")]
     if kind.columns:
         lines.append(f"  Format: {_FORMATS[Path(name).suffix]}")
         lines.append("  Columns:")
