@@ -271,8 +271,8 @@ def cmd_run(args) -> int:
 
 
 def _with_progress(path: str, work, runs=None):
-    """Run ``work()`` under a progress bar (on stderr) over the bytes of the raw files of ``runs`` (default:
-    the runs ``ingest.find_runs`` finds at ``path``)."""
+    """Run ``work()`` under a progress bar (on stderr, when it is a terminal: elsewhere it would leave an empty
+    line) over the bytes of the raw files of ``runs`` (default: the runs ``ingest.find_runs`` finds at ``path``)."""
     from pathlib import Path
 
     from rich.console import Console
@@ -283,7 +283,8 @@ def _with_progress(path: str, work, runs=None):
     runs = find_runs(Path(path)) if runs is None else runs
     total = sum(p.stat().st_size for run in runs for p in run.sources() if p.is_file())
     columns = (TextColumn("reading"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+    console = Console(stderr=True)
+    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task("reading", total=total)
         with progress.reporting(lambda nbytes: bar.advance(task, nbytes)):
             return work()

@@ -32,7 +32,7 @@ def listing(folder):
 def one_line_error(capsys) -> str:
     err = capsys.readouterr().err
     assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.strip()]
+    lines = err.splitlines()
     assert len(lines) == 1, err
     assert lines[0].startswith("perfsight: error: ")
     return lines[0]
