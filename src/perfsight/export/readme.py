@@ -32,7 +32,9 @@ is exact to the nanosecond; absolute times are since the Unix epoch when the tra
 on the trace's own clock. Summary files start with msprof's own columns, in msprof's order and spelling
 (N/A where a field has no meaning off Ascend), then perfsight's (Rank: the distributed rank, 0 for a
 single process; Self Time, Step, ...). They are CSV, or with --format json a JSON array of row objects
-(numbers as JSON numbers). Files without data are not written.
+(numbers as JSON numbers). Files without data are not written. The hidden .perfsight_export_files.json
+records the files perfsight wrote here: it replaces a file of one fixed name (README.txt, prof_rule_0.json,
+msprof_tx.*, pytorch_operator_view.*) only when that file is its own, unchanged since.
 """
 
 

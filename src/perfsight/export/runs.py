@@ -120,4 +120,3 @@ def _free_stamp(out_dir: Path) -> str:
     while any(out_dir.glob(f"*_{candidate}.*")):
         candidate, n = f"{stamp}_{n}", n + 1
     return candidate
-
