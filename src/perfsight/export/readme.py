@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 from .catalog import OutputFile, describe
-from .output import Staging, staging
+from .output import LEDGER, Staging, staging
 
 README_NAME = "README.txt"
 _SECTION = re.compile(r"^File: (\S+)$", re.MULTILINE)
@@ -21,7 +21,7 @@ _FORMATS = {
     ".json": "JSON array with one object per row, keyed by the column headers; null where there is no value",
 }
 
-_INTRO = """\
+_INTRO = f"""\
 perfsight export output
 =======================
 
@@ -32,7 +32,7 @@ is exact to the nanosecond; absolute times are since the Unix epoch when the tra
 on the trace's own clock. Summary files start with msprof's own columns, in msprof's order and spelling
 (N/A where a field has no meaning off Ascend), then perfsight's (Rank: the distributed rank, 0 for a
 single process; Self Time, Step, ...). They are CSV, or with --format json a JSON array of row objects
-(numbers as JSON numbers). Files without data are not written. The hidden .perfsight_export_files.json
+(numbers as JSON numbers). Files without data are not written. The hidden {LEDGER}
 records the files perfsight wrote here: it replaces a file of one fixed name (README.txt, prof_rule_0.json,
 msprof_tx.*, pytorch_operator_view.*) only when that file is its own, unchanged since.
 """
