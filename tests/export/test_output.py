@@ -187,3 +187,16 @@ def test_a_folder_without_runs_anywhere_below(tmp_path, capsys):
     (tmp_path / "empty" / "deeper").mkdir(parents=True)
     assert cli.main(["export", "summary", "-dir", str(tmp_path / "empty")]) == 2
     assert "holds no run perfsight can read" in one_line_error(capsys)
+
+
+def test_timeline_and_json_summary_in_one_export(shared_data, tmp_path):
+    """As Profiler.analyse exports: both kinds with one stamp, every file under its own name."""
+    from perfsight.api import export
+
+    trace = shutil.copy(shared_data / "kineto/hta/trace_filter/sampled_rank-0.json.gz", tmp_path)
+    [files] = export(trace, timeline=True, summary=True, fmt="json").values()
+    names = [p.name for p in files]
+    assert len(set(names)) == len(names) and all(p.is_file() for p in files)
+    stamp = names[0].removeprefix("msprof_").removesuffix(".json")
+    assert {f"task_time_{stamp}.json", f"task_time_summary_{stamp}.json", "msprof_tx.json",
+            "msprof_tx_summary.json", f"step_trace_{stamp}.json", f"step_trace_summary_{stamp}.json"} <= set(names)

@@ -15,3 +15,11 @@ def test_every_file_name_is_documented():
         for ext, stem in kind.stems:
             if ext != "json" or ("csv", stem) not in kind.stems:
                 assert kind.name("{ts}", ext) in documented, kind.title
+
+
+def test_no_two_files_share_a_name():
+    """A timeline and a JSON summary exported together (one stamp) must not collide, and README.txt must
+    know which kind each name is."""
+    names = [(kind.name("20240102030405", ext), kind) for kind in catalog.ALL_FILES for ext, _ in kind.stems]
+    assert len({name for name, _ in names}) == len(names)
+    assert all(catalog.describe(name) is kind for name, kind in names)

@@ -129,8 +129,8 @@ def test_fp_bp_points_reach_the_step_trace(tmp_path):
 
 def test_json_format(tmp_path):
     written = export_summary(training_run(), tmp_path, stamp=STAMP, fmt="json")
-    assert [p.name for p in written] == [f"{n}_{STAMP}.json" for n in ("step_trace_summary",) + SUMMARY_FILES[1:]] + [
-        "msprof_tx_summary.json", "pytorch_operator_view.json", "prof_rule_0.json"]
+    assert [p.name for p in written] == [f"{n}_{STAMP}.json" for n in ("step_trace_summary",) + SUMMARY_FILES[1:-1] + (
+        "task_time_summary",)] + ["msprof_tx_summary.json", "pytorch_operator_view.json", "prof_rule_0.json"]
     rows = json.loads(by_name(written)["op_summary"].read_text())
     assert list(rows[0]) == [c.header for c in OP_SUMMARY.columns]
     assert rows[0]["Task Start Time(us)"] == 1000002.002 and rows[0]["Input Shapes"] == "128;32,64;64,128"

@@ -332,9 +332,10 @@ ACL_STATISTIC = OutputFile(
 )
 
 TASK_TIME = OutputFile(
-    title="device task times (task_time_*)",
-    stems=_summary_stems("task_time"),
-    mirrors=_seed_001("task_time_*.csv", "Task Scheduler的任务调度信息数据。"),
+    title="device task times (task_time_*.csv, task_time_summary_*.json)",
+    stems=(("csv", "task_time"), ("json", "task_time_summary")),
+    mirrors=_seed_001("task_time_*.csv", "Task Scheduler的任务调度信息数据。") + "; its JSON form is "
+            "task_time_summary_*.json, as task_time_*.json is the device task timeline",
     about="One row per task a device executed, in start order.",
     columns=(
         _DEVICE_ID,
