@@ -57,11 +57,14 @@ def _add_export(sub) -> None:
                             description="Export the timeline or the summary files of one or more runs, "
                                         "as msprof.py export does. Unparsed runs are parsed on the fly.")
     kinds = export.add_subparsers(dest="export_kind", required=True, metavar="{timeline,summary}")
-    for kind, text in (("timeline", "msprof_{ts}.json: a Chrome/Perfetto timeline"),
-                       ("summary", "step_trace, op_summary, op_statistic, api_statistic, task_time files")):
+    for kind, text in (("timeline", "msprof_{ts}.json (a Chrome/Perfetto timeline), step_trace, task_time and "
+                                    "msprof_tx timelines"),
+                       ("summary", "step_trace, op_summary, op_statistic, api_statistic, runtime_api, "
+                                   "acl_statistic, task_time, msprof_tx, pytorch_operator_view files")):
         p = kinds.add_parser(kind, help=text, description=f"Export {text}.")
         p.add_argument("-dir", "--collection-dir", dest="dir", required=True,
-                       help="a PROF_ directory, a parent of PROF_ directories, or a torch.profiler trace file")
+                       help="a PROF_ directory, a folder holding runs (also further down: runs/<job>/PROF_*), "
+                            "or a torch.profiler trace file")
         p.add_argument("--iteration-id", type=_positive_int,
                        help="export this iteration only (goes with --model-id)")
         p.add_argument("--model-id", type=_model_id,

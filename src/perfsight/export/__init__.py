@@ -3,8 +3,11 @@
     find_export_runs(path)                    the runs ``-dir path`` exports (also runs/<job>/PROF_*)
     export_runs(runs, timeline=, summary=...) each run's files into its output folder, all or none
     select(tables, Selection(...))            the iterations asked for (--iteration-id/--model-id/--iteration-count)
-    export_timeline(tables, out_dir, stamp=)  msprof_{stamp}.json, step_trace_{stamp}.json
-    export_summary(tables, out_dir, stamp=)   step_trace, op_summary, op_statistic, api_statistic, task_time (csv|json)
+    export_timeline(tables, out_dir, stamp=)  msprof_{stamp}.json, task_time_{stamp}.json, msprof_tx.json,
+                                              step_trace_{stamp}.json
+    export_summary(tables, out_dir, stamp=)   step_trace, op_summary, op_statistic, api_statistic, runtime_api,
+                                              acl_statistic, task_time, msprof_tx, pytorch_operator_view (csv|json),
+                                              prof_rule_0.json
     write_readme(out_dir, written)            README.txt describing every file written
 
 Files without data are not written. catalog.py names and describes every file and column; output.py owns
