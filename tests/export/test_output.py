@@ -200,3 +200,14 @@ def test_timeline_and_json_summary_in_one_export(shared_data, tmp_path):
     stamp = names[0].removeprefix("msprof_").removesuffix(".json")
     assert {f"task_time_{stamp}.json", f"task_time_summary_{stamp}.json", "msprof_tx.json",
             "msprof_tx_summary.json", f"step_trace_{stamp}.json", f"step_trace_summary_{stamp}.json"} <= set(names)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", ["README.txt", ".perfsight_export_files.json"])
+def test_a_fifo_in_the_output_folder_neither_hangs_nor_is_replaced(trace, capsys, name):
+    out_dir = trace.parent / "perfsight_output" / "cpu_mlp_plain"
+    out_dir.mkdir(parents=True)
+    os.mkfifo(out_dir / name)
+    assert cli.main(["export", "summary", "-dir", str(trace)]) == 2
+    assert f"{out_dir / name}: " in one_line_error(capsys)
+    assert [p.name for p in out_dir.iterdir()] == [name] and (out_dir / name).is_fifo()

@@ -146,6 +146,10 @@ class Staging:
                   if name in {final.name for _, final, _ in self._temps} or _exists(self.folder / name)}
         written = self.written
         ledger_path = self.folder / LEDGER
+        if _exists(ledger_path) and (ledger_path.is_symlink() or not ledger_path.is_file()):
+            self._fail(ledger_path, None, f"{ledger_path}: is {describe_kind(ledger_path)}, not the ledger of "
+                                          f"the files perfsight wrote; perfsight does not replace it: move it away, "
+                                          f"or {ELSEWHERE}")
         ledger_temp = self._reserve(ledger_path)
         self._temps.append((ledger_temp, ledger_path, True))
         try:
@@ -242,8 +246,10 @@ def _place_new(temp: Path, final: Path) -> None:
 
 
 def _read_ledger(folder: Path) -> dict[str, dict]:
+    """The folder's ledger; empty when it is missing, unreadable or not a regular file (a FIFO would hang)."""
+    path = folder / LEDGER
     try:
-        ledger = json.loads((folder / LEDGER).read_text(encoding="utf-8"))
+        ledger = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     except (OSError, ValueError):
         return {}
     return ledger if isinstance(ledger, dict) else {}
