@@ -57,11 +57,14 @@ def _add_export(sub) -> None:
                             description="Export the timeline or the summary files of one or more runs, "
                                         "as msprof.py export does. Unparsed runs are parsed on the fly.")
     kinds = export.add_subparsers(dest="export_kind", required=True, metavar="{timeline,summary}")
-    for kind, text in (("timeline", "msprof_{ts}.json: a Chrome/Perfetto timeline"),
-                       ("summary", "step_trace, op_summary, op_statistic, api_statistic, task_time files")):
+    for kind, text in (("timeline", "msprof_{ts}.json (a Chrome/Perfetto timeline), step_trace, task_time and "
+                                    "msprof_tx timelines"),
+                       ("summary", "step_trace, op_summary, op_statistic, api_statistic, runtime_api, "
+                                   "acl_statistic, task_time, msprof_tx, pytorch_operator_view files")):
         p = kinds.add_parser(kind, help=text, description=f"Export {text}.")
         p.add_argument("-dir", "--collection-dir", dest="dir", required=True,
-                       help="a PROF_ directory, a parent of PROF_ directories, or a torch.profiler trace file")
+                       help="a PROF_ directory, a folder holding runs (also further down: runs/<job>/PROF_*), "
+                            "or a torch.profiler trace file")
         p.add_argument("--iteration-id", type=_positive_int,
                        help="export this iteration only (goes with --model-id)")
         p.add_argument("--model-id", type=_model_id,
@@ -266,8 +269,9 @@ def cmd_run(args) -> int:
     return code
 
 
-def _with_progress(path: str, work):
-    """Run ``work()`` under a progress bar (on stderr) over the bytes of the raw files at ``path``."""
+def _with_progress(path: str, work, runs=None):
+    """Run ``work()`` under a progress bar (on stderr, when it is a terminal: elsewhere it would leave an empty
+    line) over the bytes of the raw files of ``runs`` (default: the runs ``ingest.find_runs`` finds at ``path``)."""
     from pathlib import Path
 
     from rich.console import Console
@@ -275,20 +279,25 @@ def _with_progress(path: str, work):
 
     from .ingest import find_runs, progress
 
-    total = sum(p.stat().st_size for run in find_runs(Path(path)) for p in run.sources() if p.is_file())
+    runs = find_runs(Path(path)) if runs is None else runs
+    total = sum(p.stat().st_size for run in runs for p in run.sources() if p.is_file())
     columns = (TextColumn("reading"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+    console = Console(stderr=True)
+    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task("reading", total=total)
         with progress.reporting(lambda nbytes: bar.advance(task, nbytes)):
             return work()
 
 
 def cmd_export(args) -> int:
-    from .api import export
+    from .export import Selection, export_runs, find_export_runs
 
-    results = _with_progress(args.dir, lambda: export(args.dir, timeline=args.export_kind == "timeline", summary=args.export_kind == "summary",
-                     fmt=getattr(args, "format", "csv"), iteration_id=args.iteration_id, model_id=args.model_id,
-                     iteration_count=args.iteration_count, clear=args.clear, output=args.output))
+    runs = find_export_runs(args.dir)
+    selection = Selection(iteration_id=args.iteration_id, model_id=args.model_id,
+                          iteration_count=args.iteration_count)
+    results = _with_progress(args.dir, lambda: export_runs(
+        runs, timeline=args.export_kind == "timeline", summary=args.export_kind == "summary",
+        fmt=getattr(args, "format", "csv"), selection=selection, clear=args.clear, output=args.output), runs=runs)
     for run, files in results.items():
         print(f"{run}:")
         for path in files:

@@ -13,6 +13,11 @@ class InputError(PerfsightError):
     """A file or directory given to perfsight cannot be read as a run."""
 
 
+class OutputError(PerfsightError):
+    """perfsight cannot write where it was asked to: a special file or a file in place of a folder, a
+    read-only folder, a user's file in the way, or a write that failed (disk full)."""
+
+
 class TuneBankError(PerfsightError):
     """A tuning bank cannot be used as asked: it is read-only, stale (tuned under other library versions) or
     unreadable."""

@@ -52,6 +52,16 @@ def is_run_dir(path: Path) -> bool:
     return path.is_dir() and (path / MANIFEST).is_file()
 
 
+def writable_folder(folder: Path) -> bool:
+    """Whether perfsight may write into ``folder`` (its cache, its exports): its permissions allow writing
+    to someone, and to us. A folder with no write bit is read-only data (a shared corpus, an archive) that
+    root, whom ``os.access`` lets write anywhere, must not fill either."""
+    try:
+        return bool(folder.stat().st_mode & 0o222) and os.access(folder, os.W_OK)
+    except OSError:
+        return False
+
+
 def find_run_dirs(path: Path) -> list[Path]:
     """``path`` itself if it is a run directory, else the run directories directly below it, sorted."""
     if is_run_dir(path):

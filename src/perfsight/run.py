@@ -79,6 +79,7 @@ class Run:
     op_statistic = _Analysis("ops")
     api_statistic = _Analysis("ops")
     task_time = _Analysis("ops")
+    operator_details = _Analysis("operator_details")
     kernel_breakdown = _Analysis("kernels")
     kernel_type_breakdown = _Analysis("kernels")
     launch_stats = _Analysis("kernels")

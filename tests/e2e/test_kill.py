@@ -38,7 +38,7 @@ def test_sigkill_mid_collection_then_export(tmp_path):
     assert result.returncode == 0, result.stderr
     result = perfsight("export", "timeline", "-dir", run)
     assert result.returncode == 0, result.stderr
-    [timeline] = (run / layout.OUTPUT_DIR).glob("msprof_*.json")
+    [timeline] = (run / layout.OUTPUT_DIR).glob("msprof_[0-9]*.json")     # not msprof_tx.json, the marks alone
     events = json.loads(timeline.read_text())["traceEvents"]
     steps = {e["name"] for e in events if str(e.get("name", "")).startswith("ProfilerStep#")}
     assert {"ProfilerStep#0", "ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"} <= steps

@@ -13,8 +13,9 @@ from perfsight import cli
 from perfsight.ingest import cache
 from perfsight.export import catalog
 
-ALL_FILES = ["api_statistic.csv", "msprof.json", "op_statistic.csv", "op_summary.csv", "prof_rule_0.json",
-             "step_trace.csv", "step_trace.json", "task_time.csv"]
+ALL_FILES = ["acl_statistic.csv", "api_statistic.csv", "msprof.json", "msprof_tx.csv", "msprof_tx.json",
+             "op_statistic.csv", "op_summary.csv", "prof_rule_0.json", "pytorch_operator_view.csv", "runtime_api.csv",
+             "step_trace.csv", "step_trace.json", "task_time.csv", "task_time.json"]
 
 
 def writable_copy(shared_data, relpath, tmp_path):
@@ -28,7 +29,8 @@ def writable_copy(shared_data, relpath, tmp_path):
 def exported(output_dir) -> dict[str, object]:
     """The files in ``output_dir`` by name without their stamp (``op_summary_{stamp}[_n].csv`` -> op_summary.csv;
     a second export within the same second gets ``_1``)."""
-    return {re.sub(r"_\d{14}(_\d+)?(?=\.)", "", p.name): p for p in output_dir.iterdir()}
+    return {re.sub(r"_\d{14}(_\d+)?(?=\.)", "", p.name): p for p in output_dir.iterdir()
+            if not p.name.startswith(".")}     # the hidden ledger of the files perfsight wrote
 
 
 @pytest.mark.parametrize("relpath", ["ascend/torch_npu/text/level1", "ascend/torch_npu/db/level1"])

@@ -1,6 +1,7 @@
 """Export real torch.profiler traces end to end (Kineto reader -> select -> export files)."""
 import csv
 import json
+import re
 
 from perfsight.export import STEP_MODEL_ID, Selection, catalog, export_summary, export_timeline, select, write_readme
 from perfsight.ingest import kineto
@@ -13,7 +14,7 @@ STAMP = "20240102030405"
 def export_all(tables, out_dir):
     written = export_timeline(tables, out_dir, stamp=STAMP) + export_summary(tables, out_dir, stamp=STAMP)
     write_readme(out_dir, written)
-    return {p.name.rsplit("_", 1)[0] + p.suffix: p for p in written}
+    return {re.sub(r"_\d{14}(?=\.)", "", p.name): p for p in written}
 
 
 def header(path):
@@ -22,19 +23,18 @@ def header(path):
 
 
 def check_headers(files):
-    kinds = {"step_trace.csv": catalog.STEP_TRACE_SUMMARY, "op_summary.csv": catalog.OP_SUMMARY,
-             "op_statistic.csv": catalog.OP_STATISTIC, "api_statistic.csv": catalog.API_STATISTIC,
-             "task_time.csv": catalog.TASK_TIME}
-    for key, kind in kinds.items():
-        if key in files:
-            assert header(files[key]) == [c.header for c in kind.columns]
+    for key, path in files.items():
+        kind = catalog.describe(path.name)
+        if key.endswith(".csv"):
+            assert header(path) == [c.header for c in kind.columns]
 
 
 def test_cpu_trace(tmp_path, shared_data):
     files = export_all(kineto.read_kineto([shared_data / CPU_TRACE]), tmp_path)
-    # a CPU-only trace: no runtime API calls and no device tasks, so no api_statistic / task_time
-    assert sorted(files) == ["msprof.json", "op_statistic.csv", "op_summary.csv", "prof_rule.json", "step_trace.csv",
-                             "step_trace.json"]
+    # a CPU-only trace: no runtime API calls and no device tasks, so no api_statistic, runtime_api,
+    # acl_statistic, task_time (csv and json)
+    assert sorted(files) == ["msprof.json", "msprof_tx.csv", "msprof_tx.json", "op_statistic.csv", "op_summary.csv",
+                             "prof_rule_0.json", "pytorch_operator_view.csv", "step_trace.csv", "step_trace.json"]
     check_headers(files)
     with open(files["step_trace.csv"], newline="") as f:
         steps = list(csv.DictReader(f))
@@ -44,7 +44,8 @@ def test_cpu_trace(tmp_path, shared_data):
     trace = json.loads(files["msprof.json"].read_text())
     layers = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}
     assert "Framework (CPU ops, Python)" in layers
-    assert {row.split(",")[1] for row in files["op_statistic.csv"].read_text().splitlines()[1:]} == {"cpu_op"}
+    with open(files["op_statistic.csv"], newline="") as f:
+        assert {row["Category"] for row in csv.DictReader(f)} == {"cpu_op"}
     readme = (tmp_path / "README.txt").read_text()
     assert all(f"File: {p.name}" in readme for p in files.values())
 
@@ -52,8 +53,10 @@ def test_cpu_trace(tmp_path, shared_data):
 def test_gpu_trace_and_step_selection(tmp_path, shared_data):
     tables = kineto.read_kineto([shared_data / GPU_TRACE])
     files = export_all(tables, tmp_path / "all")
-    assert sorted(files) == ["api_statistic.csv", "msprof.json", "op_statistic.csv", "op_summary.csv",
-                             "prof_rule.json", "step_trace.csv", "step_trace.json", "task_time.csv"]
+    assert sorted(files) == ["acl_statistic.csv", "api_statistic.csv", "msprof.json", "msprof_tx.csv",
+                             "msprof_tx.json", "op_statistic.csv", "op_summary.csv", "prof_rule_0.json",
+                             "pytorch_operator_view.csv", "runtime_api.csv", "step_trace.csv", "step_trace.json",
+                             "task_time.csv", "task_time.json"]
     check_headers(files)
     trace = json.loads(files["msprof.json"].read_text())
     layers = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}

@@ -5,7 +5,7 @@ import re
 from perfsight.export import export_timeline
 from perfsight.tables import RunTables
 
-from analysis.planted import training_run
+from analysis.planted import STREAM, training_run
 
 STAMP = "20240102030405"
 
@@ -16,7 +16,23 @@ def load(path):
 
 def test_files_written(tmp_path):
     written = export_timeline(training_run(), tmp_path, stamp=STAMP)
-    assert [p.name for p in written] == [f"msprof_{STAMP}.json", f"step_trace_{STAMP}.json"]
+    assert [p.name for p in written] == [f"msprof_{STAMP}.json", f"task_time_{STAMP}.json", "msprof_tx.json",
+                                         f"step_trace_{STAMP}.json"]
+
+
+def test_device_tasks_and_user_marks_timelines(tmp_path):
+    """task_time_*.json holds the device's slices alone, msprof_tx.json the user's marks alone; no counters."""
+    tables = training_run()
+    files = {p.name: p for p in export_timeline(tables, tmp_path, stamp=STAMP)}
+    slices = tables.slices.to_pylist()
+    for name, expected in ((f"task_time_{STAMP}.json", {s["id"] for s in slices if s["track_id"] == STREAM}),
+                           ("msprof_tx.json", {s["id"] for s in slices if s["kind"] == "annotation"})):
+        events = load(files[name])["traceEvents"]
+        assert {e["args"]["id"] for e in events if e["ph"] == "X"} == expected and expected
+        assert not [e for e in events if e["ph"] == "C"]
+    marks = [e for e in load(files["msprof_tx.json"])["traceEvents"] if e["ph"] == "X"]
+    assert [(e["name"], e["ts"], e["dur"]) for e in marks] == [("Optimizer.step#SGD.step", 1000007.001, 2.0),
+                                                               ("Optimizer.zero_grad#SGD.zero_grad", 1000010.701, 0.2)]
 
 
 def test_layers_threads_and_slices(tmp_path):
@@ -75,7 +91,7 @@ def test_escaping(tmp_path):
 
 
 def test_step_trace_timeline(tmp_path):
-    events = load(export_timeline(training_run(), tmp_path, stamp=STAMP)[1])["traceEvents"]
+    events = load(export_timeline(training_run(), tmp_path, stamp=STAMP)[-1])["traceEvents"]
     phases = [(e["name"], e["ts"], e["dur"]) for e in events if e["ph"] == "X"]
     assert phases == [
         ("Iteration 1", 1000000.001, 10.0), ("Iteration Gap", 1000000.001, 1.5), ("FP_BP", 1000001.501, 4.5),

@@ -43,7 +43,10 @@ OP_INSTANCES = pa.schema([
     ("rank", pa.int32()),
     ("device", pa.string()),
     ("track", pa.string()),
+    ("pid", pa.string()),
+    ("tid", pa.string()),
     ("launch_op", pa.string()),
+    ("launch_op_id", pa.int64()),
 ])
 
 _STATISTIC_VALUES = [
@@ -54,6 +57,7 @@ _STATISTIC_VALUES = [
     ("min_ns", pa.int64()),
     ("max_ns", pa.int64()),
     ("ratio", pa.float64()),
+    ("variance_ns2", pa.float64()),
 ]
 
 TASK_TIME = pa.schema([
@@ -75,7 +79,7 @@ _INSTANCES_SQL = """
 WITH RECURSIVE picked AS (
     SELECT s.id, s.name, s.op_type, s.kind, s.task_type, s.track_id, s.depth, s.start_ns, s.dur_ns,
            s.input_shapes, s.input_dtypes, s.step, s.external_id,
-           coalesce(t.rank, 0) AS rank, t.device, t.name AS track,
+           coalesce(t.rank, 0) AS rank, t.device, t.name AS track, t.pid, t.tid,
            CASE WHEN t.kind = 'stream' THEN 'device' ELSE s.kind END AS category
     FROM slices s JOIN tracks t USING (track_id)
     WHERE {predicate}
@@ -90,11 +94,12 @@ WITH RECURSIVE picked AS (
     FROM enclosing e JOIN slices s ON s.id = e.parent_id
     WHERE NOT list_contains($operator_kinds, e.kind) AND e.hops < {max_hops}
 ), launched_by AS (   -- the innermost host operator around the call that launched a device task
-    SELECT e.task_id, s.name AS launch_op, s.input_shapes, s.input_dtypes
+    SELECT e.task_id, s.name AS launch_op, s.id AS launch_op_id, s.input_shapes, s.input_dtypes
     FROM enclosing e JOIN slices s USING (id)
     WHERE list_contains($operator_kinds, e.kind)
 ), same_external_id AS (  -- without a launch flow: the innermost host operator with the task's External id
     SELECT coalesce(t.rank, 0) AS rank, s.external_id, arg_max(s.name, s.depth) AS launch_op,
+           arg_max(s.id, s.depth) AS launch_op_id,
            arg_max(s.input_shapes, s.depth) FILTER (WHERE s.input_shapes IS NOT NULL) AS input_shapes,
            arg_max(s.input_dtypes, s.depth) FILTER (WHERE s.input_shapes IS NOT NULL) AS input_dtypes
     FROM slices s JOIN tracks t USING (track_id)
@@ -108,7 +113,8 @@ SELECT p.id, p.name, coalesce(p.op_type, p.name) AS op_type, p.kind, p.category,
            AS input_shapes,
        coalesce(p.input_dtypes, CASE WHEN b.task_id IS NULL THEN x.input_dtypes ELSE b.input_dtypes END)
            AS input_dtypes,
-       p.step, p.rank, p.device, p.track, coalesce(b.launch_op, x.launch_op) AS launch_op
+       p.step, p.rank, p.device, p.track, p.pid, p.tid, coalesce(b.launch_op, x.launch_op) AS launch_op,
+       coalesce(b.launch_op_id, x.launch_op_id) AS launch_op_id
 FROM picked p
 LEFT JOIN child_time c ON c.id = p.id
 LEFT JOIN launched_by b ON p.category = 'device' AND b.task_id = p.id
@@ -141,11 +147,11 @@ def op_instances(tables: RunTables, *, kinds: Sequence[str] | None = None) -> pa
     docstring). ``wait_ns`` is the gap since the previous picked execution on the same track at the same
     depth (for device tasks: the previous task on the stream), 0 for the first and when they overlap.
     ``self_ns`` is the duration minus the time of the slices directly nested in it (= dur_ns for tasks).
-    ``launch_op`` (device tasks): the innermost host operator (``cpu_op``, or a collective's host
-    ``comm`` op) enclosing the runtime call
-    that launched the task (its ``launch`` flow), or, for a task without a launch flow, the innermost
-    host operator of the same rank with the task's ``external_id``; tasks without shapes of their own take
-    ``input_shapes``/``input_dtypes`` from that operator.
+    ``launch_op`` and ``launch_op_id`` (device tasks): the name and slice id of the innermost host operator
+    (``cpu_op``, or a collective's host ``comm`` op) enclosing the runtime call that launched the task (its
+    ``launch`` flow), or, for a task without a launch flow, of the innermost host operator of the same rank
+    with the task's ``external_id``; tasks without shapes of their own take ``input_shapes``/``input_dtypes``
+    from that operator. ``pid``/``tid``: the source's process and thread (or stream) ids of the track.
     """
     con = tables.connect()
     if kinds is None and _has_device_tasks(con):
@@ -158,9 +164,9 @@ def op_instances(tables: RunTables, *, kinds: Sequence[str] | None = None) -> pa
 
 
 def duration_statistics(instances: pa.Table, keys: Sequence[str]) -> pa.Table:
-    """count, total/self/avg/min/max ns and ``ratio`` (percent of the total of the same rank and category) per
-    distinct ``keys``; ``keys`` must include ``rank`` and ``category``. Sorted by rank, category, total
-    descending."""
+    """count, total/self/avg/min/max ns, ``ratio`` (percent of the total of the same rank and category) and
+    ``variance_ns2`` (population variance of the durations, ns squared) per distinct ``keys``; ``keys`` must
+    include ``rank`` and ``category``. Sorted by rank, category, total descending."""
 
     con = new_connection()
     con.register("instances", instances)
@@ -169,7 +175,8 @@ def duration_statistics(instances: pa.Table, keys: Sequence[str]) -> pa.Table:
         SELECT {key_list}, count(*) AS count, sum(dur_ns)::BIGINT AS total_ns, sum(self_ns)::BIGINT AS self_ns,
                round(avg(dur_ns))::BIGINT AS avg_ns,
                min(dur_ns) AS min_ns, max(dur_ns) AS max_ns,
-               100.0 * sum(dur_ns) / nullif(sum(sum(dur_ns)) OVER (PARTITION BY rank, category), 0) AS ratio
+               100.0 * sum(dur_ns) / nullif(sum(sum(dur_ns)) OVER (PARTITION BY rank, category), 0) AS ratio,
+               var_pop(dur_ns) AS variance_ns2
         FROM instances GROUP BY {key_list}
         ORDER BY rank, category, total_ns DESC, {key_list}
     """
@@ -212,10 +219,11 @@ def _first_per_group(stats: pa.Table, n: int) -> pa.Table:
     return stats.take(pa.array(keep, pa.int64()))
 
 
-def api_statistic(tables: RunTables) -> pa.Table:
-    """Runtime and driver API calls per name: count, total_ns, avg_ns, min_ns, max_ns and ratio (percent
-    of all calls of the same rank and category, where the category is ``runtime`` or ``driver``)."""
-    return duration_statistics(op_instances(tables, kinds=API_KINDS), ["rank", "category", "name"])
+def api_statistic(tables: RunTables, *, by: Sequence[str] = ("name",)) -> pa.Table:
+    """Runtime and driver API calls per name (or ``by`` = any ``op_instances`` columns, e.g. ``("name",
+    "pid", "tid")`` per calling thread): count, total_ns, avg_ns, min_ns, max_ns, variance_ns2 and ratio
+    (percent of all calls of the same rank and category, where the category is ``runtime`` or ``driver``)."""
+    return duration_statistics(op_instances(tables, kinds=API_KINDS), ["rank", "category", *by])
 
 
 def task_time(tables: RunTables) -> pa.Table:

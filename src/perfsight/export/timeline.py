@@ -1,10 +1,11 @@
-"""Timeline export: ``msprof_{stamp}.json`` (the whole run in layers) and ``step_trace_{stamp}.json``.
+"""Timeline export: ``msprof_{stamp}.json`` (the whole run in layers), ``step_trace_{stamp}.json``, and the
+device tasks alone (``task_time_{stamp}.json``) and the user's marks alone (``msprof_tx.json``).
 
-Both are Chrome trace-event JSON objects, loadable by Perfetto and chrome://tracing (catalog.py describes
+All are Chrome trace-event JSON objects, loadable by Perfetto and chrome://tracing (catalog.py describes
 the layers and events). The event text is built by DuckDB string functions straight from the tables, one
-string per event and no Python object per event, streamed to the file in batches; ``to_json`` escapes names, and times are written as
-microseconds with exactly three decimals computed in DECIMAL arithmetic from the int64 ns
-(1_000_000_001 ns -> ``1000000.001``).
+string per event and no Python object per event, streamed to the file in batches; ``to_json`` escapes
+names, and times are written as microseconds with exactly three decimals computed in DECIMAL arithmetic
+from the int64 ns (1_000_000_001 ns -> ``1000000.001``).
 """
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ import pyarrow.compute as pc
 
 from ..analysis.steps import step_trace
 from ..tables import RunTables, new_connection
-from .catalog import MSPROF_TIMELINE, STEP_TRACE_TIMELINE
+from .catalog import MARK_KINDS, MSPROF_TIMELINE, MSPROF_TX_TIMELINE, STEP_TRACE_TIMELINE, TASK_TIME_TIMELINE
+from .output import Staging, staging
 from .writer import us_sql
 
 EVENTS_PER_BATCH = 50_000
@@ -25,28 +27,50 @@ EVENTS_PER_BATCH = 50_000
 
 def export_timeline(tables: RunTables, out_dir: Path, *, stamp: str, fp_point: str | None = None,
                     bp_point: str | None = None) -> list[Path]:
-    """Write the timeline files that have data into ``out_dir``; returns their paths.
+    """Write the timeline files that have data into ``out_dir``, all or none; returns their paths.
 
     ``fp_point``/``bp_point`` name the forward-start / backward-end operators of the step trace
     (see perfsight.analysis.steps)."""
-    written = []
+    with staging(out_dir) as stage:
+        stage_timeline(tables, stage, stamp=stamp, fp_point=fp_point, bp_point=bp_point)
+        return stage.commit()
+
+
+def stage_timeline(tables: RunTables, stage: Staging, *, stamp: str, fp_point: str | None = None,
+                   bp_point: str | None = None) -> None:
+    """Write the timeline files that have data into ``stage`` (``export_timeline`` without the commit)."""
     meta = tables.meta_dict()
-    con = tables.connect()
     if tables.slices.num_rows or tables.counters.num_rows or tables.memory.num_rows:
-        written.append(_write_trace(out_dir / MSPROF_TIMELINE.name(stamp, "json"), con, _run_events(con), meta))
+        _stage_trace(stage, MSPROF_TIMELINE.name(stamp, "json"), tables, meta, _run_events)
+    for kind, where in ((TASK_TIME_TIMELINE, _DEVICE_TASKS), (MSPROF_TX_TIMELINE, _MARKS)):
+        if tables.connect().sql(f"SELECT count(*) FROM slices s JOIN tracks t USING (track_id) WHERE {where}"
+                                ).fetchall()[0][0]:
+            _stage_trace(stage, kind.name(stamp, "json"), tables, meta,
+                         lambda con, where=where: _run_events(con, where, with_samples=False),
+                         replaceable=not kind.stamped)
     steps = step_trace(tables, fp_point=fp_point, bp_point=bp_point)
     if steps.num_rows:
         step_con = new_connection()
         step_con.register("steps", steps)
-        written.append(_write_trace(out_dir / STEP_TRACE_TIMELINE.name(stamp, "json"), step_con,
-                                    _step_events(step_con), meta))
-    return written
+        stage.write(STEP_TRACE_TIMELINE.name(stamp, "json"),
+                    lambda path: _write_trace(path, step_con, _step_events(step_con), meta))
+
+
+#: the slices of task_time_*.json: the device's (on its streams), and of msprof_tx.json: the user's marks
+_DEVICE_TASKS = "t.kind = 'stream'"
+_MARKS = f"t.kind <> 'stream' AND s.kind IN ({', '.join(repr(kind) for kind in MARK_KINDS)})"
+
+
+def _stage_trace(stage: Staging, name: str, tables: RunTables, meta: dict[str, str], events, *,
+                 replaceable: bool = False) -> None:
+    """Write trace ``name`` of the events ``events(con)`` gives on a connection of its own over ``tables``."""
+    con = tables.connect()
+    stage.write(name, lambda path: _write_trace(path, con, events(con), meta), replaceable=replaceable)
 
 
 def _write_trace(path: Path, con: duckdb.DuckDBPyConnection, events_sql: str, meta: dict[str, str]) -> Path:
     """Stream the events of ``events_sql`` (rows: ev, ord, ts) into a trace file, batch by batch: each
     batch's event texts are joined by Arrow, so memory stays bounded and no Python object per event."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     reader = con.sql(f"SELECT ev FROM ({events_sql}) ORDER BY ord, ts, ev").to_arrow_reader(EVENTS_PER_BATCH)
     with open(path, "wb") as out:
         out.write(b'{"traceEvents":[\n')
@@ -102,7 +126,8 @@ SELECT s.*, coalesce(t.rank, 0) AS rank, t.name AS track_name, coalesce(t.sort_i
             WHEN t.kind = 'stream' THEN 'Device tasks ' || coalesce(t.device, '?')
             WHEN s.kind IN ('runtime', 'driver') THEN 'Runtime API'
             ELSE 'Framework (CPU ops, Python)' END AS layer
-FROM slices s JOIN tracks t USING (track_id);
+FROM slices s JOIN tracks t USING (track_id)
+WHERE {slices_where};
 
 CREATE TEMP VIEW samples AS
 WITH memory_series AS (
@@ -119,7 +144,8 @@ WITH memory_series AS (
 )
 SELECT ts_ns, rank, series, value, 5 AS layer_order,
        CASE WHEN coalesce(device, 'cpu') = 'cpu' THEN 'Host counters' ELSE 'Device counters ' || device END AS layer
-FROM all_series;
+FROM all_series
+WHERE {with_samples};
 
 CREATE TEMP TABLE layers AS
 WITH used AS (SELECT DISTINCT rank, layer_order, layer FROM placed
@@ -147,9 +173,11 @@ def _flow_event_sql(phase: str, end: str, extra: str) -> str:
             f"""|| ',"ts":' || {_ts(f'{end}.start_ns')} || '{extra}}}'""")
 
 
-def _run_events(con: duckdb.DuckDBPyConnection) -> str:
-    """SQL of the msprof timeline's events (ev, ord, ts): layers, slices, counters, memory, flows."""
-    con.execute(_RUN_VIEWS)
+def _run_events(con: duckdb.DuckDBPyConnection, slices_where: str = "true", with_samples: bool = True) -> str:
+    """SQL of the msprof timeline's events (ev, ord, ts): layers, slices, counters, memory, flows; only the
+    slices ``slices_where`` keeps (SQL over slices ``s`` and tracks ``t``), the counter and memory samples
+    only ``with_samples``."""
+    con.execute(_RUN_VIEWS.format(slices_where=slices_where, with_samples=str(with_samples).lower()))
     slice_event = _x_event_sql(name="name", cat="kind", pid="pid", tid="track_id", start="start_ns",
                                dur="dur_ns", args=_SLICE_ARGS)
     return f"""

@@ -33,6 +33,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .. import layout
 from ..tables import RunTables, conform
 from .files import open_regular
 
@@ -105,7 +106,7 @@ def write(cache_dir: Path, stamp: dict, tables: RunTables) -> bool:
     """Store the tables with ``stamp``, the ``fingerprint`` of their sources taken before they were read;
     returns False (and leaves no partial cache) when the directory is not writable or something other than
     a cache of perfsight's is at ``cache_dir``."""
-    if not _writable(cache_dir.parent) or (os.path.lexists(cache_dir) and not _ours(cache_dir)):
+    if not layout.writable_folder(cache_dir.parent) or (os.path.lexists(cache_dir) and not _ours(cache_dir)):
         return False
     temp = cache_dir.with_name(cache_dir.name + f".tmp{os.getpid()}")
     try:
@@ -184,16 +185,6 @@ def _remove(folder: Path) -> None:
         for entry in entries:
             os.unlink(entry.path)
     os.rmdir(folder)
-
-
-def _writable(folder: Path) -> bool:
-    """Whether the cache may go in ``folder``: its permissions allow writing to someone, and to us. A folder
-    with no write bit is read-only data (a shared corpus, an archive) that root, whom ``os.access`` lets
-    write anywhere, must not fill with caches either."""
-    try:
-        return bool(folder.stat().st_mode & 0o222) and os.access(folder, os.W_OK)
-    except OSError:
-        return False
 
 
 def _repeating_columns(table: pa.Table) -> list[str]:
