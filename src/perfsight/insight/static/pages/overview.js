@@ -17,8 +17,10 @@
   function cards(data, rank) {
     const of = rows => rows.filter(r => r.rank === rank);
     const out = [];
-    const steps = data.steps;
-    if (steps.count) out.push(PS.card("mean step", PS.fmtNs(steps.mean_ns), `${steps.count} steps, median ${PS.fmtNs(steps.median_ns)}`));
+    for (const a of of(data.step_breakdown_average)) {
+      out.push(PS.card("median step", PS.fmtNs(a.median_step_ns),
+                       `median of ${a.steps} profiled steps (mean ${PS.fmtNs(a.step_ns)})`));
+    }
     for (const t of of(data.temporal)) {
       out.push(PS.card("device compute", PS.fmtPct(t.compute_pct), `of the device's active span (${PS.fmtNs(t.kernel_time_ns)})`));
       out.push(PS.card("device idle", PS.fmtPct(t.idle_pct), `${PS.fmtNs(t.idle_ns)} with no device task`));
