@@ -7,8 +7,9 @@ pool of ``workers`` threads, reporting bytes read as progress. A run that fails 
 on its own entry; the others are unaffected.
 
 Open runs (their tables, and what pages computed from them, see ``LoadedRun.memo``) are kept for the
-``max_open`` most recently used runs; others are reopened from their cache when asked for again, so the
-server's memory is bounded by a few runs whatever the number of runs under the directory.
+``max_open`` most recently used runs; others are reopened from their cache when asked for again (once,
+however many requests ask at the same time), so the server's memory is bounded by a few runs whatever
+the number of runs under the directory.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -88,6 +89,7 @@ class RunLibrary:
         self.max_open = max_open
         self._entries: dict[str, Entry] = {}
         self._open: OrderedDict[str, LoadedRun] = OrderedDict()
+        self._opening: dict[str, Future] = {}       # run id -> the reopening that requests wait for
         self._lock = threading.RLock()
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="perfsight-parse")
         self._scanned_at = 0.0
@@ -172,7 +174,8 @@ class RunLibrary:
         self._keep_open(LoadedRun(entry, run))
 
     def get(self, run_id: str) -> LoadedRun | None:
-        """The open run (reopened from its cache if it was closed); None for an unknown id.
+        """The open run (reopened from its cache if it was closed); None for an unknown id. Requests that
+        arrive while a run is being reopened wait for that one opening (one read and one memo per run).
 
         Raises RunNotReady while the run is queued or parsing, or when it failed."""
         with self._lock:
@@ -183,9 +186,25 @@ class RunLibrary:
             if loaded is not None:
                 self._open.move_to_end(run_id)
                 return loaded
-        if entry.status != "ready":
-            raise RunNotReady(entry)
-        return self._keep_open(LoadedRun(entry, open_run(entry.candidate.path)))
+            if entry.status != "ready":
+                raise RunNotReady(entry)
+            opening = self._opening.get(run_id)
+            if opening is None:
+                opening = self._opening[run_id] = Future()
+                opening.set_running_or_notify_cancel()
+                mine = True
+            else:
+                mine = False
+        if not mine:
+            return opening.result()
+        try:
+            opening.set_result(self._keep_open(LoadedRun(entry, open_run(entry.candidate.path))))
+        except BaseException as error:
+            opening.set_exception(error)
+        finally:
+            with self._lock:
+                del self._opening[run_id]
+        return opening.result()
 
     def _keep_open(self, loaded: LoadedRun) -> LoadedRun:
         with self._lock:
