@@ -105,8 +105,8 @@ def test_concurrent_requests_for_a_closed_run_open_and_analyse_it_once(library, 
         analysed.append(args)
         return real_summary(*args, **kwargs)
 
-    real_open, real_summary = library_module.open_run, api_overview.run_summary
-    monkeypatch.setattr(library_module, "open_run", slow_open)
+    real_open, real_summary = library_module.open_sources, api_overview.run_summary
+    monkeypatch.setattr(library_module, "open_sources", slow_open)
     monkeypatch.setattr(api_overview, "run_summary", counted_summary)
     with TestClient(create_app(library), base_url="http://127.0.0.1") as client:
         started = threading.Barrier(21)
@@ -124,3 +124,13 @@ def test_concurrent_requests_for_a_closed_run_open_and_analyse_it_once(library, 
     assert [r.status_code for r in responses] == [200] * 20
     assert len({r.content for r in responses}) == 1
     assert len(opened) == 1 and len(analysed) == 1
+
+
+def test_rank_named_traces_without_distributed_info_are_one_ready_job(library, tmp_path):
+    from tests.test_run import _step_trace
+
+    (tmp_path / "job").mkdir()
+    for rank in (0, 1):
+        _step_trace(tmp_path / "job" / f"rank{rank}.pt.trace.json", op=f"op_of_rank_{rank}")
+    (job,) = settled(library, 1).values()
+    assert (job["path"], job["kind"], job["status"], job["ranks"]) == ("job", "torch.profiler job", "ready", [0, 1])

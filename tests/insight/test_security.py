@@ -168,3 +168,70 @@ def test_cli_binds_to_loopback_unless_allow_remote(tmp_path, monkeypatch, capsys
     assert "WARNING" in out and "anyone who can reach it can read the runs" in out
     assert insight_server.is_loopback("::1") and insight_server.is_loopback("localhost")
     assert not insight_server.is_loopback("0.0.0.0")
+
+
+def _trace(path: Path, rank: int, op: str) -> Path:
+    from tests.test_run import _step_trace
+
+    _step_trace(path, rank=rank, op=op)
+    return path
+
+
+def test_links_inside_runs_that_leave_the_base_dir_are_never_read(tmp_path):
+    """A trace linked into a perfsight run, a rank linked into a job folder, a cache folder linked out: the
+    linked data never reaches a page (no slice of it found), and nothing is written outside."""
+    base, outside = tmp_path / "base", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "cache").mkdir()
+    stolen = _trace(outside / "rank2.pt.trace.json", 2, "outside_op")
+    run = base / "PROF_20260101000000000_1_aa"
+    (run / "host" / "data").mkdir(parents=True)
+    (run / "manifest.json").write_text('{"rank": 0}')
+    _trace(run / "host" / "data" / "trace_1.pt.trace.json", 0, "inside_op")
+    os.symlink(stolen, run / "host" / "data" / "trace_2.pt.trace.json")          # a file link inside a run
+    (base / "job").mkdir()
+    for rank in (0, 1):
+        _trace(base / "job" / f"rank{rank}.pt.trace.json", rank, "inside_op")
+    os.symlink(stolen, base / "job" / "rank2.pt.trace.json")                      # a rank linked into a job
+    _trace(base / "cached.pt.trace.json", 0, "inside_op")
+    os.symlink(outside / "cache", base / "cached.pt.trace.json.perfsight_cache")  # its cache folder, linked out
+    before = _snapshot(outside)
+    with Served(base) as served:
+        runs = {r["path"]: r for r in served.library.entries()}
+        assert set(runs) == {"PROF_20260101000000000_1_aa", "job", "cached.pt.trace.json"}
+        prof, cached, job = runs["PROF_20260101000000000_1_aa"], runs["cached.pt.trace.json"], runs["job"]
+        assert prof["status"] == "error" and prof["error"].startswith(
+            "PROF_20260101000000000_1_aa/host/data/trace_2.pt.trace.json: symbolic link leading outside "
+            "--summary-base-dir")
+        assert cached["status"] == "error" and cached["error"].startswith("cached.pt.trace.json.perfsight_cache:")
+        assert str(outside) not in prof["error"] + cached["error"]
+        assert job["status"] == "ready" and job["ranks"] == [0, 1]
+        found = served.get("job", "timeline/search", q="outside_op")
+        assert found["total"] == 0 and served.get("job", "timeline/search", q="inside_op")["total"] == 2
+        for run_id in (prof["id"], cached["id"]):
+            assert served.client.get(f"/api/runs/{run_id}/timeline/search", params={"q": "op"}).status_code == 409
+    assert _snapshot(outside) == before
+
+
+def _prof_run(folder: Path, op: str) -> Path:
+    (folder / "host" / "data").mkdir(parents=True)
+    (folder / "manifest.json").write_text('{"rank": 0}')
+    _trace(folder / "host" / "data" / "trace_1.pt.trace.json", 0, op)
+    return folder
+
+
+def test_a_link_added_to_a_closed_run_is_refused_when_it_is_reopened(tmp_path):
+    base, outside = tmp_path / "base", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text(SECRET)
+    a = _prof_run(base / "PROF_20260101000000000_1_aa", "inside_op")
+    _trace(base / "b.pt.trace.json", 0, "inside_op")
+    with Served(base, max_open=1) as served:
+        first, second = served.id("PROF_"), served.id("b.pt")
+        assert served.client.get(f"/api/runs/{first}/overview").status_code == 200
+        assert served.client.get(f"/api/runs/{second}/overview").status_code == 200   # max_open=1: a is closed
+        os.symlink(outside / "secret.txt", a / "host" / "data" / "notes.txt")
+        refused = served.client.get(f"/api/runs/{first}/overview")
+        assert refused.status_code == 409, refused.text
+        assert "PROF_20260101000000000_1_aa/host/data/notes.txt: symbolic link leading outside" in refused.text
+        assert served.library.entry(first).status == "error" and SECRET not in refused.text

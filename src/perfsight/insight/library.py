@@ -2,7 +2,8 @@
 
 ``RunLibrary`` rescans the summary-base-dir (on a timer and when the list is asked for), so runs that
 appear while the server runs show up without a restart, and runs whose files change are parsed again.
-Parsing (``perfsight.open``, which writes the Parquet cache beside the run) happens once per run, in a
+Parsing (``perfsight.run.open_sources`` of what discovery found, which writes the Parquet cache beside
+the run, after ``discovery.confine`` found no link out of the base directory) happens once per run, in a
 pool of ``workers`` threads, reporting bytes read as progress. A run that fails to parse keeps its error
 on its own entry; the others are unaffected.
 
@@ -25,8 +26,8 @@ from typing import Any, Callable, TypeVar
 
 from ..errors import PerfsightError
 from ..ingest import progress
-from ..run import Run, open as open_run
-from .discovery import Candidate, discover
+from ..run import Run, open_sources
+from .discovery import Candidate, confine, discover
 
 log = logging.getLogger("perfsight.insight")
 T = TypeVar("T")
@@ -158,7 +159,7 @@ class RunLibrary:
 
         try:
             with progress.reporting(advance):
-                run = open_run(entry.candidate.path)
+                run = self._read(entry.candidate)
         except PerfsightError as error:
             entry.status, entry.error = "error", str(error)
             return
@@ -172,6 +173,12 @@ class RunLibrary:
         entry.parse_seconds = round(time.perf_counter() - started, 3)
         entry.status = "ready"
         self._keep_open(LoadedRun(entry, run))
+
+    def _read(self, candidate: Candidate) -> Run:
+        """The run's tables: what discovery listed for it, once ``confine`` has found no link leaving the
+        base directory."""
+        confine(self.base, candidate)
+        return open_sources(candidate.path, candidate.runs)
 
     def get(self, run_id: str) -> LoadedRun | None:
         """The open run (reopened from its cache if it was closed); None for an unknown id. Requests that
@@ -198,7 +205,10 @@ class RunLibrary:
         if not mine:
             return opening.result()
         try:
-            opening.set_result(self._keep_open(LoadedRun(entry, open_run(entry.candidate.path))))
+            opening.set_result(self._keep_open(LoadedRun(entry, self._read(entry.candidate))))
+        except PerfsightError as error:             # the run changed on disk since it was parsed
+            entry.status, entry.error = "error", str(error)
+            opening.set_exception(RunNotReady(entry))
         except BaseException as error:
             opening.set_exception(error)
         finally:
