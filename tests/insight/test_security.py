@@ -235,3 +235,41 @@ def test_a_link_added_to_a_closed_run_is_refused_when_it_is_reopened(tmp_path):
         assert refused.status_code == 409, refused.text
         assert "PROF_20260101000000000_1_aa/host/data/notes.txt: symbolic link leading outside" in refused.text
         assert served.library.entry(first).status == "error" and SECRET not in refused.text
+
+
+HUGE = str(10**30)
+INT64_MAX = 2**63 - 1
+
+
+@pytest.mark.parametrize("route, params, name", [
+    ("operators/instances", {"page": HUGE}, "page"),
+    ("operators/instances", {"page": str(2**62)}, "page"),          # fits, but its offset would not
+    ("operators/instances", {"rank": str(2**40)}, "rank"),
+    ("operators/stack/" + HUGE, {}, "slice_id"),
+    ("dynamic/instances", {"op_type": "aten::mm", "instances": f"0,{HUGE}"}, "instances"),
+    ("memory/alive", {"t_ns": HUGE}, "t_ns"),
+    ("memory/alive", {"t_ns": str(INT64_MAX - 10)}, "t_ns"),        # fits, but not once the run's start is added
+    ("memory/curve", {"rank": HUGE}, "rank"),
+    ("timeline/window", {"t0": "-" + HUGE, "t1": "10", "width": "5"}, "t0"),
+    ("timeline/window", {"t0": "0", "t1": str(2**63), "width": "5"}, "t1"),
+    ("timeline/area", {"t0": "0", "t1": HUGE, "tracks": "1"}, "t1"),
+    ("timeline/search", {"q": "aten", "after": HUGE}, "after"),
+    ("timeline/search", {"q": "aten", "after": "0", "after_id": HUGE}, "after_id"),
+    ("timeline/slice/" + HUGE, {}, "slice_id"),
+])
+def test_out_of_range_integers_are_400_naming_the_parameter(served_runs, route, params, name):
+    detail = served_runs.refused("perfsight/", route, **params)
+    assert detail.startswith(f"{name}=") and "expected an integer from" in detail, detail
+
+
+def test_a_window_as_wide_as_int64_allows_is_cut_into_pixels_exactly(served_runs):
+    """t0 = -2^62 and a span of ~1.5 x 2^62 ns over 3 pixels: the second pixel edge (t0 + 2 x span / 3) falls in
+    the middle of the run, so slices start on both sides of it; computed without overflowing int64."""
+    end = served_runs.get("perfsight/", "timeline/tracks")["end_ns"]
+    t0 = -2**62
+    t1 = t0 + 3 * (end // 2 - t0) // 2
+    edge = t0 + 2 * (t1 - t0) // 3
+    assert 0 < edge < end and t1 - t0 < 2**63 <= 2 * (t1 - t0)
+    body = served_runs.get("perfsight/", "timeline/window", t0=t0, t1=t1, width=3)
+    sides = [[start >= edge for start in lane["buckets"]["start"]] for lane in body["lanes"]]
+    assert all(side == sorted(set(side)) for side in sides) and [False, True] in sides

@@ -38,6 +38,8 @@ from ..tables import RunTables
 GROUPS = ("host threads", "device streams", "communication", "overlap analysis", "counters")
 #: at most this many flow arrows in one window answer
 MAX_FLOWS = 2000
+#: times asked about are within this many ns of the origin (146 years), so a window's span fits int64
+MAX_TIME_NS = 2**62
 _MEMORY_SERIES = (("total_allocated", "Memory allocated"), ("total_reserved", "Memory reserved"))
 
 
@@ -288,7 +290,9 @@ class TimelineIndex:
         if width < 1:
             raise ValueError(f"width: must be at least 1 (got {width})")
         threshold = -(-(t1 - t0) // width)              # a slice this long is at least one pixel wide
-        edges = t0 + (np.arange(1, width, dtype=np.int64) * (t1 - t0)) // width
+        pixels = np.arange(1, width, dtype=np.int64)    # edge i = t0 + i * span // width, in int64 for any span:
+        per_pixel, rest = divmod(t1 - t0, width)        # i * (span // width) + i * (span % width) // width
+        edges = t0 + pixels * per_pixel + (pixels * rest) // width
         lanes, used_names, sent_ids = [], [], []
         mask = (1 << self._name_bits) - 1
         for lane in self._lanes_of(track_ids):
