@@ -112,6 +112,49 @@ def test_other_host_headers_are_refused_and_every_answer_has_the_csp(tree):
             assert response.headers["X-Content-Type-Options"] == "nosniff"
 
 
+def _served(monkeypatch, capsys, base: Path, *options: str) -> tuple[TestClient, str]:
+    """``perfsight insight`` with ``options`` (uvicorn not started): a client of its app and what it printed."""
+    import uvicorn
+
+    apps = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, host, port, **kw: apps.append(app))
+    assert cli.main(["insight", "--summary-base-dir", str(base), *options]) == 0
+    return TestClient(apps[0]), capsys.readouterr().out
+
+
+@pytest.mark.parametrize("host, url, called", [
+    ("::1", "http://[::1]:8125/", ["[::1]:8125", "[::1]", "localhost:8125", "127.0.0.1:8125", "[0:0::1]:8125"]),
+    ("[::1]", "http://[::1]:8125/", ["[::1]:8125"]),
+    ("127.0.0.2", "http://127.0.0.2:8125/", ["127.0.0.2:8125", "localhost:8125", "LOCALHOST"]),
+    ("localhost", "http://localhost:8125/", ["localhost:8125", "127.0.0.1:8125", "[::1]:8125"]),
+])
+def test_a_loopback_host_is_served_by_its_names_at_a_valid_url(tmp_path, monkeypatch, capsys, host, url, called):
+    client, out = _served(monkeypatch, capsys, tmp_path, "--host", host, "--port", "8125")
+    assert f" at {url} " in out
+    with client:
+        for name in called:
+            assert client.get("/api/runs", headers={"Host": name}).status_code == 200, name
+        for name in ("evil.example", "evil.example:8125", "[::2]:8125", "127.0.0.1.evil.example", "[::1", ""):
+            assert client.get("/api/runs", headers={"Host": name}).status_code == 400, name
+
+
+def test_allow_remote_pins_the_host_check_to_the_served_names(tmp_path, monkeypatch, capsys):
+    client, out = _served(monkeypatch, capsys, tmp_path, "--host", "0.0.0.0", "--allow-remote",
+                          "--allowed-host", "insight.lab.example")
+    assert " at http://127.0.0.1:8080/ " in out and "insight.lab.example" in out
+    with client:
+        for name in ("insight.lab.example:8080", "127.0.0.1:8080", "localhost", socket.gethostname()):
+            assert client.get("/api/runs", headers={"Host": name}).status_code == 200, name
+        assert client.get("/api/runs", headers={"Host": "evil.example:8080"}).status_code == 400
+    client, out = _served(monkeypatch, capsys, tmp_path, "--host", "192.0.2.7", "--allow-remote")
+    with client:
+        assert client.get("/api/runs", headers={"Host": "192.0.2.7:8080"}).status_code == 200
+        for name in ("evil.example", "localhost", "127.0.0.1"):           # not where it listens
+            assert client.get("/api/runs", headers={"Host": name}).status_code == 400, name
+    assert cli.main(["insight", "--summary-base-dir", str(tmp_path), "--allowed-host", "[bad"]) == 2
+    assert "--allowed-host '[bad': not a host name or address" in capsys.readouterr().err
+
+
 def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
     """Every file under root (symlinks not followed) -> (size, mtime_ns)."""
     out = {}
