@@ -104,8 +104,9 @@ def test_other_host_headers_are_refused_and_every_answer_has_the_csp(tree):
     with TestClient(create_app(RunLibrary(base)), base_url="http://127.0.0.1") as client:
         assert client.get("/api/runs", headers={"Host": "evil.example"}).status_code == 400
         assert client.get("/", headers={"Host": "127.0.0.1.evil.example:8080"}).status_code == 400
-        for url in ("/", "/api/runs", "/static/app.js", "/static/pages/resources.js", "/vendor/plotly.min.js",
-                    "/api/runs/nope", "/static/nope.js"):
+        version = insight_server.asset_version()
+        for url in ("/", "/api/runs", f"/static/{version}/app.js", f"/static/{version}/pages/resources.js",
+                    f"/vendor/{version}/plotly.min.js", "/api/runs/nope", f"/static/{version}/nope.js"):
             response = client.get(url)
             csp = response.headers["Content-Security-Policy"]
             assert "script-src 'self'" in csp and "default-src 'self'" in csp and "'unsafe-eval'" not in csp

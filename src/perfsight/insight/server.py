@@ -2,7 +2,8 @@
 
 ``create_app(library)`` assembles the HTTP surface: the page shell and its scripts (package data only:
 nothing under the summary-base-dir is served as a file), Plotly.js from the installed ``plotly`` package
-(no request leaves the machine), the run list, and the per-run routers (pages, timeline), which find
+(no request leaves the machine); the shell names them at URLs holding ``asset_version`` and they are
+served ``IMMUTABLE``, so a browser loads them once per version of perfsight and plotly; the run list, and the per-run routers (pages, timeline), which find
 runs by id through ``LoadedRun`` lookups. Every response carries a Content-Security-Policy that allows
 scripts from this origin only, so a trace's names can never run as script even if a page mishandled
 one. Requests whose Host header does not name the server (``served_names``: the address served, and the
@@ -12,6 +13,7 @@ names given) are refused (DNS rebinding), however it is written (``[::1]:8080``,
 """
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import logging
 import socket
@@ -23,7 +25,7 @@ from typing import Sequence
 from urllib.parse import urlsplit
 
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
 from ..errors import InputError
@@ -44,6 +46,30 @@ def plotly_js() -> Path:
     import plotly
 
     return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+
+#: Cache-Control of the scripts, styles and Plotly, whose URLs name their version (``asset_version``)
+IMMUTABLE = "public, max-age=31536000, immutable"
+
+
+def asset_version() -> str:
+    """A hash of the static files and of the Plotly version: the URL segment naming this version of the
+    page's assets."""
+    import plotly
+
+    digest = hashlib.sha256(plotly.__version__.encode())
+    for path in sorted(p for p in STATIC.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(STATIC).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+class _VersionedFiles(StaticFiles):
+    """The static files, at a URL that names their version: the browser keeps them (``IMMUTABLE``)."""
+
+    def file_response(self, *args, **kwargs):
+        response = super().file_response(*args, **kwargs)
+        response.headers["Cache-Control"] = IMMUTABLE
+        return response
 
 
 def create_app(library: RunLibrary, *, allowed_hosts: list[str] | None = None) -> FastAPI:
@@ -104,15 +130,19 @@ def create_app(library: RunLibrary, *, allowed_hosts: list[str] | None = None) -
     for pages in (api_overview, api_operators, api_resources, api_timeline):
         app.include_router(pages.router(get_run))
 
-    @app.get("/vendor/plotly.min.js", include_in_schema=False)
+    version = asset_version()
+    shell = (STATIC / "index.html").read_text(encoding="utf-8")
+    shell = shell.replace('"/static/', f'"/static/{version}/').replace('"/vendor/', f'"/vendor/{version}/')
+
+    @app.get(f"/vendor/{version}/plotly.min.js", include_in_schema=False)
     def plotly() -> FileResponse:
-        return FileResponse(plotly_js(), media_type="text/javascript")
+        return FileResponse(plotly_js(), media_type="text/javascript", headers={"Cache-Control": IMMUTABLE})
 
     @app.get("/", include_in_schema=False)
-    def index() -> FileResponse:
-        return FileResponse(STATIC / "index.html", media_type="text/html")
+    def index() -> HTMLResponse:           # small, and names the assets' version: asked for at every load
+        return HTMLResponse(shell, headers={"Cache-Control": "no-cache"})
 
-    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.mount(f"/static/{version}", _VersionedFiles(directory=STATIC), name="static")
     return app
 
 
