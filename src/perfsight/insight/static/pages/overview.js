@@ -53,9 +53,10 @@
                                             hovertemplate: "%{x}: %{y:.3f} ms<extra>%{fullData.name}</extra>"})),
       {barmode: "stack", yaxis: {title: {text: "ms"}}, title: {text: "per step"}}, {id: "chart-step-breakdown"});
     const averageChart = PS.plot([{type: "pie", hole: 0.45, sort: false, labels: used.map(c => CATEGORY_LABELS[c] || c),
-                                   values: used.map(c => average[c + "_ns"]), textinfo: "label+percent",
+                                   values: used.map(c => average[c + "_ns"]), textinfo: "percent",
+                                   textposition: "inside",
                                    hovertemplate: "%{label}: %{value:,} ns<extra></extra>"}],
-      {title: {text: `average step ${PS.fmtNs(average.step_ns)}`}, showlegend: false}, {id: "chart-step-average"});
+      {title: {text: `average step ${PS.fmtNs(average.step_ns)}`}, ...PS.pieLayout()}, {id: "chart-step-average"});
     const table = PS.table(used.map(c => ({category: CATEGORY_LABELS[c] || c, ns: average[c + "_ns"], pct: average[c + "_pct"]})),
       [{key: "category", label: "category"}, {key: "ns", label: "mean per step", format: PS.fmtNs, cls: "num"},
        {key: "pct", label: "share", format: PS.fmtPct, cls: "num"}], {id: "step-average-table"});
@@ -68,7 +69,8 @@
     const chart = PS.pages.operators.typeChart(rows, "pie", {id: "chart-top-ops", height: 340,
       onPick: type => { location.hash = PS.runHash(ctx.runId, "operators", type, data.ops_view); }});
     const link = PS.el("a", {href: PS.runHash(ctx.runId, "operators", "", data.ops_view)}, "all operators");
-    return [PS.message(`${data.ops_view === "device" ? "Device tasks" : "Host operators"} by self time; `, "note"), link, chart];
+    const what = data.ops_view === "device" ? "Device tasks" : "Host operators";
+    return [PS.el("p", {class: "note"}, `${what} by self time (`, link, ")"), chart];
   }
 
   function dataVerdict(data, rank, ctx) {
