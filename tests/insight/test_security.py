@@ -248,6 +248,7 @@ def test_links_inside_runs_that_leave_the_base_dir_are_never_read(tmp_path):
             "PROF_20260101000000000_1_aa/host/data/trace_2.pt.trace.json: symbolic link leading outside "
             "--summary-base-dir")
         assert cached["status"] == "error" and cached["error"].startswith("cached.pt.trace.json.perfsight_cache:")
+        assert prof["size_bytes"] == cached["size_bytes"] == 0           # their files are not even looked at
         assert str(outside) not in prof["error"] + cached["error"]
         assert job["status"] == "ready" and job["ranks"] == [0, 1]
         found = served.get("job", "timeline/search", q="outside_op")

@@ -48,8 +48,7 @@ class Candidate:
     kind: str               # "perfsight run" | "perfsight job" | "torch.profiler trace" | "torch.profiler job"
                             # | "<format> run" | "<format> job" for Ascend formats (torch_npu, msprof, mindspore)
     runs: tuple[RunSource, ...]  # what to open: one run, or the ranks of one job
-    sources: tuple[Path, ...]  # the raw files (inside the base directory) whose size and mtime say whether
-                               # the run changed
+    sources: tuple[Path, ...]  # the raw files whose size and mtime say whether the run changed
 
     def fingerprint(self) -> tuple:
         stats = []
@@ -107,8 +106,7 @@ def confine(base: Path, candidate: Candidate) -> None:
     """Raise InputError naming the links when opening ``candidate`` would read outside ``base`` (its run
     directories, trace files and cache folders: ``links_leaving``)."""
     base = base.resolve()
-    roots = [path for run in candidate.runs for path in (run.path, run.cache_dir)]
-    leaving = links_leaving(base, roots)
+    leaving = links_leaving(base, _read_paths(candidate.runs))
     if leaving:
         shown = ", ".join(path.relative_to(base).as_posix() for path in leaving[:LINKS_SHOWN])
         more = f" and {len(leaving) - LINKS_SHOWN} more" if len(leaving) > LINKS_SHOWN else ""
@@ -141,10 +139,16 @@ def _descend(name: str) -> bool:
     return not (name.startswith(".") or name in _SKIPPED_DIRS or name.endswith("." + layout.CACHE_DIR))
 
 
+def _read_paths(runs) -> list[Path]:
+    """What opening ``runs`` reads: their run directories or trace files, and their cache folders."""
+    return [path for run in runs for path in (run.path, run.cache_dir)]
+
+
 def _candidate(base: Path, path: Path, kind: str, runs: list[RunSource]) -> Candidate:
+    """The entry of ``runs``; its sources are not even listed when a link leads out of what it reads."""
     relpath = path.relative_to(base).as_posix() or "."
-    sources = [p for p in (f for run in runs for f in run.sources()) if inside(base, p) is not None]
-    return Candidate(run_id(relpath), path, relpath, kind, tuple(runs), tuple(sources))
+    sources = () if links_leaving(base, _read_paths(runs)) else tuple(f for run in runs for f in run.sources())
+    return Candidate(run_id(relpath), path, relpath, kind, tuple(runs), sources)
 
 
 def _prof_entries(base: Path, folder: Path, names: list[str]) -> list[Candidate]:
