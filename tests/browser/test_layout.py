@@ -4,6 +4,8 @@ donut keeps its labels off its title; and the Timeline opens on the profiled ste
 their units."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from perfsight.analysis.breakdown import step_breakdown
@@ -74,10 +76,10 @@ def test_the_timeline_opens_on_the_profiled_steps_with_counters_in_their_units(s
     assert (state["t0"], state["t1"]) == pytest.approx((first - origin, last - origin))
     assert state["t1"] - state["t0"] < state["extent"]["end"] - state["extent"]["start"]
     scales = {r["name"]: r["scale"] for r in state["rows"] if r.get("scale")}
-    assert scales["host.cpu_percent.process"].endswith("%")
-    assert scales["host.memory_rss_bytes.process"].endswith(" MiB")
-    assert scales["host.step_time_ns"].endswith(" ms")
-    assert scales["Memory allocated (cpu)"].endswith(("B", "KiB", "MiB"))
+    assert re.fullmatch(r"\d+\.\d%", scales["host.cpu_percent.process"])
+    for name in ("host.memory_rss_bytes.process", "Memory allocated (cpu)"):
+        assert re.fullmatch(r"\d+(\.\d)? (B|KiB|MiB|GiB)", scales[name]), scales
+    assert re.fullmatch(r"\d+\.\d{3} (ms|s)", scales["host.step_time_ns"])
     page.get_by_role("button", name="Whole run").click()
     state = page.evaluate("window.__perfsightTimelineTest.ready()")
     assert (state["t0"], state["t1"]) == (state["extent"]["start"], state["extent"]["end"])

@@ -73,7 +73,8 @@ def test_call_stack(served_runs):
     assert body["frames"][-1]["id"] == task["id"] and body["frames"][-2]["kind"] == "runtime"
     missing = served_runs.refused("gpu/", "operators/stack/123456789", status=404)
     assert missing == "no slice with id 123456789 in this run"
-    assert served_runs.refused("gpu/", "operators/stack/x") == f"slice_id='x': expected an integer from 0 to {2**63 - 1}"
+    refused = served_runs.refused("gpu/", "operators/stack/x")
+    assert refused == f"slice_id='x': expected an integer from 0 to {2**63 - 1}"
 
 
 @pytest.mark.parametrize("route, params, message", [

@@ -196,12 +196,9 @@ class RunLibrary:
             if entry.status != "ready":
                 raise RunNotReady(entry)
             opening = self._opening.get(run_id)
-            if opening is None:
+            mine = opening is None
+            if mine:
                 opening = self._opening[run_id] = Future()
-                opening.set_running_or_notify_cancel()
-                mine = True
-            else:
-                mine = False
         if not mine:
             return opening.result()
         try:

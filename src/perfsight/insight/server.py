@@ -1,13 +1,14 @@
 """The insight web application: FastAPI app, static pages, Plotly from the installed package, security.
 
 ``create_app(library)`` assembles the HTTP surface: the page shell and its scripts (package data only:
-nothing under the summary-base-dir is served as a file), Plotly.js from the installed ``plotly`` package
-(no request leaves the machine); the shell names them at URLs holding ``asset_version`` and they are
-served ``IMMUTABLE``, so a browser loads them once per version of perfsight and plotly; the run list, and the per-run routers (pages, timeline), which find
-runs by id through ``LoadedRun`` lookups. Every response carries a Content-Security-Policy that allows
-scripts from this origin only, so a trace's names can never run as script even if a page mishandled
-one. Requests whose Host header does not name the server (``served_names``: the address served, and the
-names given) are refused (DNS rebinding), however it is written (``[::1]:8080``, ``LOCALHOST``).
+nothing under the summary-base-dir is served as a file), Plotly.js from the installed ``plotly`` package (no
+request leaves the machine); the shell names them at URLs holding ``asset_version`` and they are served
+``IMMUTABLE``, so a browser loads them once per version of perfsight and plotly; the run list, and the
+per-run routers (pages, timeline), which find runs by id through ``LoadedRun`` lookups. Every response
+carries a Content-Security-Policy that allows scripts from this origin only, so a trace's names can never
+run as script even if a page mishandled one. Requests whose Host header does not name the server
+(``served_names``: the address served, and the names given) are refused (DNS rebinding), however it is
+written (``[::1]:8080``, ``LOCALHOST``).
 
 ``serve`` runs it with uvicorn; loopback only unless ``allow_remote``.
 """
@@ -39,6 +40,8 @@ log = logging.getLogger("perfsight.insight")
 #: addresses that listen on every interface, and the loopback address a browser on this machine uses for them
 WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1"}
 LOOPBACK_NAMES = ("127.0.0.1", "::1", "localhost")
+#: Cache-Control of the scripts, styles and Plotly, whose URLs name their version (``asset_version``)
+IMMUTABLE = "public, max-age=31536000, immutable"
 
 
 def plotly_js() -> Path:
@@ -46,10 +49,6 @@ def plotly_js() -> Path:
     import plotly
 
     return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-
-
-#: Cache-Control of the scripts, styles and Plotly, whose URLs name their version (``asset_version``)
-IMMUTABLE = "public, max-age=31536000, immutable"
 
 
 def asset_version() -> str:
@@ -215,7 +214,7 @@ def serve(base: Path, *, host: str = "127.0.0.1", port: int = 8080, allow_remote
     if not is_loopback(host):
         log.warning("insight is listening on %s: anyone who can reach this address can read these runs", host)
         print(f"perfsight insight: WARNING: listening on {host}; anyone who can reach it can read the runs under "
-              f"{base}; requests must call it {', '.join(allowed)} (--allowed-host adds a name)")
+              f"{base}; browsers must call it by one of: {', '.join(allowed)} (--allowed-host adds a name)")
     app = create_app(RunLibrary(base, workers=workers), allowed_hosts=allowed)
     url = served_url(host, port)
     print(f"perfsight insight: serving {base.resolve()} at {url} (Ctrl+C to stop)")

@@ -21,6 +21,10 @@ window.PS = {
     return node;
   },
 
+  /* table[key] when the table has it as its own property, else undefined: names from a URL or a trace
+     ("__proto__", "constructor") never reach Object.prototype. */
+  own(table, key) { return Object.hasOwn(table, key) ? table[key] : undefined; },
+
   /* GET a JSON API route; throws an Error carrying the server's "detail" message and the status. */
   async fetchJson(url) {
     const response = await fetch(url, {headers: {Accept: "application/json"}});
@@ -52,9 +56,6 @@ window.PS = {
     while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
     return (i ? v.toFixed(1) : String(v)) + " " + units[i];
   },
-  /* table[key] when the table has it as its own property, else undefined: names from a URL or a trace
-     ("__proto__", "constructor") never reach Object.prototype. */
-  own(table, key) { return Object.hasOwn(table, key) ? table[key] : undefined; },
   fmtNum(n) { return (n === null || n === undefined) ? "–" : Number(n).toLocaleString("en-US"); },
 
   /* A table of row objects. columns: [{key, label, format?, cls?}]; every cell is text. A cell holding a word
