@@ -63,8 +63,46 @@ def test_every_run_method_names_an_existing_analysis():
 
 
 def test_traces_that_do_not_say_their_rank_are_not_merged(shared_data):
-    with pytest.raises(InputError, match="some do not say their rank"):
+    with pytest.raises(InputError, match="2 of 2 do not say their rank, in their data or name"):
         perfsight.open(shared_data / "kineto/generated_torch213_cpu")
+
+
+def _step_trace(path, rank: int | None = None, op: str = "aten::mm"):
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+              {"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": 10, "dur": 50}]
+    trace = {"traceEvents": events}
+    if rank is not None:
+        trace["distributedInfo"] = {"backend": "gloo", "rank": rank, "world_size": 2}
+    path.write_text(json.dumps(trace))
+
+
+def test_traces_without_distributed_info_take_the_rank_in_their_name(tmp_path):
+    for rank in (0, 1):
+        _step_trace(tmp_path / f"train_rank{rank}.pt.trace.json", op=f"op_of_rank_{rank}")
+    run = perfsight.open(tmp_path)
+    assert run.ranks == [0, 1]
+    names = run.sql("SELECT t.rank, s.name FROM slices s JOIN tracks t USING (track_id) WHERE s.kind = 'cpu_op' "
+                    "ORDER BY 1").to_pylist()
+    assert names == [{"rank": 0, "name": "op_of_rank_0"}, {"rank": 1, "name": "op_of_rank_1"}]
+
+
+def test_the_data_rank_wins_over_the_name_and_repeats_are_refused(tmp_path):
+    _step_trace(tmp_path / "rank0.pt.trace.json", rank=1)
+    _step_trace(tmp_path / "rank1.pt.trace.json")
+    with pytest.raises(InputError, match=r"ranks repeat \(1\): .*rank0.pt.trace.json \(rank 1\), .*rank1.pt.trace.json "
+                                         r"\(rank 1\); open them one by one"):
+        perfsight.open(tmp_path)
+
+
+def test_the_error_over_many_traces_is_a_summary(tmp_path):
+    for i in range(200):
+        _step_trace(tmp_path / f"worker{i:03}.pt.trace.json")
+    with pytest.raises(InputError) as raised:
+        perfsight.open(tmp_path)
+    message = str(raised.value)
+    assert "these 200 runs are not one job's ranks: 200 of 200 do not say their rank" in message
+    assert "worker004.pt.trace.json and 195 more; open them one by one" in message
+    assert "worker005" not in message and len(message) < 1000
 
 
 CPU_TRACE = "kineto/generated_torch213_cpu/cpu_mlp_rs_mem_stack.pt.trace.json.gz"

@@ -98,3 +98,15 @@ def test_the_profiled_steps_table_adds_up(shared_data, tmp_path):
     assert [row[0] for row in rows] == [2, 3, 4]
     for _step, iteration, gap, fp_bp, tail, _wait in rows:
         assert abs(gap + fp_bp + tail - iteration) <= 0.0015
+
+
+def test_the_headline_is_the_median_of_the_profiled_steps(tmp_path):
+    """Steps of 100, 200 and 900 us: the median (0.200 ms) is the headline, with how many steps and the mean."""
+    events = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1, "ts": ts,
+               "dur": dur} for n, ts, dur in ((1, 0, 100), (2, 100, 200), (3, 300, 900))]
+    trace = tmp_path / "steps.pt.trace.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    out = StringIO()
+    print_summary(str(trace), run_summary(perfsight.open(trace).tables), Console(file=out, width=120))
+    assert "median step 0.200 ms (median of 3 profiled steps; mean 0.400 ms)" in out.getvalue()
+    assert "the collector timed" not in out.getvalue()      # a plain trace has no step-time series

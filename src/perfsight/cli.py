@@ -201,6 +201,9 @@ def _add_insight(sub) -> None:
     insight.add_argument("--port", type=_port, default=8080, help="port (default 8080)")
     insight.add_argument("--allow-remote", action="store_true",
                          help="allow a --host that is not loopback (the UI has no authentication)")
+    insight.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                         help="another name browsers call the server by (a DNS name of this machine); requests "
+                              "naming neither it nor the address served are refused (repeatable)")
     insight.add_argument("--workers", type=_positive_int, default=1, help="runs parsed at once (default 1)")
     insight.add_argument("--open", dest="open_browser", action="store_true", help="open it in the web browser")
 
@@ -209,7 +212,7 @@ def cmd_insight(args) -> int:
     from .insight.server import serve
 
     serve(args.summary_base_dir, host=args.host, port=args.port, allow_remote=args.allow_remote,
-          open_browser=args.open_browser, workers=args.workers)
+          allowed_hosts=args.allowed_host, open_browser=args.open_browser, workers=args.workers)
     return 0
 
 

@@ -118,10 +118,15 @@ def open(path: str | os.PathLike, *, use_cache: bool = True) -> Run:  # noqa: A0
     operators for every analysis of the run (over its own fp_point/bp_point options and the automatic
     points)."""
     path = Path(path)
-    sources = ingest.find_runs(path)
+    return open_sources(path, ingest.find_runs(path), use_cache=use_cache)
+
+
+def open_sources(path: Path, sources: list[ingest.RunSource], *, use_cache: bool = True) -> Run:
+    """The run made of ``sources`` (one run, or the ranks of one job, already found: insight opens what its
+    discovery listed and nothing else), known as ``path``."""
     loaded = [(str(source.path), ingest.load(source, use_cache=use_cache)) for source in sources]
     tables = loaded[0][1] if len(loaded) == 1 else merge(loaded)
-    return Run(path, with_step_points_from_env(tables), sources)
+    return Run(path, with_step_points_from_env(tables), list(sources))
 
 
 #: environment variables naming the step trace's points (the seed's PROFILING_FP_START / PROFILING_BP_END)

@@ -90,6 +90,16 @@ def test_step_breakdown_average_adds_up():
     assert sum(avg[f"{c}_pct"] for c in (*breakdown.CATEGORIES, "idle")) == pytest.approx(100)
 
 
+def test_step_breakdown_average_has_the_median_step():
+    """An odd count: the middle step; an even one: the mean of the middle two, rounded to the ns."""
+    for steps, median in (([10, 600, 30], 30), ([10, 600, 30, 41], 36)):
+        columns = {f"{c}_ns": [0] * len(steps) for c in (*breakdown.CATEGORIES, "idle")}
+        columns.update(rank=[0] * len(steps), step_ns=steps, idle_ns=steps)
+        [avg] = breakdown.step_breakdown_average(pa.table(columns)).to_pylist()
+        mean = round(sum(steps) / len(steps))
+        assert (avg["steps"], avg["median_step_ns"], avg["step_ns"]) == (len(steps), median, mean)
+
+
 def test_step_breakdown_average_apportions_whole_ns():
     """Means of 1.5 ns round up independently (2 + 2 > the mean step of 3): apportioned, none goes negative."""
     zero = [0, 0]

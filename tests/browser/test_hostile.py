@@ -109,3 +109,20 @@ def test_hostile_names_render_as_text_on_every_page(serve, page, tmp_path):
         assert page.goto(server.url + target).status in (400, 404), target
     page.console_errors.clear()               # the refused loads above log their 404s
     assert_nothing_injected(page, dialogs)
+
+
+@pytest.mark.parametrize("name", ["__proto__", "constructor", "hasOwnProperty", "toString"])
+def test_page_and_run_names_from_objects_prototype_are_unknown_names(server, page, name):
+    """``#/run/<id>/__proto__`` is a page that does not exist (the run's pages are looked up as own
+    properties), ``#/run/__proto__/...`` a run that does not exist."""
+    from .shown import page_url
+
+    open_view(page, page_url(server, "cpu/", name))
+    assert page.locator("body").get_attribute("data-state") == "ready"
+    assert page.locator("main").inner_text() == f'No page named "{name}".'
+    assert page.locator("#run-nav a").count() > 0
+    open_view(page, f"{server.url}/#/run/{name}/overview")
+    assert page.locator("body").get_attribute("data-state") == "error"
+    assert page.locator("main").inner_text() == f"no run with id '{name}' under the summary-base-dir"
+    assert page.console_errors == [] or all("404" in e for e in page.console_errors), page.console_errors
+    assert page.external_requests == []

@@ -12,7 +12,7 @@ from perfsight.analysis.advisor import advise
 from perfsight.analysis.breakdown import CATEGORIES, step_breakdown, step_breakdown_average
 from perfsight.analysis.ops import op_instances, type_shares
 from perfsight.analysis.steps import step_phases, step_trace
-from perfsight.analysis.summary import run_summary, timeline_summary
+from perfsight.analysis.summary import timeline_summary
 
 from .harness import open_view, wait_rendered
 from .shown import cells, fmt_ns, fmt_num, fmt_pct, page_url, ready, tables_of, traces
@@ -36,8 +36,11 @@ def test_overview(server, page, prefix, view):
     shares = type_shares(op_instances(tables, kinds=kinds), top=10)
     assert [t["points"] for t in traces(page, "chart-top-ops")] == [shares.num_rows]
 
-    steps = run_summary(tables)["steps"]
-    expect(page.locator("#overview-cards .card").first).to_contain_text(fmt_ns(steps["mean_ns"]))
+    headline = page.locator("#overview-cards .card").first
+    expect(headline.locator(".card-label")).to_have_text("median step")
+    expect(headline.locator(".card-value")).to_have_text(fmt_ns(average["median_step_ns"]))
+    expect(headline.locator(".card-note")).to_have_text(
+        f"median of {len(breakdown)} profiled steps (mean {fmt_ns(average['step_ns'])})")
     summary = timeline_summary(tables).to_pylist()
     assert cells(page, "#overview-timeline", 2) == [fmt_num(r["executions"]) for r in summary]
     advice = advise(tables).to_pylist()

@@ -11,15 +11,15 @@ from perfsight.views.json_report import plain
 
 
 class Served:
-    """create_app(RunLibrary(base)) through a TestClient: runs found by the start of their path."""
+    """create_app(RunLibrary(base, **options)) through a TestClient: runs found by the start of their path."""
 
-    def __init__(self, base):
+    def __init__(self, base, **options):
         from fastapi.testclient import TestClient
 
         from perfsight.insight.library import RunLibrary
         from perfsight.insight.server import create_app
 
-        self.library = RunLibrary(base)
+        self.library = RunLibrary(base, **options)
         self.client = TestClient(create_app(self.library), base_url="http://127.0.0.1")
 
     def __enter__(self) -> Served:

@@ -33,12 +33,24 @@ def test_overview_is_the_analyses(served_runs, prefix):
     assert body["flops"] == expected(model_flops_total(model_flops(tables)))
     advice = advise(tables)
     assert body["advice"] == expected(advice) and body["evidence"] == expected(evidence_refs(advice))
-    summary = run_summary(tables)
-    assert body["steps"] == summary["steps"] and body["warnings"] == summary["warnings"]
+    assert body["warnings"] == run_summary(tables)["warnings"]
     view = "device" if prefix == "gpu/" else "host"
     assert body["ops_view"] == view
     instances = op_instances(tables, kinds=None if view == "device" else ("cpu_op",))
     assert body["top_ops"] == expected(type_shares(instances, top=10))
+
+
+@pytest.mark.parametrize("prefix", RUNS)
+def test_the_headline_is_the_median_of_the_profiled_steps_of_the_breakdown(served_runs, prefix):
+    """Not the collector's mean over every step it timed (startup and the profiler's stop included)."""
+    body = served_runs.get(prefix, "overview")
+    (average,) = body["step_breakdown_average"]
+    steps = sorted(r["step_ns"] for r in body["step_breakdown"])
+    middle = len(steps) // 2
+    median = steps[middle] if len(steps) % 2 else round((steps[middle - 1] + steps[middle]) / 2)
+    assert average["steps"] == len(steps) > 2 and average["median_step_ns"] == median
+    assert average["step_ns"] == round(sum(steps) / len(steps)) != median
+    assert "steps" not in body                  # the collector's series stats are not the page's headline
 
 
 def test_overview_of_the_gpu_trace_in_numbers(served_runs):

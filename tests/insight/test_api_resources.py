@@ -113,7 +113,8 @@ def test_memory_parameters_are_validated_by_name(client):
     assert "max_points=5: expected an integer from 10 to 100000" in bad(client, "/api/runs/mem/memory/curve", rank=0,
                                                                         device="cpu", max_points=5)
     assert bad(client, "/api/runs/mem/memory/alive", rank=0, device="cpu").startswith("t_ns is required")
-    assert "t_ns=-1: expected an integer >= 0" in bad(client, "/api/runs/mem/memory/alive", rank=0, device="cpu", t_ns=-1)
+    refused = bad(client, "/api/runs/mem/memory/alive", rank=0, device="cpu", t_ns=-1)
+    assert "t_ns=-1: expected an integer from 0 to " in refused
     assert "limit=1000000" in bad(client, "/api/runs/mem/memory/allocations", rank=0, device="cpu", limit=10**6)
     assert "offset=99" in bad(client, "/api/runs/mem/memory/allocations", rank=0, device="cpu", offset=99)
     assert "no memory events" in bad(client, "/api/runs/empty/memory/curve", rank=0, device="cpu")

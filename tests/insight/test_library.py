@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import shutil
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -77,3 +79,58 @@ def test_open_runs_are_bounded_and_reopened_from_the_cache(library, tmp_path, sh
     again = library.get(a)
     assert again is not first and again.tables.slices.num_rows == first.tables.slices.num_rows
     assert again.memo("answer", lambda: 7) == 7      # a reopened run starts with an empty memo
+
+
+def test_concurrent_requests_for_a_closed_run_open_and_analyse_it_once(library, tmp_path, shared_data, monkeypatch):
+    """Twenty overview requests at once for a run that is not open: one open, one analysis, one answer."""
+    from fastapi.testclient import TestClient
+
+    from perfsight.insight import api_overview
+    from perfsight.insight import library as library_module
+    from perfsight.insight.server import create_app
+
+    copy(shared_data, "cpu", tmp_path / "a.pt.trace.json.gz")
+    copy(shared_data, "amd", tmp_path / "b.json.gz")
+    runs = settled(library, 2)
+    a, b = runs["a.pt.trace.json.gz"]["id"], runs["b.json.gz"]["id"]
+    library.get(b)                                   # max_open=1: a is closed
+    opened, analysed, release = [], [], threading.Event()
+
+    def slow_open(*args, **kwargs):                  # holds every opener until all requests are in
+        opened.append(args)
+        release.wait(30)
+        return real_open(*args, **kwargs)
+
+    def counted_summary(*args, **kwargs):
+        analysed.append(args)
+        return real_summary(*args, **kwargs)
+
+    real_open, real_summary = library_module.open_sources, api_overview.run_summary
+    monkeypatch.setattr(library_module, "open_sources", slow_open)
+    monkeypatch.setattr(api_overview, "run_summary", counted_summary)
+    with TestClient(create_app(library), base_url="http://127.0.0.1") as client:
+        started = threading.Barrier(21)
+
+        def request():
+            started.wait()
+            return client.get(f"/api/runs/{a}/overview")
+
+        with ThreadPoolExecutor(max_workers=20) as pool:
+            answers = [pool.submit(request) for _ in range(20)]
+            started.wait()
+            time.sleep(1.0)                              # every request is waiting for the run by now
+            release.set()
+            responses = [answer.result() for answer in answers]
+    assert [r.status_code for r in responses] == [200] * 20
+    assert len({r.content for r in responses}) == 1
+    assert len(opened) == 1 and len(analysed) == 1
+
+
+def test_rank_named_traces_without_distributed_info_are_one_ready_job(library, tmp_path):
+    from tests.test_run import _step_trace
+
+    (tmp_path / "job").mkdir()
+    for rank in (0, 1):
+        _step_trace(tmp_path / "job" / f"rank{rank}.pt.trace.json", op=f"op_of_rank_{rank}")
+    (job,) = settled(library, 1).values()
+    assert (job["path"], job["kind"], job["status"], job["ranks"]) == ("job", "torch.profiler job", "ready", [0, 1])

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from analysis.planted import tables_from_rows
-from perfsight.insight.timeline_index import MAX_FLOWS, TimelineIndex
+from perfsight.insight.timeline_index import MAX_FLOWS, TimelineIndex, counter_unit
 
 BASE = 1_700_000_000_000_000_000          # ns since the epoch: beyond a double's exact integers
 THREAD, AUTOGRAD, STREAM, NCCL, COUNTER = 1, 2, 3, 4, 5
@@ -86,9 +86,9 @@ def test_tracks_tree(index):
                                             "free time"]
     assert all(t["kind"] == "overlap" and t["id"] > COUNTER for t in overlap)
     counters = groups["counters"]["tracks"]
-    assert [(t["name"], t["min"], t["max"]) for t in counters] == [
-        ("host.cpu_percent.process", 10.0, 50.0), ("Memory allocated (cuda:0)", 512.0, 512.0),
-        ("Memory reserved (cuda:0)", 2048.0, 2048.0)]
+    assert [(t["name"], t["min"], t["max"], t["unit"]) for t in counters] == [
+        ("host.cpu_percent.process", 10.0, 50.0, "percent"), ("Memory allocated (cuda:0)", 512.0, 512.0, "bytes"),
+        ("Memory reserved (cuda:0)", 2048.0, 2048.0, "bytes")]
     assert len({t["id"] for g in tree["groups"] for t in g["tracks"]}) == 11          # ids are unique
     assert all(g["rank"] == 0 and g["id"] == f"0/{g['name']}" for g in tree["groups"])
 
@@ -340,11 +340,32 @@ def test_real_trace(shared_data):
     assert found["total"] == expected > 0 and len(found["matches"]) == 5
 
 
+@pytest.mark.parametrize("series, unit", [
+    ("host.cpu_percent.process", "percent"), ("host.memory_percent.system", "percent"),
+    ("host.memory_rss_bytes.process", "bytes"), ("npu.memory.APP.allocated_bytes", "bytes"), ("APP/DDR bytes", "bytes"),
+    ("host.step_time_ns", "ns"), ("minddata push_time_ns", "ns"), ("GPU Utilization", None),
+    ("AI Core Freq MHz", None), ("minddata host_queue size", None), ("kernel_nsec_count", None),
+])
+def test_counter_units_come_from_the_names_ending(series, unit):
+    assert counter_unit(series) == unit
+
+
+def test_the_profiled_window_is_the_span_of_the_steps():
+    """Startup before the first step and work after the last one widen the run, not its profiled window."""
+    index = TimelineIndex(run(extra=[s(600, "startup", THREAD, -500_000, 400_000),
+                                     s(1001, "ProfilerStep#2", THREAD, 40_000, 9_000, kind="step", step=2),
+                                     s(1002, "ProfilerStep#3", THREAD, 49_000, 10_000, kind="step", step=3),
+                                     s(601, "after the profiler", THREAD, 90_000, 1_000)]))
+    tree = index.tracks()
+    assert (tree["origin_ns"], tree["start_ns"], tree["end_ns"]) == (BASE - 500_000, 0, 591_000)
+    assert tree["profiled"] == {"start_ns": 540_000, "end_ns": 559_000}
+
+
 def test_empty_run():
     from perfsight.tables import RunTables
 
     index = TimelineIndex(RunTables())
-    assert index.tracks() == {"origin_ns": 0, "start_ns": 0, "end_ns": 0, "groups": []}
+    assert index.tracks() == {"origin_ns": 0, "start_ns": 0, "end_ns": 0, "profiled": None, "groups": []}
     w = index.window(0, 10, 5)
     assert (w["lanes"], w["counters"], w["names"]) == ([], [], [])
     assert index.search("a")["total"] == 0 and index.area_summary([], 0, 5)["rows"] == []

@@ -184,7 +184,7 @@ def step_breakdown(tables: RunTables) -> pa.Table:
 
 
 STEP_BREAKDOWN_AVERAGE = pa.schema(
-    [("rank", pa.int32()), ("steps", pa.int64()), ("step_ns", pa.int64())]
+    [("rank", pa.int32()), ("steps", pa.int64()), ("step_ns", pa.int64()), ("median_step_ns", pa.int64())]
     + [(f"{c}_ns", pa.int64()) for c in CATEGORIES] + [("idle_ns", pa.int64())]
     + [(f"{c}_pct", pa.float64()) for c in CATEGORIES] + [("idle_pct", pa.float64())]
 )
@@ -192,9 +192,11 @@ STEP_BREAKDOWN_AVERAGE = pa.schema(
 
 def step_breakdown_average(breakdown: pa.Table) -> pa.Table:
     """Per rank, the mean over the steps of a ``step_breakdown`` table (schema ``STEP_BREAKDOWN_AVERAGE``):
-    ``steps`` counted, ``step_ns`` the mean step rounded to the ns, and each part (``idle_ns`` included) its
-    mean apportioned to whole ns by largest remainder, so the averages too add up exactly to ``step_ns``
-    and none is negative; ``*_pct`` are percent of the summed step time (exact, not rounded)."""
+    ``steps`` counted, ``step_ns`` the mean step rounded to the ns, ``median_step_ns`` the median step (the
+    mean of the middle two for an even count, rounded to the ns: the step time a run is headlined with, as
+    startup or one slow step does not move it), and each part (``idle_ns`` included) its mean apportioned to
+    whole ns by largest remainder, so the averages too add up exactly to ``step_ns`` and none is negative;
+    ``*_pct`` are percent of the summed step time (exact, not rounded)."""
     parts = [f"{c}_ns" for c in (*CATEGORIES, "idle")]
     rows = []
     ranks = breakdown.column("rank").to_numpy() if breakdown.num_rows else np.zeros(0, np.int32)
@@ -202,7 +204,8 @@ def step_breakdown_average(breakdown: pa.Table) -> pa.Table:
         mine = ranks == r
         total = {n: int(breakdown.column(n).to_numpy()[mine].sum()) for n in ["step_ns", *parts]}
         count = int(mine.sum())
-        row = {"rank": r, "steps": count, "step_ns": round(total["step_ns"] / count)}
+        row = {"rank": r, "steps": count, "step_ns": round(total["step_ns"] / count),
+               "median_step_ns": round(float(np.median(breakdown.column("step_ns").to_numpy()[mine])))}
         row.update(zip(parts, _apportion([total[n] for n in parts], count, row["step_ns"])))
         for c in (*CATEGORIES, "idle"):
             row[f"{c}_pct"] = 100.0 * total[f"{c}_ns"] / total["step_ns"] if total["step_ns"] else None

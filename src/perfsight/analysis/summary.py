@@ -34,12 +34,14 @@ def _series_stats(tables: RunTables) -> dict:
 def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None,
                 bp_point: str | None = None) -> dict:
     """``slices``: how many timed events the run has; ``steps``: statistics over every step the collector
-    saw (perfsight runs; else the profiled steps); ``profiled_steps``: the step trace; ``no_steps_reason``:
-    why there are none (``steps.no_steps_reason``; None when there are); ``top_ops``: the
+    timed (perfsight runs' step-time series: with the first step and the profiler's stop; count 0 for other
+    sources); ``profiled_steps``: the step trace; ``no_steps_reason``: why there are none
+    (``steps.no_steps_reason``; None when there are); ``top_ops``: the
     ``top`` operator types by self time; ``ops_category``: which operators those are (device tasks when the
     run has any, else CPU ops);
-    ``breakdown``: the mean step split into compute, communication, memory, runtime, data loading, host
-    ops, Python and idle (adds up to the step); ``overlap``: merged computation / communication / pure
+    ``breakdown``: per rank, the profiled steps' median (``median_step_ns``: the run's headline step time)
+    and mean step, the mean split into compute, communication, memory, runtime, data loading, host ops,
+    Python and idle (adds up to the step); ``overlap``: merged computation / communication / pure
     communication / free time over each rank's device span; ``memory_peak``: per device; ``flops``: the
     model's FLOPs over the profiled steps and their utilisation of the device peak (``model_flops_total``);
     ``data``: the data-preparation verdict; ``advice``: the advisor's findings; ``warnings``: what the
@@ -48,11 +50,6 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
     facts = Facts(tables)         # analyses computed here are reused by the advisor
     profiled = facts.get(step_trace, fp_point=fp_point, bp_point=bp_point)
     steps = _series_stats(tables)
-    if not steps["count"] and profiled.num_rows:
-        iteration = profiled.column("iteration_ns")
-        steps = {"count": profiled.num_rows, "mean_ns": pc.mean(iteration).as_py(),
-                 "median_ns": pc.approximate_median(iteration).as_py(),
-                 "data_wait_mean_ns": pc.mean(profiled.column("data_wait_ns")).as_py()}
     stats = op_statistic(tables, instances=facts.get(op_instances))   # the advisor reads them too
     stats = stats.sort_by([("self_ns", "descending")]).slice(0, top)
     category = stats.column("category")[0].as_py() if stats.num_rows else None

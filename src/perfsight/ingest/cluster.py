@@ -2,19 +2,22 @@
 
 Each rank's tables keep their own ids; merging shifts slice ids (and every column that refers to
 them) and track ids (and every column that refers to them) past the previous ranks', so ids stay
-unique across the job. Only runs that say their rank (``distributedInfo``, the perfsight manifest) and
-whose ranks differ are one job; anything else is refused with the list of runs, to be opened one by
-one. All shifting is vectorised Arrow arithmetic on the id columns.
+unique across the job. A run's rank is the one its tables say (``distributedInfo``, the perfsight
+manifest), else the one its file name carries (``rank_in_name``: ``rank0``, ``rank-1``, ``rank_2``...).
+Only runs whose ranks are known and differ are one job; anything else is refused with a summary of
+the runs, to be opened one by one. All shifting is vectorised Arrow arithmetic on the id columns.
 """
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InputError
-from ..tables import RunTables, meta_table, next_id
+from ..tables import RunTables, fits, meta_table, next_id
 
 SLICE_ID_COLUMNS = {"slices": ("id", "parent_id"), "flows": ("src_id", "dst_id"), "memory": ("op_slice_id",)}
 TRACK_ID_COLUMNS = {"slices": ("track_id",), "tracks": ("track_id",), "counters": ("track_id",),
@@ -34,20 +37,44 @@ def _with_rank(tracks: pa.Table, rank: int) -> pa.Table:
     return tracks.set_column(tracks.schema.get_field_index("rank"), "rank", filled)
 
 
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+#: runs named in the error of runs that are not one job
+RUNS_SHOWN = 5
+
+
 def rank_of(tables: RunTables) -> int | None:
     """The one rank a run's tracks name, or None when they name none (or several)."""
     ranks = pc.unique(tables.tracks.column("rank").drop_null()).to_pylist()
     return ranks[0] if len(ranks) == 1 else None
 
 
+def rank_in_name(name: str) -> int | None:
+    """The rank a file or folder name carries (``train_rank3.pt.trace.json``, ``rank-1``, ``rank_2``), or None."""
+    found = _RANK_IN_NAME.search(name)
+    return int(found.group(1)) if found and fits(int(found.group(1)), 32) else None
+
+
+def _not_one_job(names: list[str], ranks: list[int | None]) -> str:
+    """Why runs are not one job's ranks, naming at most RUNS_SHOWN of the runs at fault."""
+    unknown = [name for name, rank in zip(names, ranks) if rank is None]
+    if unknown:
+        why, at_fault = f"{len(unknown)} of {len(names)} do not say their rank, in their data or name", unknown
+    else:
+        repeated = {rank for rank in ranks if ranks.count(rank) > 1}
+        why = f"ranks repeat ({', '.join(map(str, sorted(repeated)[:RUNS_SHOWN]))})"
+        at_fault = [f"{name} (rank {rank})" for name, rank in zip(names, ranks) if rank in repeated]
+    more = f" and {len(at_fault) - RUNS_SHOWN} more" if len(at_fault) > RUNS_SHOWN else ""
+    return (f"these {len(names)} runs are not one job's ranks: {why}: {', '.join(at_fault[:RUNS_SHOWN])}{more}; "
+            "open them one by one")
+
+
 def merge(parts: list[tuple[str, RunTables]]) -> RunTables:
-    """Merge the tables of several ranks (``(source name, tables)`` pairs) into one run."""
+    """Merge the tables of several ranks (``(source name, tables)`` pairs) into one run; a run whose tables
+    do not say their rank takes the one its source name carries."""
     ranks = [rank_of(tables) for _, tables in parts]
+    ranks = [rank_in_name(Path(name).name) if rank is None else rank for (name, _), rank in zip(parts, ranks)]
     if None in ranks or len(set(ranks)) != len(ranks):
-        listing = ", ".join(f"{name} (rank {'unknown' if rank is None else rank})"
-                            for (name, _), rank in zip(parts, ranks))
-        why = "some do not say their rank" if None in ranks else "ranks repeat"
-        raise InputError(f"these runs are not one job's ranks ({why}): {listing}; open them one by one")
+        raise InputError(_not_one_job([name for name, _ in parts], ranks))
     merged: dict[str, list[pa.Table]] = {name: [] for name, _ in RunTables().items()}
     slice_offset = track_offset = 0
     for (_, tables), rank in zip(parts, ranks):

@@ -26,7 +26,8 @@ from ..analysis.ops import OP_INSTANCES, call_stack, duration_statistics, instan
 from ..analysis.peaks import PRECISIONS
 from .library import LoadedRun
 from .responses import json_response
-from .results import analysed, choice, executions, integer, relative, view_kinds, view_param, views
+from .results import (INT32_MAX, INT64_MAX, analysed, choice, executions, integer, relative, view_kinds, view_param,
+                      views)
 
 #: operator types in the pie and bar of the operators page (MindSpore's "统计前20个")
 TOP_TYPES = 20
@@ -68,11 +69,11 @@ def router(get_run) -> APIRouter:
         view = view_param(loaded, view)
         sort = choice("sort", sort, OP_INSTANCES.names, "dur_ns")
         order = choice("order", order, ("asc", "desc"), "desc")
-        page_number = integer("page", page, 1, 1)
+        page_number = integer("page", page, 1, 1, INT64_MAX // MAX_PAGE_SIZE)    # its offset fits int64
         size = integer("page_size", page_size, 50, 1, MAX_PAGE_SIZE)
         where = {"op_type": op_type} if op_type else {}
         if rank:
-            where["rank"] = integer("rank", rank, 0, 0)
+            where["rank"] = integer("rank", rank, 0, 0, INT32_MAX)
         rows, total = instance_page(executions(loaded, view), where=where, search=search, sort=sort,
                                     descending=order == "desc", offset=(page_number - 1) * size, limit=size)
         return json_response({"view": view, "total": total, "page": page_number, "page_size": size, "sort": sort,

@@ -1,10 +1,10 @@
 """Routes of the Overview and Step trace pages: analysis results as JSON, times relative to the run start.
 
-``GET /api/runs/{id}/overview``: everything the overview draws, from ``summary.run_summary`` (step
-statistics, the mean step breakdown, overlap, memory peak, data verdict, advice, warnings) and the per-step
-breakdown, the device's temporal breakdown, the model FLOPS over the steps, host usage, the top operator
-types (``ops.type_shares`` of the run's first operator view), the timeline summary and the advice's
-evidence references (``advisor.evidence_refs``).
+``GET /api/runs/{id}/overview``: everything the overview draws, from ``summary.run_summary`` (the mean
+step breakdown with the profiled steps' median, the headline; overlap, memory peak, data verdict, advice,
+warnings) and the per-step breakdown, the device's temporal breakdown, the model FLOPS over the steps, host
+usage, the top operator types (``ops.type_shares`` of the run's first operator view), the timeline summary
+and the advice's evidence references (``advisor.evidence_refs``).
 
 ``GET /api/runs/{id}/steps``: the step trace (``steps.step_trace``) and its phases per step and on
 average (``steps.step_phases``).
@@ -33,7 +33,6 @@ def overview(loaded: LoadedRun) -> dict:
     view = views(loaded)[0]
     return {
         "categories": [*CATEGORIES, "idle"],
-        "steps": summary["steps"],
         "warnings": summary["warnings"],
         "step_breakdown": relative(loaded, analysed(loaded, step_breakdown)),
         "step_breakdown_average": summary["breakdown"],

@@ -27,7 +27,7 @@ from ..analysis.breakdown import CATEGORIES, step_breakdown
 from ..analysis.summary import run_start_ns
 from .library import LoadedRun
 from .responses import json_response
-from .results import analysed, integer, relative
+from .results import INT32_MAX, INT64_MAX, analysed, integer, relative
 
 #: points of the memory curve by default (``memory.memory_curve_sampled``), and at most
 CURVE_POINTS, MAX_CURVE_POINTS = 4000, 100_000
@@ -55,7 +55,7 @@ def _memory_point(loaded: LoadedRun, rank: str | None, device: str | None) -> tu
     pairs = [(r["rank"], r["device"]) for r in analysed(loaded, memory.memory_peak).to_pylist()]
     listing = ", ".join(f"rank {r} device {d}" for r, d in pairs) or "none: this run recorded no memory events"
     ranks = sorted({r for r, _ in pairs})
-    number = integer("rank", rank, ranks[0] if len(ranks) == 1 else None, low=0)
+    number = integer("rank", rank, ranks[0] if len(ranks) == 1 else None, low=0, high=INT32_MAX)
     devices = [d for r, d in pairs if r == number]
     device = device if device or len(devices) != 1 else devices[0]
     if (number, device) not in pairs:
@@ -118,11 +118,12 @@ def router(get_run: Callable[[str], LoadedRun]) -> APIRouter:
                      t_ns: str | None = None, limit: str | None = None):
         """What is allocated at relative time ``t_ns``: per operator type, and the largest tensors."""
         number, device = _memory_point(loaded, rank, device)
-        relative_ns = integer("t_ns", t_ns, None, low=0)
+        origin = analysed(loaded, run_start_ns)
+        relative_ns = integer("t_ns", t_ns, None, low=0, high=INT64_MAX - origin)   # absolute, it fits int64
         if relative_ns is None:
             raise HTTPException(400, "t_ns is required: an integer >= 0, ns since the run's start")
         count = integer("limit", limit, PAGE, low=1, high=MAX_PAGE)
-        at = relative_ns + analysed(loaded, run_start_ns)
+        at = relative_ns + origin
         tensors = memory.alive_at(loaded.tables, at, rank=number, device=device)
         return json_response({
             "rank": number, "device": device, "t_ns": relative_ns, "tensor_count": tensors.num_rows,

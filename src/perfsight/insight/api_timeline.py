@@ -5,8 +5,9 @@ chrome://tracing (perfsight.export's timeline file, written to a temporary direc
 once sent; never into the run's folder).
 
 Times in queries and answers are integer ns relative to the run's ``origin_ns`` (``tracks``), as
-timeline_index.py explains. Bad parameters get 400 (or FastAPI's 422 for a wrong type or range) with a
-message naming the parameter; an unknown run or slice, 404.
+timeline_index.py explains, within its ``MAX_TIME_NS``. Bad parameters get 400 (or FastAPI's 422 for a
+wrong type or for a width or limit out of range) with a message naming the parameter; an unknown run or
+slice, 404.
 """
 from __future__ import annotations
 
@@ -23,13 +24,19 @@ from fastapi.responses import FileResponse, Response
 from starlette.background import BackgroundTask
 
 from ..export import export_timeline
-from .timeline_index import TimelineIndex
+from .results import INT64_MAX, bounded
+from .timeline_index import MAX_TIME_NS, TimelineIndex
 
 MEMO_KEY = "timeline_index"
 
 
 def _json(data) -> Response:
     return Response(orjson.dumps(data), media_type="application/json")
+
+
+def _time(name: str, ns: int) -> int:
+    """A time parameter (ns relative to the run's origin) within the index's ``MAX_TIME_NS``."""
+    return bounded(name, ns, -MAX_TIME_NS, MAX_TIME_NS)
 
 
 def _track_ids(text: str | None) -> list[int] | None:
@@ -63,25 +70,27 @@ def router(get_run: Callable) -> APIRouter:
     @api.get("/window")
     def window(run_id: str, t0: int, t1: int, width: int = Query(ge=1, le=10000),
                tracks: str | None = None) -> Response:
-        return answer(index(run_id).window, t0, t1, width, _track_ids(tracks))
+        return answer(index(run_id).window, _time("t0", t0), _time("t1", t1), width, _track_ids(tracks))
 
     @api.get("/search")
     def search(run_id: str, q: str = Query(min_length=1, max_length=1000), after: int = 0,
                after_id: int | None = None, direction: str = Query("next", pattern="^(next|prev)$"),
                limit: int = Query(1, ge=1, le=1000)) -> Response:
-        return answer(index(run_id).search, q, after, direction, limit, after_id)
+        if after_id is not None:
+            bounded("after_id", after_id, -INT64_MAX - 1)
+        return answer(index(run_id).search, q, _time("after", after), direction, limit, after_id)
 
     @api.get("/slice/{slice_id}")
     def slice_detail(run_id: str, slice_id: int) -> Response:
         try:
-            return _json(index(run_id).slice_detail(slice_id))
+            return _json(index(run_id).slice_detail(bounded("slice_id", slice_id, -INT64_MAX - 1)))
         except KeyError:
             raise HTTPException(404, f"no slice with id {slice_id} in run {run_id!r}") from None
 
     @api.get("/area")
     def area(run_id: str, t0: int, t1: int, tracks: str = Query(min_length=1),
              limit: int = Query(1000, ge=1, le=10000)) -> Response:
-        return answer(index(run_id).area_summary, _track_ids(tracks) or [], t0, t1, limit)
+        return answer(index(run_id).area_summary, _track_ids(tracks) or [], _time("t0", t0), _time("t1", t1), limit)
 
     @api.get("/download")
     def download(run_id: str) -> FileResponse:

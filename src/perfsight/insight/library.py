@@ -2,13 +2,15 @@
 
 ``RunLibrary`` rescans the summary-base-dir (on a timer and when the list is asked for), so runs that
 appear while the server runs show up without a restart, and runs whose files change are parsed again.
-Parsing (``perfsight.open``, which writes the Parquet cache beside the run) happens once per run, in a
+Parsing (``perfsight.run.open_sources`` of what discovery found, which writes the Parquet cache beside
+the run, after ``discovery.confine`` found no link out of the base directory) happens once per run, in a
 pool of ``workers`` threads, reporting bytes read as progress. A run that fails to parse keeps its error
 on its own entry; the others are unaffected.
 
 Open runs (their tables, and what pages computed from them, see ``LoadedRun.memo``) are kept for the
-``max_open`` most recently used runs; others are reopened from their cache when asked for again, so the
-server's memory is bounded by a few runs whatever the number of runs under the directory.
+``max_open`` most recently used runs; others are reopened from their cache when asked for again (once,
+however many requests ask at the same time), so the server's memory is bounded by a few runs whatever
+the number of runs under the directory.
 """
 from __future__ import annotations
 
@@ -17,15 +19,15 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from ..errors import PerfsightError
 from ..ingest import progress
-from ..run import Run, open as open_run
-from .discovery import Candidate, discover
+from ..run import Run, open_sources
+from .discovery import Candidate, confine, discover
 
 log = logging.getLogger("perfsight.insight")
 T = TypeVar("T")
@@ -88,6 +90,7 @@ class RunLibrary:
         self.max_open = max_open
         self._entries: dict[str, Entry] = {}
         self._open: OrderedDict[str, LoadedRun] = OrderedDict()
+        self._opening: dict[str, Future] = {}       # run id -> the reopening that requests wait for
         self._lock = threading.RLock()
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="perfsight-parse")
         self._scanned_at = 0.0
@@ -156,7 +159,7 @@ class RunLibrary:
 
         try:
             with progress.reporting(advance):
-                run = open_run(entry.candidate.path)
+                run = self._read(entry.candidate)
         except PerfsightError as error:
             entry.status, entry.error = "error", str(error)
             return
@@ -171,8 +174,15 @@ class RunLibrary:
         entry.status = "ready"
         self._keep_open(LoadedRun(entry, run))
 
+    def _read(self, candidate: Candidate) -> Run:
+        """The run's tables: what discovery listed for it, once ``confine`` has found no link leaving the
+        base directory."""
+        confine(self.base, candidate)
+        return open_sources(candidate.path, candidate.runs)
+
     def get(self, run_id: str) -> LoadedRun | None:
-        """The open run (reopened from its cache if it was closed); None for an unknown id.
+        """The open run (reopened from its cache if it was closed); None for an unknown id. Requests that
+        arrive while a run is being reopened wait for that one opening (one read and one memo per run).
 
         Raises RunNotReady while the run is queued or parsing, or when it failed."""
         with self._lock:
@@ -183,9 +193,25 @@ class RunLibrary:
             if loaded is not None:
                 self._open.move_to_end(run_id)
                 return loaded
-        if entry.status != "ready":
-            raise RunNotReady(entry)
-        return self._keep_open(LoadedRun(entry, open_run(entry.candidate.path)))
+            if entry.status != "ready":
+                raise RunNotReady(entry)
+            opening = self._opening.get(run_id)
+            mine = opening is None
+            if mine:
+                opening = self._opening[run_id] = Future()
+        if not mine:
+            return opening.result()
+        try:
+            opening.set_result(self._keep_open(LoadedRun(entry, self._read(entry.candidate))))
+        except PerfsightError as error:             # the run changed on disk since it was parsed
+            entry.status, entry.error = "error", str(error)
+            opening.set_exception(RunNotReady(entry))
+        except BaseException as error:
+            opening.set_exception(error)
+        finally:
+            with self._lock:
+                del self._opening[run_id]
+        return opening.result()
 
     def _keep_open(self, loaded: LoadedRun) -> LoadedRun:
         with self._lock:

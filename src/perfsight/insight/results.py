@@ -7,8 +7,8 @@ the run's start, and checked query parameters.
 * ``relative(loaded, table)``: a result with its times of day (columns named ``start_ns``, ``end_ns``,
   ``*_start_ns``, ``*_end_ns``, ``*ts_ns``) made relative to ``summary.run_start_ns``: ns since the
   epoch need 61 bits and a JavaScript number holds 53, so no absolute time goes to a page (durations do).
-* ``integer`` / ``choice``: query parameters checked with 400 answers that name the parameter and what
-  is allowed.
+* ``integer`` / ``bounded`` / ``choice``: query parameters checked with 400 answers that name the
+  parameter and what is allowed (integers never beyond the int64 the tables hold).
 """
 from __future__ import annotations
 
@@ -24,6 +24,10 @@ from .library import LoadedRun
 
 #: the operator views: device tasks (kernels, communication, memory copies) or host framework operators
 VIEWS = ("device", "host")
+#: the largest int32 (ranks) and int64 (times, ids, offsets) the tables hold: the bounds of integer parameters
+INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
+#: characters of a rejected parameter value quoted back in the error
+SHOWN_CHARACTERS = 40
 _TIME_SUFFIXES = ("start_ns", "end_ns", "ts_ns")
 
 
@@ -63,18 +67,27 @@ def relative(loaded: LoadedRun, table: pa.Table) -> pa.Table:
     return table
 
 
-def integer(name: str, value: str | None, default: int, low: int, high: int | None = None) -> int:
-    """An integer query parameter in ``[low, high]``."""
+def integer(name: str, value: str | None, default: int | None, low: int, high: int = INT64_MAX) -> int | None:
+    """An integer query parameter in ``[low, high]`` (``default`` when absent)."""
     if value is None or value == "":
         return default
-    allowed = f"an integer from {low} to {high}" if high is not None else f"an integer >= {low}"
     try:
         number = int(value)
     except ValueError:
-        raise HTTPException(400, f"{name}={value!r}: expected {allowed}") from None
-    if number < low or (high is not None and number > high):
-        raise HTTPException(400, f"{name}={number}: expected {allowed}")
+        raise HTTPException(400, f"{name}={_quoted(value)!r}: expected an integer from {low} to {high}") from None
+    return bounded(name, number, low, high)
+
+
+def bounded(name: str, number: int, low: int, high: int = INT64_MAX) -> int:
+    """``number`` (the query parameter ``name``) if it is in ``[low, high]``, else a 400 answer saying so:
+    the tables' integers are int64 (ranks int32), so nothing larger reaches them."""
+    if not low <= number <= high:
+        raise HTTPException(400, f"{name}={_quoted(str(number))}: expected an integer from {low} to {high}")
     return number
+
+
+def _quoted(text: str) -> str:
+    return text if len(text) <= SHOWN_CHARACTERS else text[:SHOWN_CHARACTERS] + "…"
 
 
 def choice(name: str, value: str | None, allowed, default: str | None = None) -> str:

@@ -25,12 +25,15 @@ JSON; names go out as data, never as markup (the page sets them as text).
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..analysis.breakdown import OVERLAP_ROWS, overlap_intervals
 from ..analysis.ops import DEVICE_TASK_KINDS
+from ..analysis.step_spans import STEP_SPANS_CTE
 from ..analysis.summary import run_start_ns
 from ..tables import RunTables
 
@@ -38,7 +41,23 @@ from ..tables import RunTables
 GROUPS = ("host threads", "device streams", "communication", "overlap analysis", "counters")
 #: at most this many flow arrows in one window answer
 MAX_FLOWS = 2000
+#: times asked about are within this many ns of the origin (146 years), so a window's span fits int64
+MAX_TIME_NS = 2**62
 _MEMORY_SERIES = (("total_allocated", "Memory allocated"), ("total_reserved", "Memory reserved"))
+_COUNTER_UNITS = (("bytes", re.compile(r"[ _.]bytes\b")), ("ns", re.compile(r"[ _.]ns\b")),
+                  ("percent", re.compile(r"percent")))
+
+
+def counter_unit(series: str) -> str | None:
+    """The unit of a counter series, from the ending its name carries by the tables' convention
+    (docs/tables.md): ``bytes`` (``host.memory_rss_bytes.process``, ``APP/DDR bytes``), ``ns``
+    (``host.step_time_ns``), ``percent`` (``host.cpu_percent.process``); None when the name says none (its
+    unit may be in the name itself: ``AI Core Freq MHz``)."""
+    name = series.lower()
+    for unit, pattern in _COUNTER_UNITS:
+        if pattern.search(name):
+            return unit
+    return None
 
 
 def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
@@ -94,6 +113,10 @@ class TimelineIndex:
         self._end_ns = max(lasts, default=0)
         self._index_flows(tables.flows)
         self._tree = self._build_tree(names, kinds, track)
+        steps = f"WITH {STEP_SPANS_CTE} SELECT min(start_ns), max(end_ns) FROM steps"
+        first, last = tables.connect().execute(steps).fetchone()
+        self._profiled = None if first is None else {"start_ns": first - self.origin_ns,
+                                                     "end_ns": last - self.origin_ns}
 
     # --- construction helpers ----------------------------------------------------------------------------
 
@@ -198,7 +221,7 @@ class TimelineIndex:
                 if track_id not in self._counters:
                     continue
                 group = "counters"
-                entry.update(self._value_range(track_id))
+                entry.update(self._value_range(track_id), unit=counter_unit(t["name"]))
             elif kind == "stream":
                 group = "communication" if 2 * comm_per_track.get(track_id, 0) > tasks_per_track.get(track_id, 0) \
                     else "device streams"
@@ -212,7 +235,7 @@ class TimelineIndex:
                 {"id": track_id, "name": row, "kind": "overlap", "device": None, "depth": 1})
         for track_id, (rank, device, label) in self._memory_tracks.items():
             groups.setdefault((rank, "counters"), []).append(
-                {"id": track_id, "name": label, "kind": "counter", "device": device, "depth": 1,
+                {"id": track_id, "name": label, "kind": "counter", "device": device, "depth": 1, "unit": "bytes",
                  **self._value_range(track_id)})
         return [{"id": f"{rank}/{group}", "rank": rank, "name": group, "tracks": groups[(rank, group)]}
                 for rank, group in sorted(groups, key=lambda key: (key[0], GROUPS.index(key[1])))]
@@ -272,9 +295,13 @@ class TimelineIndex:
 
     def tracks(self) -> dict:
         """The track tree: ``groups`` (per rank, in ``GROUPS`` order: id, rank, name, tracks), each track with
-        id, name, kind, device, depth (number of nesting levels; counters also min/max value); the run's
-        ``origin_ns`` (absolute) and its extent ``start_ns`` (0) and ``end_ns`` (relative)."""
-        return {"origin_ns": self.origin_ns, "start_ns": 0, "end_ns": self._end_ns, "groups": self._tree}
+        id, name, kind, device, depth (number of nesting levels; counters also min/max value and ``unit``,
+        ``counter_unit``); the run's ``origin_ns`` (absolute), its extent ``start_ns`` (0) and ``end_ns``
+        (relative), and ``profiled``: the span of its steps (``start_ns``, ``end_ns``, relative; the first
+        step's start to the last one's end over the ranks, as ``step_spans`` defines steps), the window a
+        timeline opens on, or None for a run without steps."""
+        return {"origin_ns": self.origin_ns, "start_ns": 0, "end_ns": self._end_ns, "profiled": self._profiled,
+                "groups": self._tree}
 
     def window(self, t0_ns: int, t1_ns: int, width_px: int, track_ids=None) -> dict:
         """What to draw of ``[t0_ns, t1_ns)`` at ``width_px`` pixels (module docstring): ``lanes`` (per track
@@ -288,7 +315,9 @@ class TimelineIndex:
         if width < 1:
             raise ValueError(f"width: must be at least 1 (got {width})")
         threshold = -(-(t1 - t0) // width)              # a slice this long is at least one pixel wide
-        edges = t0 + (np.arange(1, width, dtype=np.int64) * (t1 - t0)) // width
+        pixels = np.arange(1, width, dtype=np.int64)    # edge i = t0 + i * span // width, in int64 for any span:
+        per_pixel, rest = divmod(t1 - t0, width)        # i * (span // width) + i * (span % width) // width
+        edges = t0 + pixels * per_pixel + (pixels * rest) // width
         lanes, used_names, sent_ids = [], [], []
         mask = (1 << self._name_bits) - 1
         for lane in self._lanes_of(track_ids):

@@ -110,9 +110,14 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
                       "before its first event?)")
     elif summary["no_steps_reason"]:
         console.print(escape(summary["no_steps_reason"]))
+    averages = summary["breakdown"].to_pylist()
+    for row in averages:
+        rank = f" of rank {row['rank']}" if len(averages) > 1 else ""
+        console.print(f"median step {_ms(row['median_step_ns'])} ms (median of {row['steps']} profiled steps{rank}; "
+                      f"mean {_ms(row['step_ns'])} ms)")
     steps = summary["steps"]
     if steps["count"]:
-        console.print(f"{steps['count']} steps: median step time {_ms(steps['median_ns'])} ms, mean "
+        console.print(f"the collector timed {steps['count']} steps: median {_ms(steps['median_ns'])} ms, mean "
                       f"{_ms(steps['mean_ns'])} ms (with the first step and the profiler's stop); mean "
                       f"data-loader wait {_ms(steps['data_wait_mean_ns'])} ms")
     profiled = summary["profiled_steps"]

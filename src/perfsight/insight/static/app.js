@@ -93,7 +93,7 @@ async function showRun(token, runId, page, params) {
   const pages = RUN_PAGES.filter(([name]) => name !== "cluster" || run.ranks.length > 1);
   document.getElementById("run-nav").replaceChildren(...pages.map(([name, label]) =>
     PS.el("a", {href: `#/run/${encodeURIComponent(runId)}/${name}`, class: name === page ? "active" : null}, label)));
-  const renderer = PS.pages[page];
+  const renderer = PS.own(PS.pages, page);
   if (!renderer) {
     main.replaceChildren(PS.message(`No page named "${page}".`, "error"));
     return;

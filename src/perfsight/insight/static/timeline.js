@@ -1,10 +1,12 @@
 /* perfsight's canvas timeline: the track tree (collapsible groups per rank), slices coloured by name,
-   per-pixel buckets of the slices too short to draw (hatched), counters, flow arrows, a time axis;
+   per-pixel buckets of the slices too short to draw (hatched), counters in their units, flow arrows, a time
+   axis; it opens on the profiled steps (the whole run when there are none);
    W/S zoom and A/D pan, wheel zoom, drag to pan, shift-drag to sum an area, click for a slice's details,
    search with next/previous. The server sends only the visible window at screen resolution
    (api_timeline.py; times are integer ns from the run's origin); this file only draws and asks.
-   Needs util.js (PS.el) only. Every trace string reaches the page through textContent or canvas fillText,
-   never as markup. Usage: new PerfsightTimeline(container, {apiBase: "/api/runs/<id>"}). */
+   Needs util.js (PS.el, PS.fmtBytes, PS.fmtPct) only. Every trace string reaches the page through
+   textContent or canvas fillText, never as markup.
+   Usage: new PerfsightTimeline(container, {apiBase: "/api/runs/<id>"}). */
 "use strict";
 
 (() => {
@@ -44,6 +46,13 @@
     return Math.round(ns) + " ns";
   }
 
+  function fmtValue(v, unit) {                // a counter's value in its unit (timeline_index.counter_unit)
+    if (unit === "bytes") return PS.fmtBytes(v);
+    if (unit === "percent") return PS.fmtPct(v);
+    if (unit === "ns") return fmtTime(v);
+    return String(Number(v.toPrecision(4)));
+  }
+
   function fmtTick(t, step) {                 // an axis label: the unit of t, as many decimals as the step needs
     const a = Math.abs(t);
     const [scale, unit] = a >= 1e9 ? [1e9, "s"] : a >= 1e6 ? [1e6, "ms"] : a >= 1e3 ? [1e3, "µs"] : [1, "ns"];
@@ -74,6 +83,7 @@
       this.container = container;
       this.view = {t0: 0, t1: 1};
       this.extent = {start: 0, end: 1};
+      this.profiled = null;                    // the span of the steps: the view a run opens on
       this.tree = null;
       this.rows = [];
       this.collapsed = new Set();
@@ -122,6 +132,8 @@
                         onclick: () => this.track(this.step("next"))}, "▶"),
           this.countLabel,
           el("label", {class: "pst-toggle"}, this.flowBox, " flow arrows"),
+          this.stepsButton = el("button", {type: "button", class: "pst-steps", hidden: true,
+                                           onclick: () => this.showProfiled()}, "Profiled steps"),
           el("button", {type: "button", class: "pst-reset",
                         onclick: () => this.setView(this.extent.start, this.extent.end)}, "Whole run"),
           el("a", {class: "pst-download", href: this.api + "/download", download: ""},
@@ -231,8 +243,15 @@
     async loadTracks() {
       this.tree = await this.get("/tracks");
       this.extent = {start: this.tree.start_ns, end: Math.max(this.tree.end_ns, this.tree.start_ns + MIN_SPAN)};
+      this.profiled = this.tree.profiled ? {start: this.tree.profiled.start_ns, end: this.tree.profiled.end_ns} : null;
+      this.stepsButton.hidden = !this.profiled;
       this.layout();
-      this.setView(this.extent.start, this.extent.end);
+      this.showProfiled();
+    }
+
+    showProfiled() {                          // the profiled steps (the whole run when it has none)
+      const {start, end} = this.profiled || this.extent;
+      this.setView(start, end);
     }
 
     schedule() {                              // fetch the view's window soon (debounced)
@@ -486,7 +505,7 @@
       path.forEach(([px, py], i) => (i ? ctx.lineTo(px, py) : ctx.moveTo(px, py)));
       ctx.stroke();
       ctx.fillStyle = "#667085";
-      ctx.fillText(String(Number(hi.toPrecision(4))), LABEL_W + 4, y + 8);
+      ctx.fillText(fmtValue(hi, track.unit), LABEL_W + 4, y + 8);
     }
 
     drawFlows(positions, drawn) {
@@ -591,7 +610,9 @@
       if (h && h.slice) text = `${h.slice.name}\n${fmtTime(h.slice.dur)} at ${fmtTime(h.slice.start)}`;
       else if (h && h.bucket) text = `${h.bucket.count} slice${h.bucket.count > 1 ? "s" : ""} under a pixel, ` +
         `longest: ${h.bucket.name}\n${fmtTime(h.bucket.start)} to ${fmtTime(h.bucket.end)} (click to zoom in)`;
-      else if (h && h.counter !== undefined && h.counter !== null) text = `${h.row.name}: ${h.counter}`;
+      else if (h && h.counter !== undefined && h.counter !== null) {
+        text = `${h.row.name}: ${fmtValue(h.counter, h.row.track.unit)}`;
+      }
       if (text === null) { this.tooltip.hidden = true; return; }
       this.tooltip.textContent = text;
       this.tooltip.hidden = false;
@@ -766,8 +787,10 @@
       const d = this.data;
       return {
         t0: this.view.t0, t1: this.view.t1, plotWidth: this.plotWidth, extent: {...this.extent},
+        profiled: this.profiled && {...this.profiled},
         rows: this.rows.map((r) => ({kind: r.kind, id: r.id, name: r.name, y: AXIS_H + r.y - this.wrap.scrollTop,
-                                     h: r.h})),
+                                     h: r.h, scale: r.track && r.track.kind === "counter"
+                                       ? fmtValue(r.track.max, r.track.unit) : undefined})),
         labelWidth: LABEL_W, collapsed: [...this.collapsed], selected: this.selected, detail: this.detail,
         search: {text: this.search.text, total: this.search.total, index: this.search.index,
                  id: this.search.match && this.search.match.id, wrapped: this.search.wrapped,

@@ -21,6 +21,10 @@ window.PS = {
     return node;
   },
 
+  /* table[key] when the table has it as its own property, else undefined: names from a URL or a trace
+     ("__proto__", "constructor") never reach Object.prototype. */
+  own(table, key) { return Object.hasOwn(table, key) ? table[key] : undefined; },
+
   /* GET a JSON API route; throws an Error carrying the server's "detail" message and the status. */
   async fetchJson(url) {
     const response = await fetch(url, {headers: {Accept: "application/json"}});
@@ -54,12 +58,21 @@ window.PS = {
   },
   fmtNum(n) { return (n === null || n === undefined) ? "–" : Number(n).toLocaleString("en-US"); },
 
-  /* A table of row objects. columns: [{key, label, format?, cls?}]; every cell is text. */
+  /* A table of row objects. columns: [{key, label, format?, cls?}]; every cell is text. A cell holding a word
+     longer than LONG_WORD characters (a kernel signature, a path) is "long": it may be cut anywhere, the
+     others are cut between words only. */
+  LONG_WORD: 24,
   table(rows, columns, {id, onRowClick} = {}) {
     const head = PS.el("tr", {}, columns.map(c => PS.el("th", {class: c.cls}, c.label)));
+    const long = new RegExp(`\\S{${PS.LONG_WORD + 1}}`);
+    const cell = (c, row) => {
+      const td = PS.el("td", {class: c.cls}, c.format ? c.format(row[c.key], row) : (row[c.key] ?? "–"));
+      if (long.test(td.textContent)) td.classList.add("long");
+      return td;
+    };
     const body = rows.map(row => PS.el("tr", {class: onRowClick ? "clickable" : null,
                                              onclick: onRowClick ? () => onRowClick(row) : null},
-      columns.map(c => PS.el("td", {class: c.cls}, c.format ? c.format(row[c.key], row) : (row[c.key] ?? "–")))));
+      columns.map(c => cell(c, row))));
     return PS.el("table", {class: "data", id}, PS.el("thead", {}, head), PS.el("tbody", {}, body));
   },
 
@@ -84,6 +97,12 @@ window.PS = {
     };
     requestAnimationFrame(draw);
     return div;
+  },
+
+  /* The layout of the pages' pies: shares written inside the slices (hidden where they do not fit at a
+     readable size, never outside over a title or a neighbour), names in a legend on the right. */
+  pieLayout() {
+    return {uniformtext: {minsize: 10, mode: "hide"}, showlegend: true, legend: {orientation: "v", x: 1.02, y: 1}};
   },
 
   /* Fill `node` with what `build()` returns (a node or a list of nodes), marking node.dataset.state

@@ -26,8 +26,9 @@
         {id, height: Math.max(height, 24 * rows.length + 80), onClick});
     }
     return PS.plot([{type: "pie", sort: false, labels, values: rows.map(r => r.self_ns), textinfo: "percent",
-                     hovertext: full, hovertemplate: "%{hovertext}<br>%{value:,} ns self time<extra></extra>"}],
-      {legend: {orientation: "v", x: 1.02, y: 1}, margin: {l: 20, r: 20, t: 20, b: 20}}, {id, height, onClick});
+                     textposition: "inside", hovertext: full,
+                     hovertemplate: "%{hovertext}<br>%{value:,} ns self time<extra></extra>"}],
+      {...PS.pieLayout(), margin: {l: 20, r: 20, t: 20, b: 20}}, {id, height, onClick});
   }
 
   const name = v => v === null || v === undefined ? "–" : PS.el("span", {title: v}, PS.shorten(v, 100));

@@ -17,8 +17,10 @@
   function cards(data, rank) {
     const of = rows => rows.filter(r => r.rank === rank);
     const out = [];
-    const steps = data.steps;
-    if (steps.count) out.push(PS.card("mean step", PS.fmtNs(steps.mean_ns), `${steps.count} steps, median ${PS.fmtNs(steps.median_ns)}`));
+    for (const a of of(data.step_breakdown_average)) {
+      out.push(PS.card("median step", PS.fmtNs(a.median_step_ns),
+                       `median of ${a.steps} profiled steps (mean ${PS.fmtNs(a.step_ns)})`));
+    }
     for (const t of of(data.temporal)) {
       out.push(PS.card("device compute", PS.fmtPct(t.compute_pct), `of the device's active span (${PS.fmtNs(t.kernel_time_ns)})`));
       out.push(PS.card("device idle", PS.fmtPct(t.idle_pct), `${PS.fmtNs(t.idle_ns)} with no device task`));
@@ -51,9 +53,10 @@
                                             hovertemplate: "%{x}: %{y:.3f} ms<extra>%{fullData.name}</extra>"})),
       {barmode: "stack", yaxis: {title: {text: "ms"}}, title: {text: "per step"}}, {id: "chart-step-breakdown"});
     const averageChart = PS.plot([{type: "pie", hole: 0.45, sort: false, labels: used.map(c => CATEGORY_LABELS[c] || c),
-                                   values: used.map(c => average[c + "_ns"]), textinfo: "label+percent",
+                                   values: used.map(c => average[c + "_ns"]), textinfo: "percent",
+                                   textposition: "inside",
                                    hovertemplate: "%{label}: %{value:,} ns<extra></extra>"}],
-      {title: {text: `average step ${PS.fmtNs(average.step_ns)}`}, showlegend: false}, {id: "chart-step-average"});
+      {title: {text: `average step ${PS.fmtNs(average.step_ns)}`}, ...PS.pieLayout()}, {id: "chart-step-average"});
     const table = PS.table(used.map(c => ({category: CATEGORY_LABELS[c] || c, ns: average[c + "_ns"], pct: average[c + "_pct"]})),
       [{key: "category", label: "category"}, {key: "ns", label: "mean per step", format: PS.fmtNs, cls: "num"},
        {key: "pct", label: "share", format: PS.fmtPct, cls: "num"}], {id: "step-average-table"});
@@ -66,7 +69,8 @@
     const chart = PS.pages.operators.typeChart(rows, "pie", {id: "chart-top-ops", height: 340,
       onPick: type => { location.hash = PS.runHash(ctx.runId, "operators", type, data.ops_view); }});
     const link = PS.el("a", {href: PS.runHash(ctx.runId, "operators", "", data.ops_view)}, "all operators");
-    return [PS.message(`${data.ops_view === "device" ? "Device tasks" : "Host operators"} by self time; `, "note"), link, chart];
+    const what = data.ops_view === "device" ? "Device tasks" : "Host operators";
+    return [PS.el("p", {class: "note"}, `${what} by self time (`, link, ")"), chart];
   }
 
   function dataVerdict(data, rank, ctx) {

@@ -13,7 +13,7 @@
   };
   const PAGE = 50;
   const seconds = ns => ns / 1e9;
-  const label = name => SERIES_LABELS[name] || name;
+  const label = name => PS.own(SERIES_LABELS, name) || name;
 
   /* --- host CPU and memory ---------------------------------------------------------------------------- */
 
@@ -43,7 +43,7 @@
     }
     const multiRank = new Set(host.series.map(s => s.rank)).size > 1;
     const isCpu = s => s.series.includes("cpu_percent");
-    const isBytes = s => host.units[s.series] === "bytes";
+    const isBytes = s => PS.own(host.units, s.series) === "bytes";
     return PS.section("Host CPU and memory",
       PS.message("CPU percent is of one core (as psutil): a process busy on two cores shows 200%. The process " +
                  "against the machine tells whether other processes compete with training; low process CPU with " +
