@@ -98,3 +98,20 @@ def test_step_trace_and_its_selector(server, page, prefix):
     shown(last)
     assert page.locator("#step-select").input_value() == str(last["step"])
     assert page.external_requests == [] and page.console_errors == []
+
+
+def test_a_run_without_steps_says_why_on_the_overview_and_step_trace(serve, page, tmp_path):
+    import json
+
+    from perfsight.analysis.steps import no_steps_reason
+
+    (tmp_path / "t.pt.trace.json").write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 5}]}))
+    server = serve(tmp_path)
+    server.wait_parsed()
+    reason = no_steps_reason(tables_of(server, "t.pt"))
+    said = reason[0].upper() + reason[1:] + "."
+    for name in ("overview", "steps"):
+        open_view(page, page_url(server, "t.pt", name))
+        expect(page.get_by_text(said)).to_be_visible()
+    assert page.console_errors == []

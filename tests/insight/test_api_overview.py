@@ -81,3 +81,24 @@ def test_steps_are_the_step_trace_and_its_phases(served_runs, prefix):
 def test_unknown_run(served_runs):
     response = served_runs.client.get("/api/runs/nope/overview")
     assert response.status_code == 404 and "nope" in response.json()["detail"]
+
+
+def test_a_run_without_steps_says_why_on_the_overview_and_the_step_trace(tmp_path, served_runs):
+    """The pages print the analysis' reason (a whole-run profile, or no ProfilerStep ranges at all); a run with
+    steps has none."""
+    import json
+
+    from perfsight.analysis.steps import no_steps_reason
+
+    from .conftest import Served
+
+    (tmp_path / "nosteps").mkdir()
+    (tmp_path / "nosteps" / "t.pt.trace.json").write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 5}]}))
+    with Served(tmp_path) as served:
+        reason = no_steps_reason(served.tables("nosteps/"))
+        assert reason.startswith("no steps (no ProfilerStep#N ranges)")
+        assert served.get("nosteps/", "overview")["no_steps_reason"] == reason
+        assert served.get("nosteps/", "steps")["no_steps_reason"] == reason
+    assert served_runs.get("gpu/", "overview")["no_steps_reason"] is None
+    assert served_runs.get("gpu/", "steps")["no_steps_reason"] is None

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from perfsight.ingest import cache
 from perfsight.insight.library import RunLibrary, RunNotReady
 
 TRACES = {"cpu": "kineto/hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
@@ -52,7 +53,20 @@ def test_runs_parse_in_the_background_and_a_broken_one_keeps_its_error(library, 
         library.get(bad["id"])
     assert raised.value.entry.error == bad["error"]
     assert library.get("0123456789ab") is None
+    cache.wait()                                           # the cache is written in the background
     assert (tmp_path / "cpu" / "cpu.pt.trace.json.gz.perfsight_cache").is_dir()     # cached beside the run
+
+
+def test_a_gzip_bomb_dropped_into_the_folder_is_an_error_on_its_row(library, tmp_path, monkeypatch):
+    """insight parses what lands in its folder on its own: a bomb gets the reader's bound, not the memory."""
+    from tests.ingest.test_kineto_hostile import whitespace_bomb
+
+    from perfsight.ingest.kineto_decode import MAX_INFLATED_ENV
+
+    monkeypatch.setenv(MAX_INFLATED_ENV, "2")
+    whitespace_bomb(tmp_path / "bomb.pt.trace.json.gz", 8 << 20)
+    bomb = settled(library, 1)["bomb.pt.trace.json.gz"]
+    assert bomb["status"] == "error" and "inflates beyond 2 MB of JSON text" in bomb["error"]
 
 
 def test_new_changed_and_vanished_runs_are_noticed(library, tmp_path, shared_data):

@@ -6,8 +6,8 @@ warnings) and the per-step breakdown, the device's temporal breakdown, the model
 usage, the top operator types (``ops.type_shares`` of the run's first operator view), the timeline summary
 and the advice's evidence references (``advisor.evidence_refs``).
 
-``GET /api/runs/{id}/steps``: the step trace (``steps.step_trace``) and its phases per step and on
-average (``steps.step_phases``).
+``GET /api/runs/{id}/steps``: the step trace (``steps.step_trace``), its phases per step and on average
+(``steps.step_phases``) and, for a run without steps, why (``steps.no_steps_reason``).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from ..analysis.breakdown import CATEGORIES, step_breakdown, temporal_breakdown
 from ..analysis.flops import model_flops, model_flops_total
 from ..analysis.ops import type_shares
 from ..analysis.resources import host_usage_summary
-from ..analysis.steps import step_phases, step_trace
+from ..analysis.steps import no_steps_reason, step_phases, step_trace
 from ..analysis.summary import run_summary, timeline_summary
 from .library import LoadedRun
 from .responses import json_response
@@ -34,6 +34,7 @@ def overview(loaded: LoadedRun) -> dict:
     return {
         "categories": [*CATEGORIES, "idle"],
         "warnings": summary["warnings"],
+        "no_steps_reason": summary["no_steps_reason"],
         "step_breakdown": relative(loaded, analysed(loaded, step_breakdown)),
         "step_breakdown_average": summary["breakdown"],
         "temporal": relative(loaded, analysed(loaded, temporal_breakdown)),
@@ -60,6 +61,7 @@ def router(get_run) -> APIRouter:
     @api.get("/steps")
     def steps_route(loaded: LoadedRun = Depends(get_run)):
         trace = analysed(loaded, step_trace)
-        return json_response({"steps": relative(loaded, trace), "phases": step_phases(trace)})
+        return json_response({"steps": relative(loaded, trace), "phases": step_phases(trace),
+                              "no_steps_reason": analysed(loaded, no_steps_reason)})
 
     return api

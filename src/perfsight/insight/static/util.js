@@ -218,4 +218,6 @@ window.PS = {
   },
   section(title, ...children) { return PS.el("section", {}, PS.el("h2", {}, title), ...children); },
   message(text, cls = "note") { return PS.el("p", {class: cls}, text); },
+  /* an analysis' lower-case phrase as a sentence: capital first letter, full stop */
+  sentence(text) { return text.charAt(0).toUpperCase() + text.slice(1) + (/[.!?]$/.test(text) ? "" : "."); },
 };

@@ -9,7 +9,13 @@
   const RATE_COLUMNS = [
     {key: "flops", label: "FLOPs (M)", format: mflops, cls: "num"},
     {key: "flops_per_s", label: "FLOPS (G/s)", format: gflops, cls: "num"},
-    {key: "utilization_percent", label: "FLOPS utilisation", format: PS.fmtPct, cls: "num"}];
+    {key: "utilization_percent", label: "FLOPS utilisation", format: utilisation, cls: "num"}];
+
+  /* a utilisation, with the analysis' note when the peak figure cannot be right (above 100%) */
+  function utilisation(value, row) {
+    return row.peak_note ? PS.el("span", {title: row.peak_note, class: "over-peak"}, `${PS.fmtPct(value)} (peak too low)`)
+                         : PS.fmtPct(value);
+  }
 
   /* a bar per row of `rows` (already ordered by the analysis), FLOPs in M */
   function flopsBar(rows, key, id) {
@@ -25,7 +31,8 @@
       PS.card("FLOPs", PS.fmtSI(total.flops, "FLOP"), `counted in ${total.steps} steps (${PS.fmtNs(total.step_ns)})`),
       PS.card("FLOPS", PS.fmtSI(total.flops_per_s, "FLOP/s"), "the counted FLOPs over the step time"),
       PS.card("FLOPS utilisation", PS.fmtPct(total.utilization_percent),
-              total.peak_flops ? `of ${PS.fmtSI(total.peak_flops, "FLOP/s")} (${total.peak_source})` : "peak unknown")) : null;
+              total.peak_flops ? `of ${PS.fmtSI(total.peak_flops, "FLOP/s")} (${total.peak_source})` +
+                                 (total.peak_note ? `; ${total.peak_note}` : "") : "peak unknown")) : null;
     const stepped = model.filter(r => r.step !== null);
     return [
       cards,

@@ -31,7 +31,8 @@
     }
     for (const f of of(data.flops)) {
       out.push(PS.card("FLOPS utilisation", PS.fmtPct(f.utilization_percent),
-                       `${PS.fmtSI(f.flops_per_s, "FLOP/s")} over ${f.steps} steps (peak: ${f.peak_source})`));
+                       `${PS.fmtSI(f.flops_per_s, "FLOP/s")} over ${f.steps} steps (peak: ${f.peak_source})` +
+                       (f.peak_note ? `; ${f.peak_note}` : "")));
     }
     for (const m of of(data.memory_peak)) {
       out.push(PS.card(`memory peak ${m.device}`, PS.fmtBytes(m.peak_allocated_bytes),
@@ -46,7 +47,7 @@
   function breakdownCharts(data, rank) {
     const steps = data.step_breakdown.filter(r => r.rank === rank);
     const average = data.step_breakdown_average.find(r => r.rank === rank);
-    if (!steps.length || !average) return PS.message("No profiled steps: the run has no ProfilerStep ranges.");
+    if (!steps.length || !average) return PS.message(PS.sentence(data.no_steps_reason || "no profiled steps"));
     const used = data.categories.filter(c => steps.some(r => r[c + "_ns"]));
     const x = steps.map(r => "step " + r.step);
     const perStep = PS.plot(used.map(c => ({type: "bar", name: CATEGORY_LABELS[c] || c, x, y: steps.map(r => ms(r[c + "_ns"])),

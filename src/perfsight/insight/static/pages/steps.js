@@ -62,7 +62,7 @@
       const data = await PS.fetchJson(ctx.api + "/steps");
       container.append(PS.el("h1", {}, "Step trace"));
       if (!data.steps.length) {
-        container.append(PS.message("No profiled steps: the run has no ProfilerStep ranges (step trace needs them)."));
+        container.append(PS.message(PS.sentence(data.no_steps_reason || "no profiled steps")));
         return;
       }
       container.append(await PS.perRank(ctx, async rank => {
