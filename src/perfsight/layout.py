@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import stat
 import time
 from pathlib import Path
 
@@ -69,3 +70,13 @@ def find_run_dirs(path: Path) -> list[Path]:
     if not path.is_dir():
         return []
     return sorted(p for p in path.iterdir() if is_run_dir(p))
+
+
+_FILE_KINDS = {stat.S_IFDIR: "a folder", stat.S_IFREG: "a regular file", stat.S_IFIFO: "a FIFO (named pipe)",
+               stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket",
+               stat.S_IFLNK: "a symbolic link"}
+
+
+def file_kind(mode: int) -> str:
+    """What a ``st_mode`` is, in words ("a folder", "a regular file", "a FIFO (named pipe)", ...)."""
+    return _FILE_KINDS.get(stat.S_IFMT(mode), "a special file")

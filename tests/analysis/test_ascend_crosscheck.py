@@ -26,6 +26,7 @@ from __future__ import annotations
 import csv
 import json
 from functools import lru_cache
+from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest

@@ -189,4 +189,4 @@ def test_storage_limit_in_a_project_folder_ages_out_only_perfsights_old_windows(
     from perfsight.ingest.perfsight_run import read_run
 
     [warning] = json.loads(read_run(old_run).meta_dict()["parse_warnings"])
-    assert warning.startswith(f"1 of the 1 trace windows the manifest lists are gone") and old_window.name in warning
+    assert warning.startswith("1 of the 1 trace windows the manifest lists are gone") and old_window.name in warning

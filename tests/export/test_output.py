@@ -96,7 +96,7 @@ def test_a_special_file_as_dir(tmp_path, capsys, special):
     error = one_line_error(capsys)
     assert path in error
     assert ("a character device" if special == "/dev/null" else "a FIFO") in error
-    assert "-dir takes a PROF_ directory" in error
+    assert "not a file or directory; expected a PROF_ directory" in error
 
 
 @pytest.mark.timeout(60)
@@ -112,7 +112,7 @@ def test_a_special_file_or_a_file_as_output(trace, tmp_path, capsys, target):
     before = listing(tmp_path)
     assert cli.main(["export", "summary", "-dir", str(trace), "--output", path]) == 2
     error = one_line_error(capsys)
-    kind = {"/dev/null": "a character device", "fifo": "a FIFO (named pipe)", "file": "a file"}[target]
+    kind = {"/dev/null": "a character device", "fifo": "a FIFO (named pipe)", "file": "a regular file"}[target]
     assert f"--output {path}: is {kind}, not a folder" in error
     assert listing(tmp_path) == before
 
@@ -121,7 +121,7 @@ def test_a_file_where_the_run_output_folder_goes(trace, capsys):
     (trace.parent / "perfsight_output").write_text("a user's notes")
     assert cli.main(["export", "summary", "-dir", str(trace)]) == 2
     error = one_line_error(capsys)
-    assert f"{trace.parent / 'perfsight_output'}: is a file, not a folder (the export goes into " in error
+    assert f"{trace.parent / 'perfsight_output'}: is a regular file, not a folder (the export goes into " in error
     assert (trace.parent / "perfsight_output").read_text() == "a user's notes"
 
 

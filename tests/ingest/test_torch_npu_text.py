@@ -10,6 +10,7 @@ from collections import Counter
 from decimal import Decimal
 import shutil
 from functools import lru_cache
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc

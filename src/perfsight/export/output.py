@@ -33,26 +33,18 @@ from ..errors import OutputError
 #: the ledger of the files perfsight wrote in an output folder (name -> size and mtime when written)
 LEDGER = ".perfsight_export_files.json"
 _TEMP_SUFFIX = ".perfsight-tmp"
-_SPECIAL_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                  (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
 _DUCKDB_ERRNO = re.compile(r'"errno"\s*:\s*"?(\d+)')
 #: what ends an error about the output folder: what the user can do
 ELSEWHERE = "choose another place with --output DIR"
 
 
-def special_kind(mode: int) -> str | None:
-    """What a stat mode that is neither a folder nor a regular file is ("a character device", ...); None
-    for folders and regular files."""
-    return next((kind for test, kind in _SPECIAL_KINDS if test(mode)), None)
-
-
 def describe_kind(path: Path) -> str:
-    """``path`` as a user would say it: "a folder", "a file", "a character device", ...; "missing"."""
+    """``path`` as a user would say it: "a folder", "a regular file", "a character device", ...; "missing"."""
     try:
         mode = path.stat().st_mode
     except OSError:
         return "a broken symbolic link" if _exists(path) else "missing"
-    return "a folder" if stat.S_ISDIR(mode) else "a file" if stat.S_ISREG(mode) else special_kind(mode) or "?"
+    return layout.file_kind(mode)
 
 
 def prepare_folder(folder: Path) -> list[Path]:

@@ -20,7 +20,6 @@ from .. import layout
 from ..errors import InputError
 from ..tables import RunTables
 from . import cache
-from .files import kind_of
 from .ascend.detect import find_torch_npu_db, is_mindspore_legacy_dir, is_msprof_dir, is_torch_npu_dir, ranks_in
 
 #: RunSource kinds whose run is a directory (their cache and exports go inside it)
@@ -136,7 +135,7 @@ def find_runs(path: Path) -> list[RunSource]:
     except OSError as error:
         raise InputError(f"{path}: cannot read it ({error.strerror or error})") from None
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        raise InputError(f"{path}: {kind_of(mode)}, not a file or directory; expected a PROF_ directory, a "
+        raise InputError(f"{path}: {layout.file_kind(mode)}, not a file or directory; expected a PROF_ directory, a "
                          "torch.profiler trace (*.pt.trace.json[.gz]) or a folder holding them")
     if stat.S_ISREG(mode):
         if is_kineto_trace(path):
@@ -166,28 +165,42 @@ def _runs_in_folder(path: Path) -> list[RunSource]:
     return runs
 
 
-DEEPER_LEVELS = 3      # how far below a folder without runs the error message looks for some
-DEEPER_FOLDERS = 300   # how many folders it looks into at most (it must answer quickly)
-DEEPER_SHOWN = 6       # how many of the folders found it names
+DEEPER_LEVELS = 4      # how many folder levels below a folder without runs are searched for some
+DEEPER_FOLDERS = 2000  # how many folders that search looks into at most
+DEEPER_SHOWN = 6       # how many of the folders found the error message names
 
 
-def _deeper_hint(path: Path) -> str:
-    """For the error on a folder without runs: the folders below it (breadth first, a few levels, not
-    below a folder with runs) that hold runs, so the user sees what to open instead; "" if none."""
-    found, level, looked = [], [path], 0
+def runs_below(path: Path) -> dict[Path, list[RunSource]]:
+    """The runs in the folders below ``path`` (a folder without runs of its own; the seed's runs/<job>/PROF_*):
+    breadth first, ``DEEPER_LEVELS`` levels, not below a folder with runs, nor into perfsight's own cache and
+    output folders, hidden folders or symlinked folders; {folder: its runs}."""
+    found: dict[Path, list[RunSource]] = {}
+    level, looked = [path], 0
     for _ in range(DEEPER_LEVELS):
         level = [child for folder in level for child in _subfolders(folder)][:DEEPER_FOLDERS - looked]
         looked += len(level)
         without_runs = []
         for folder in level:
             with contextlib.suppress(InputError, OSError):
-                (found if _runs_in_folder(folder) else without_runs).append(folder)
+                runs = _runs_in_folder(folder)
+                if runs:
+                    found[folder] = runs
+                else:
+                    without_runs.append(folder)
         level = without_runs
+    return found
+
+
+def _deeper_hint(path: Path) -> str:
+    """For the error on a folder without runs: the folders below it that hold runs (``runs_below``), so the
+    user sees what to open instead; "" if none."""
+    found = list(runs_below(path))
     if not found:
         return ""
     shown = ", ".join(str(folder.relative_to(path)) for folder in found[:DEEPER_SHOWN])
     more = f" and {len(found) - DEEPER_SHOWN} more" if len(found) > DEEPER_SHOWN else ""
-    return (f". Runs were found below it, in {shown}{more}: open one of those, or browse them all with "
+    return (f". Runs were found below it, in {shown}{more}: open one of those, export them all with "
+            f"`perfsight export summary -dir {path}`, or browse them all with "
             f"`perfsight insight --summary-base-dir {path}`")
 
 

@@ -14,15 +14,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import InputError
-
-_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a character device",
-          stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket", stat.S_IFLNK: "a symbolic link"}
-
-
-def kind_of(mode: int) -> str:
-    """What a ``st_mode`` is, in words ("a FIFO (named pipe)", "a regular file", ...)."""
-    return _KINDS.get(stat.S_IFMT(mode), "a regular file" if stat.S_ISREG(mode) else "a special file")
-
+from ..layout import file_kind
 
 class UnreadableFile(InputError, OSError):
     """A path that cannot be opened, or is not a regular file."""
@@ -38,7 +30,7 @@ def open_regular(path: Path) -> BinaryIO:
     mode = os.fstat(descriptor).st_mode
     if not stat.S_ISREG(mode):
         os.close(descriptor)
-        raise UnreadableFile(f"{path}: {kind_of(mode)}, not a regular file; perfsight reads only regular files")
+        raise UnreadableFile(f"{path}: {file_kind(mode)}, not a regular file; perfsight reads only regular files")
     os.set_blocking(descriptor, True)
     return os.fdopen(descriptor, "rb")
 
