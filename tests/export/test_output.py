@@ -164,6 +164,25 @@ def test_perfsight_replaces_its_own_fixed_name_files_but_not_once_a_user_changed
     assert len(list(out_dir.glob("op_summary_*.csv"))) == 2
 
 
+def test_an_export_folder_of_an_earlier_perfsight_is_exported_into_again(trace, capsys):
+    """Before the ledger, perfsight wrote README.txt and prof_rule_0.json without recording them: known by their
+    content (perfsight's title, the advisor's findings), they are replaced; a user's look-alike is not."""
+    import json
+
+    out_dir = trace.parent / "perfsight_output" / "cpu_mlp_plain"
+    out_dir.mkdir(parents=True)
+    (out_dir / "README.txt").write_text("perfsight export output\n=======================\nan earlier text\n")
+    (out_dir / "prof_rule_0.json").write_text(json.dumps([{"Rule": "amp_unused", "Severity": "low", "Title": "x"}]))
+    assert cli.main(["export", "summary", "-dir", str(trace)]) == 0
+    assert "an earlier text" not in (out_dir / "README.txt").read_text()
+    for path in out_dir.iterdir():
+        path.unlink()
+    (out_dir / "prof_rule_0.json").write_text(json.dumps([{"my": "notes"}]))   # no ledger, and not the advisor's
+    capsys.readouterr()
+    assert cli.main(["export", "summary", "-dir", str(trace)]) == 2
+    assert f"{out_dir / 'prof_rule_0.json'}: exists and perfsight did not write it" in one_line_error(capsys)
+
+
 def test_runs_two_levels_down(shared_data, tmp_path, capsys):
     """`export summary -dir runs` with runs/<job>/PROF_* (msprof's own PROF_ directories) and a trace three
     levels down exports each of them."""

@@ -34,6 +34,8 @@ from ..errors import OutputError
 LEDGER = ".perfsight_export_files.json"
 _TEMP_SUFFIX = ".perfsight-tmp"
 _DUCKDB_ERRNO = re.compile(r'"errno"\s*:\s*"?(\d+)')
+#: README.txt's first line: how a README.txt from before the ledger is known to be perfsight's
+README_TITLE = "perfsight export output"
 #: what ends an error about the output folder: what the user can do
 ELSEWHERE = "choose another place with --output DIR"
 
@@ -180,8 +182,9 @@ class Staging:
             return
         entry = self._ledger.get(final.name)
         try:
-            st = final.stat()
-            ours = stat.S_ISREG(st.st_mode) and entry == {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+            st = final.lstat()
+            ours = stat.S_ISREG(st.st_mode) and (entry == {"size": st.st_size, "mtime_ns": st.st_mtime_ns} or (
+                not self._ledger and _written_before_the_ledger(final)))
         except OSError:
             ours = False
         if not ours:
@@ -235,6 +238,23 @@ def _place_new(temp: Path, final: Path) -> None:
         os.rename(temp, final)
         return
     temp.unlink()
+
+
+def _written_before_the_ledger(path: Path) -> bool:
+    """Whether a fixed-name file in a folder without a ledger (an export of an earlier perfsight) is one
+    perfsight wrote, by its content: a README.txt under perfsight's title, a prof_rule_0.json that is a list
+    of the advisor's findings."""
+    try:
+        if path.name == "README.txt":
+            with open(path, "rb") as file:
+                return file.read(len(README_TITLE) + 1) == README_TITLE.encode() + b"\n"
+        if path.name == "prof_rule_0.json" and path.stat().st_size < (16 << 20):
+            findings = json.loads(path.read_text(encoding="utf-8"))
+            return isinstance(findings, list) and all(isinstance(f, dict) and {"Rule", "Severity"} <= f.keys()
+                                                      for f in findings)
+    except (OSError, ValueError):
+        pass
+    return False
 
 
 def _read_ledger(folder: Path) -> dict[str, dict]:

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 from .catalog import OutputFile, describe
-from .output import LEDGER, Staging, staging
+from .output import LEDGER, README_TITLE, Staging, staging
 
 README_NAME = "README.txt"
 _SECTION = re.compile(r"^File: (\S+)$", re.MULTILINE)
@@ -22,8 +22,8 @@ _FORMATS = {
 }
 
 _INTRO = f"""\
-perfsight export output
-=======================
+{README_TITLE}
+{"=" * len(README_TITLE)}
 
 Written by `perfsight export timeline|summary` (the msprof export shape). Each file re-creates a file
 of msprof / torch_npu's profiler ("Mirrors:" names it). Times are taken from the profiled run:
