@@ -1,6 +1,6 @@
 """python -m perfsight: the perfsight command."""
 import sys
 
-from .cli import main
+from perfsight.cli import main
 
 sys.exit(main())

@@ -8,13 +8,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import InputError
-from .tables import RunTables
+from perfsight.errors import InputError
+from perfsight.tables import RunTables
 
 
 def load(path: str | os.PathLike, *, use_cache: bool = True) -> RunTables:
     """The canonical tables of what ``perfsight.open(path)`` opens."""
-    from .run import open as open_run
+    from perfsight.run import open as open_run
 
     return open_run(path, use_cache=use_cache).tables
 
@@ -29,7 +29,7 @@ def export(path: str | os.PathLike, *, timeline: bool = True, summary: bool = Tr
     run's directory is read-only). ``clear`` removes the Parquet cache afterwards. Each run's files are
     written all or none; a file perfsight did not write is never overwritten.
     """
-    from .export import Selection, export_runs, find_export_runs
+    from perfsight.export import Selection, export_runs, find_export_runs
 
     if fmt not in ("csv", "json"):
         raise InputError(f"--format: {fmt!r} is not allowed; allowed: csv, json")

@@ -7,8 +7,8 @@ import os
 import sys
 import textwrap
 
-from . import __version__
-from .errors import OptionError, PerfsightError
+from perfsight import __version__
+from perfsight.errors import OptionError, PerfsightError
 
 MODEL_ID_STEP_MODE = 4294967295
 
@@ -99,8 +99,8 @@ def _compile_modes(text: str) -> list[str]:
 
 
 def _add_tune(sub) -> None:
-    from .tune.launch import TUNE_STEPS, VERIFY_STEPS, VERIFY_WARMUP
-    from .tune.session import ORDERS
+    from perfsight.tune.launch import TUNE_STEPS, VERIFY_STEPS, VERIFY_WARMUP
+    from perfsight.tune.session import ORDERS
 
     tune = sub.add_parser(
         "tune", help="tune an unmodified training script into a tuning bank, or verify the bank end to end",
@@ -147,7 +147,7 @@ def _add_tune(sub) -> None:
 
 
 def cmd_tune(args) -> int:
-    from .tune.launch import TUNE_STEPS, VERIFY_STEPS, run_tuning, run_verify
+    from perfsight.tune.launch import TUNE_STEPS, VERIFY_STEPS, run_tuning, run_verify
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
@@ -171,7 +171,7 @@ def cmd_tune(args) -> int:
         lines = [status["text"], f"{status['timed_steps']} steps timed after {status['warmup_steps']} warm-up "
                                  f"steps, in this order: {', '.join(status['order'])}"]
     else:
-        from .views.terminal import print_tuning
+        from perfsight.views.terminal import print_tuning
 
         print_tuning(status)
         lines = []
@@ -209,7 +209,7 @@ def _add_insight(sub) -> None:
 
 
 def cmd_insight(args) -> int:
-    from .insight.server import serve
+    from perfsight.insight.server import serve
 
     serve(args.summary_base_dir, host=args.host, port=args.port, allow_remote=args.allow_remote,
           allowed_hosts=args.allowed_host, open_browser=args.open_browser, workers=args.workers)
@@ -243,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run_options(args) -> dict:
-    from .options import load_json_object
+    from perfsight.options import load_json_object
 
     given: dict = {}
     for name, text in (("PERFSIGHT_OPTIONS", os.environ.get("PERFSIGHT_OPTIONS", "").strip()),
@@ -258,8 +258,8 @@ def _run_options(args) -> dict:
 
 
 def cmd_run(args) -> int:
-    from .collect.launch import run_profiled
-    from .collect.rundir import run_report
+    from perfsight.collect.launch import run_profiled
+    from perfsight.collect.rundir import run_report
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
@@ -280,7 +280,7 @@ def _with_progress(path: str, work, runs=None):
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from .ingest import find_runs, progress
+    from perfsight.ingest import find_runs, progress
 
     runs = find_runs(Path(path)) if runs is None else runs
     total = sum(p.stat().st_size for run in runs for p in run.sources() if p.is_file())
@@ -293,7 +293,7 @@ def _with_progress(path: str, work, runs=None):
 
 
 def cmd_export(args) -> int:
-    from .export import Selection, export_runs, find_export_runs
+    from perfsight.export import Selection, export_runs, find_export_runs
 
     runs = find_export_runs(args.dir)
     selection = Selection(iteration_id=args.iteration_id, model_id=args.model_id,
@@ -311,8 +311,8 @@ def cmd_export(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from .demo.driver import run_demo
-    from .views.terminal import print_run_summary
+    from perfsight.demo.driver import run_demo
+    from perfsight.views.terminal import print_run_summary
 
     run_dir, written = run_demo(args.output, args.steps)
     print_run_summary(run_dir, written)
@@ -320,10 +320,10 @@ def cmd_demo(args) -> int:
 
 
 def cmd_analyse(args) -> int:
-    from .analysis.summary import run_summary
-    from .run import open as open_run
-    from .views import json_report
-    from .views.terminal import print_summary
+    from perfsight.analysis.summary import run_summary
+    from perfsight.run import open as open_run
+    from perfsight.views import json_report
+    from perfsight.views.terminal import print_summary
 
     run = _with_progress(args.path, lambda: open_run(args.path))
     summary = run_summary(run.tables, top=args.top)
@@ -336,8 +336,8 @@ def cmd_analyse(args) -> int:
 
 
 def cmd_options(args) -> int:
-    from .options import describe
-    from .views.terminal import print_options
+    from perfsight.options import describe
+    from perfsight.views.terminal import print_options
 
     print_options(describe())
     return 0
@@ -353,7 +353,7 @@ READS_TRACES = ("analyse", "analyze", "export", "insight")
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command_name in READS_TRACES:
-        from .reader_process import prepare
+        from perfsight.reader_process import prepare
 
         prepare()
     try:

@@ -18,9 +18,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import ingest
-from .ingest.cluster import merge
-from .tables import RunTables
+from perfsight import ingest
+from perfsight.ingest.cluster import merge
+from perfsight.tables import RunTables
 
 
 class _Analysis:

@@ -16,7 +16,7 @@ from typing import Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..tables import RunTables
+from perfsight.tables import RunTables
 
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 ADVICE = pa.schema([("rule", pa.string()), ("severity", pa.string()), ("title", pa.string()),
@@ -74,7 +74,7 @@ class Facts:
 
     @property
     def steps(self) -> pa.Table:
-        from .steps import step_trace
+        from perfsight.analysis.steps import step_trace
 
         return self.get(step_trace, fp_point=None, bp_point=None)   # the key run_summary uses too
 
@@ -90,7 +90,7 @@ class Facts:
     def device_kernels(self) -> pa.Table:
         """The device's kernels (``op_instances``: name, launching op, duration, the launching op's dtypes)
         with what their names and launching operators say about them (``_DEVICE_KERNELS_SQL``)."""
-        from .ops import op_instances
+        from perfsight.analysis.ops import op_instances
 
         con = self.con.cursor()
         con.register("instances", self.get(op_instances))
@@ -284,7 +284,7 @@ def _channels_last_on_host(facts: Facts) -> Advice | None:
 
 
 def _data_loader_bound(facts: Facts) -> Advice | None:
-    from .data import data_verdict
+    from perfsight.analysis.data import data_verdict
 
     bound = [r for r in facts.get(data_verdict).to_pylist() if r["verdict"] in ("highly", "moderately")]
     if not bound:
@@ -301,7 +301,7 @@ def _data_loader_bound(facts: Facts) -> Advice | None:
 
 
 def _low_device_utilisation(facts: Facts) -> Advice | None:
-    from .breakdown import temporal_breakdown
+    from perfsight.analysis.breakdown import temporal_breakdown
 
     idle = [r for r in facts.get(temporal_breakdown).to_pylist() if r["idle_pct"] >= LOW_UTILISATION_IDLE_PCT]
     if not idle:
@@ -318,7 +318,7 @@ def _low_device_utilisation(facts: Facts) -> Advice | None:
 
 
 def _launch_bound(facts: Facts) -> Advice | None:
-    from .kernels import launch_stats, launch_summary
+    from perfsight.analysis.kernels import launch_stats, launch_summary
 
     if not facts.has_device:
         return None
@@ -340,7 +340,7 @@ def _launch_bound(facts: Facts) -> Advice | None:
 
 
 def _host_bound_gaps(facts: Facts) -> Advice | None:
-    from .kernels import idle_time_breakdown
+    from perfsight.analysis.kernels import idle_time_breakdown
 
     if not facts.has_device:
         return None
@@ -365,7 +365,7 @@ def _host_bound_gaps(facts: Facts) -> Advice | None:
 
 
 def _communication_not_overlapped(facts: Facts) -> Advice | None:
-    from .breakdown import overlap
+    from perfsight.analysis.breakdown import overlap
 
     totals = [r for r in facts.get(overlap).to_pylist() if r["step"] is None and r["span_ns"]
               and r["pure_communication_ns"] >= UNOVERLAPPED_COMM_SHARE * r["span_ns"]]
@@ -385,7 +385,7 @@ def _communication_not_overlapped(facts: Facts) -> Advice | None:
 
 
 def _memory_near_capacity(facts: Facts) -> Advice | None:
-    from .memory import memory_peak
+    from perfsight.analysis.memory import memory_peak
 
     capacity = _device_memory(facts)
     near = [r for r in facts.get(memory_peak).to_pylist() if capacity.get(r["device"])
@@ -410,7 +410,7 @@ def _memory_near_capacity(facts: Facts) -> Advice | None:
 
 def _device_memory(facts: Facts) -> dict[str, int]:
     """Device memory in bytes by device name, from Kineto's deviceProperties or perfsight's manifest."""
-    from .peaks import device_properties
+    from perfsight.analysis.peaks import device_properties
 
     meta = facts.tables.meta_dict()
     capacity = {}

@@ -57,8 +57,8 @@ import re
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..tables import RunTables, fits, new_connection
-from .breakdown import STEP_BREAKDOWN_AVERAGE, step_breakdown, step_breakdown_average
+from perfsight.tables import RunTables, fits, new_connection
+from perfsight.analysis.breakdown import STEP_BREAKDOWN_AVERAGE, step_breakdown, step_breakdown_average
 
 #: bytes per element: PyTorch's scalar type names (record_param_comms' ``dtype``) and the C++ type names
 #: of Kineto's ``Input type`` (lower-cased when looked up)

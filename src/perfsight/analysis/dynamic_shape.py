@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from ..tables import RunTables, new_connection
-from .ops import op_instances
+from perfsight.tables import RunTables, new_connection
+from perfsight.analysis.ops import op_instances
 
 OP_TIME_BY_STEP = pa.schema([
     ("rank", pa.int32()),

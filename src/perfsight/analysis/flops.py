@@ -33,11 +33,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..tables import RunTables, new_connection
-from .flops_shapes import shape_flops
-from .peaks import device_peak
-from .step_spans import STEP_SPANS_CTE
-from .steps import CUT_STEP_SQL
+from perfsight.tables import RunTables, new_connection
+from perfsight.analysis.flops_shapes import shape_flops
+from perfsight.analysis.peaks import device_peak
+from perfsight.analysis.step_spans import STEP_SPANS_CTE
+from perfsight.analysis.steps import CUT_STEP_SQL
 
 _RATE_COLUMNS = [
     ("flops_per_s", pa.float64()),

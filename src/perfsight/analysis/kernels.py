@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..tables import RunTables, new_connection
-from .ops import DEVICE_TASK_KINDS
+from perfsight.tables import RunTables, new_connection
+from perfsight.analysis.ops import DEVICE_TASK_KINDS
 
 KERNEL_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
 
@@ -95,7 +95,7 @@ def kernel_type_breakdown(tables: RunTables) -> pa.Table:
     overlapping MEMORY`` (both at once), ``COMPUTATION overlapping COMMUNICATION overlapping MEMORY``, ...
     ``sum_ns`` over a rank's labels is the rank's busy time (the union of all its device tasks); ``pct`` is the
     label's share (percent) of it. Labels with no time are omitted; sorted by rank, sum descending."""
-    from . import intervals
+    from perfsight.analysis import intervals
 
     rank, type_index, start, end = device_task_arrays(tables)
     rows = {"rank": [], "kernel_type": [], "sum_ns": [], "pct": []}

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..tables import RunTables, new_connection
-from .step_spans import STEP_SPANS_CTE
+from perfsight.tables import RunTables, new_connection
+from perfsight.analysis.step_spans import STEP_SPANS_CTE
 
 MEMORY_CURVE = pa.schema([
     ("rank", pa.int32()),

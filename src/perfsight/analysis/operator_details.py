@@ -12,8 +12,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..tables import RunTables
-from .ops import DEVICE_TASK_KINDS, op_instances
+from perfsight.tables import RunTables
+from perfsight.analysis.ops import DEVICE_TASK_KINDS, op_instances
 
 OPERATOR_DETAILS = pa.schema([
     ("id", pa.int64()),

@@ -43,8 +43,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..tables import RunTables, new_connection
-from .step_spans import DATA_WAIT_CTE
+from perfsight.tables import RunTables, new_connection
+from perfsight.analysis.step_spans import DATA_WAIT_CTE
 
 STEP_TRACE = pa.schema([
     ("rank", pa.int32()),

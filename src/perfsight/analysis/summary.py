@@ -8,14 +8,14 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..tables import DATA_WAIT_SERIES, STEP_TIME_SERIES, RunTables
-from .advisor import Facts, advise
-from .breakdown import overlap, step_breakdown, step_breakdown_average
-from .data import data_verdict
-from .flops import model_flops, model_flops_total
-from .memory import memory_peak
-from .ops import DEVICE_TASK_KINDS, op_instances, op_statistic
-from .steps import no_steps_reason, step_points, step_trace, unmatched_step_points
+from perfsight.tables import DATA_WAIT_SERIES, STEP_TIME_SERIES, RunTables
+from perfsight.analysis.advisor import Facts, advise
+from perfsight.analysis.breakdown import overlap, step_breakdown, step_breakdown_average
+from perfsight.analysis.data import data_verdict
+from perfsight.analysis.flops import model_flops, model_flops_total
+from perfsight.analysis.memory import memory_peak
+from perfsight.analysis.ops import DEVICE_TASK_KINDS, op_instances, op_statistic
+from perfsight.analysis.steps import no_steps_reason, step_points, step_trace, unmatched_step_points
 
 
 

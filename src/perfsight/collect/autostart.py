@@ -13,8 +13,8 @@ import os
 import signal
 import sys
 
-from .. import options as options_mod
-from ..errors import PerfsightError
+from perfsight import options as options_mod
+from perfsight.errors import PerfsightError
 
 _HELPER_MODULES = ("torch.distributed.run", "torch.distributed.launch", "perfsight", "perfsight.cli")
 _HELPER_PROGRAMS = ("torchrun", "perfsight")
@@ -60,7 +60,7 @@ def activate_from_env(environ=os.environ) -> "object | None":
     except ImportError:
         print("perfsight: torch is not installed; profiling is off for this run", file=sys.stderr)
         return None
-    from .profiler import Profiler
+    from perfsight.collect.profiler import Profiler
 
     try:
         profiler = Profiler(options=opts, start_profile=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-from .profiler import Profiler
+from perfsight.collect.profiler import Profiler
 
 
 def _optional_base(module: str, name: str) -> type:

@@ -21,10 +21,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import layout
-from .. import options as options_mod
-from ..jsonfile import write_json_atomic
-from .rundir import resolve_output_root
+from perfsight import layout
+from perfsight import options as options_mod
+from perfsight.jsonfile import write_json_atomic
+from perfsight.collect.rundir import resolve_output_root
 
 #: set in the child's environment: the launcher reports the runs, so the profiler in the child does not
 LAUNCHER_ENV = "PERFSIGHT_LAUNCHER"

@@ -10,7 +10,7 @@ import contextlib
 import threading
 import time
 
-from .. import layout
+from perfsight import layout
 
 _write_lock = threading.Lock()
 
@@ -46,7 +46,7 @@ class mark(contextlib.ContextDecorator):
 
 
 def _record_msproftx(name: str, start_ns: int, end_ns: int) -> None:
-    from .profiler import active_profiler
+    from perfsight.collect.profiler import active_profiler
 
     prof = active_profiler()
     if prof is None or prof.options.msproftx != "on" or prof.run is None:

@@ -17,15 +17,15 @@ import threading
 import time
 from pathlib import Path
 
-from .. import layout
-from .. import options as options_mod
-from ..errors import PerfsightError
-from .failsafe import Failsafe
-from .launch import LAUNCHER_ENV
-from .rundir import RunDirectory, device_facts, distributed_identity, resolve_output_root, run_report, versions
-from .sampler import HostSampler, series_for
-from .steps import DataLoaderTimer, StepRecorder
-from .storage import MB, MIN_FREE_BYTES, StorageGuard
+from perfsight import layout
+from perfsight import options as options_mod
+from perfsight.errors import PerfsightError
+from perfsight.collect.failsafe import Failsafe
+from perfsight.collect.launch import LAUNCHER_ENV
+from perfsight.collect.rundir import RunDirectory, device_facts, distributed_identity, resolve_output_root, run_report, versions
+from perfsight.collect.sampler import HostSampler, series_for
+from perfsight.collect.steps import DataLoaderTimer, StepRecorder
+from perfsight.collect.storage import MB, MIN_FREE_BYTES, StorageGuard
 
 _active_lock = threading.Lock()
 _active: "Profiler | None" = None
@@ -125,7 +125,7 @@ class Profiler:
 
     def analyse(self, *, export_format: str = "csv") -> Path:
         """Stop collecting, then export the timeline and summaries; returns the perfsight_output dir."""
-        from ..api import export_run
+        from perfsight.api import export_run
 
         self.close()
         if self.run is None:
@@ -184,7 +184,7 @@ class Profiler:
     def _start_session(self) -> None:
         from torch.profiler import ProfilerActivity, profile
 
-        from .schedule import make_schedule
+        from perfsight.collect.schedule import make_schedule
 
         opts = self.options
         if opts.task_time == "off":

@@ -16,9 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-from .. import __version__, layout
-from ..errors import OptionError
-from ..jsonfile import write_json_atomic
+from perfsight import __version__, layout
+from perfsight.errors import OptionError
+from perfsight.jsonfile import write_json_atomic
 
 WORK_PATH_ENV = "PERFSIGHT_WORK_PATH"
 DEFAULT_OUTPUT = "perfsight_data"

@@ -24,7 +24,7 @@ from typing import Callable
 
 import psutil
 
-from .. import layout
+from perfsight import layout
 
 MB = 1024 * 1024
 MIN_FREE_BYTES = 20 * MB

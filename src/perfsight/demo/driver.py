@@ -4,8 +4,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..collect.launch import run_profiled
-from ..errors import PerfsightError
+from perfsight.collect.launch import run_profiled
+from perfsight.errors import PerfsightError
 
 TRAIN_SCRIPT = Path(__file__).with_name("train.py")
 
@@ -21,7 +21,7 @@ def demo_options(output: str, steps: int) -> dict:
 
 def run_demo(output: str, steps: int) -> tuple[Path, list[Path]]:
     """Train with profiling on; returns the run directory and the exported files."""
-    from ..api import export
+    from perfsight.api import export
 
     code, runs = run_profiled([sys.executable, str(TRAIN_SCRIPT), "--steps", str(steps)], demo_options(output, steps))
     if code != 0 or not runs:

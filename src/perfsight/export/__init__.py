@@ -13,11 +13,11 @@
 Files without data are not written. catalog.py names and describes every file and column; output.py owns
 how files land in a folder (checks, all-or-nothing writes, never overwriting a file perfsight did not write).
 """
-from .readme import write_readme
-from .runs import export_runs, find_export_runs
-from .select import STEP_MODEL_ID, Selection, select
-from .summary import export_summary
-from .timeline import export_timeline
+from perfsight.export.readme import write_readme
+from perfsight.export.runs import export_runs, find_export_runs
+from perfsight.export.select import STEP_MODEL_ID, Selection, select
+from perfsight.export.summary import export_summary
+from perfsight.export.timeline import export_timeline
 
 __all__ = ["STEP_MODEL_ID", "Selection", "select", "export_timeline", "export_summary", "write_readme",
            "export_runs", "find_export_runs"]

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..tables import RunTables
-from .catalog import NA
+from perfsight.tables import RunTables
+from perfsight.export.catalog import NA
 
 _GRID_BLOCKS = ("CAST(json_extract(a, '$.grid[0]') AS BIGINT) * coalesce(CAST(json_extract(a, '$.grid[1]') "
                 "AS BIGINT), 1) * coalesce(CAST(json_extract(a, '$.grid[2]') AS BIGINT), 1)")

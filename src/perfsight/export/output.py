@@ -27,8 +27,8 @@ from pathlib import Path
 
 import duckdb
 
-from .. import layout
-from ..errors import OutputError
+from perfsight import layout
+from perfsight.errors import OutputError
 
 #: the ledger of the files perfsight wrote in an output folder (name -> size and mtime when written)
 LEDGER = ".perfsight_export_files.json"

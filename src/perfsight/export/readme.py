@@ -10,8 +10,8 @@ import re
 import textwrap
 from pathlib import Path
 
-from .catalog import OutputFile, describe
-from .output import LEDGER, README_TITLE, Staging, staging
+from perfsight.export.catalog import OutputFile, describe
+from perfsight.export.output import LEDGER, README_TITLE, Staging, staging
 
 README_NAME = "README.txt"
 _SECTION = re.compile(r"^File: (\S+)$", re.MULTILINE)

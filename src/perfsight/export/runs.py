@@ -15,15 +15,15 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .. import ingest
-from ..errors import InputError, OutputError
-from ..ingest import RunSource
-from ..run import with_step_points_from_env
-from .output import describe_kind, staging
-from .readme import stage_readme
-from .select import Selection, select
-from .summary import stage_summary
-from .timeline import stage_timeline
+from perfsight import ingest
+from perfsight.errors import InputError, OutputError
+from perfsight.ingest import RunSource
+from perfsight.run import with_step_points_from_env
+from perfsight.export.output import describe_kind, staging
+from perfsight.export.readme import stage_readme
+from perfsight.export.select import Selection, select
+from perfsight.export.summary import stage_summary
+from perfsight.export.timeline import stage_timeline
 
 
 def find_export_runs(path: str | Path) -> list[RunSource]:

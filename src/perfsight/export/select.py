@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import OptionError
-from ..tables import RunTables, meta_table
+from perfsight.errors import OptionError
+from perfsight.tables import RunTables, meta_table
 
 #: --model-id value that selects training steps instead of graphs
 STEP_MODEL_ID = 4294967295

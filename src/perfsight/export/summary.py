@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..analysis import advisor, ops, steps
-from ..analysis.operator_details import operator_details
-from ..errors import OptionError
-from ..tables import RunTables
-from . import catalog
-from .fields import with_msprof_fields
-from .output import Staging, staging
-from .writer import FORMATS, write_rows
+from perfsight.analysis import advisor, ops, steps
+from perfsight.analysis.operator_details import operator_details
+from perfsight.errors import OptionError
+from perfsight.tables import RunTables
+from perfsight.export import catalog
+from perfsight.export.fields import with_msprof_fields
+from perfsight.export.output import Staging, staging
+from perfsight.export.writer import FORMATS, write_rows
 
 
 def export_summary(tables: RunTables, out_dir: Path, *, stamp: str, fmt: str = "csv",

@@ -16,11 +16,11 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..analysis.steps import step_trace
-from ..tables import RunTables, new_connection
-from .catalog import MARK_KINDS, MSPROF_TIMELINE, MSPROF_TX_TIMELINE, STEP_TRACE_TIMELINE, TASK_TIME_TIMELINE
-from .output import Staging, staging
-from .writer import us_sql
+from perfsight.analysis.steps import step_trace
+from perfsight.tables import RunTables, new_connection
+from perfsight.export.catalog import MARK_KINDS, MSPROF_TIMELINE, MSPROF_TX_TIMELINE, STEP_TRACE_TIMELINE, TASK_TIME_TIMELINE
+from perfsight.export.output import Staging, staging
+from perfsight.export.writer import us_sql
 
 EVENTS_PER_BATCH = 50_000
 

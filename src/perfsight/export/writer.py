@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..tables import new_connection
-from .catalog import HOST, Column
+from perfsight.tables import new_connection
+from perfsight.export.catalog import HOST, Column
 
 FORMATS = ("csv", "json")
 

@@ -16,11 +16,11 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from .. import layout
-from ..errors import InputError
-from ..tables import RunTables
-from . import cache
-from .ascend.detect import find_torch_npu_db, is_mindspore_legacy_dir, is_msprof_dir, is_torch_npu_dir, ranks_in
+from perfsight import layout
+from perfsight.errors import InputError
+from perfsight.tables import RunTables
+from perfsight.ingest import cache
+from perfsight.ingest.ascend.detect import find_torch_npu_db, is_mindspore_legacy_dir, is_msprof_dir, is_torch_npu_dir, ranks_in
 
 #: RunSource kinds whose run is a directory (their cache and exports go inside it)
 DIRECTORY_KINDS = ("perfsight", "torch_npu", "msprof", "mindspore")
@@ -52,43 +52,43 @@ class RunSource:
 
     def sources(self) -> list[Path]:
         if self.kind == "perfsight":
-            from .perfsight_run import sources
+            from perfsight.ingest.perfsight_run import sources
 
             return sources(self.path)
         if self.kind == "torch_npu":
-            from .ascend import torch_npu_db, torch_npu_text
+            from perfsight.ingest.ascend import torch_npu_db, torch_npu_text
 
             reader = torch_npu_db if find_torch_npu_db(self.path) else torch_npu_text
             return reader.sources(self.path)
         if self.kind == "msprof":
-            from .ascend.msprof_dir import msprof_sources
+            from perfsight.ingest.ascend.msprof_dir import msprof_sources
 
             return msprof_sources(self.path)
         if self.kind == "mindspore":
-            from .ascend.mindspore_legacy import legacy_sources
+            from perfsight.ingest.ascend.mindspore_legacy import legacy_sources
 
             return legacy_sources(self.path, self.rank)
         return [self.path]
 
     def read(self) -> RunTables:
         if self.kind == "perfsight":
-            from .perfsight_run import read_run
+            from perfsight.ingest.perfsight_run import read_run
 
             return read_run(self.path)
         if self.kind == "torch_npu":
-            from .ascend.torch_npu_db import read_torch_npu_db
-            from .ascend.torch_npu_text import read_torch_npu_text
+            from perfsight.ingest.ascend.torch_npu_db import read_torch_npu_db
+            from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text
 
             return (read_torch_npu_db if find_torch_npu_db(self.path) else read_torch_npu_text)(self.path)
         if self.kind == "msprof":
-            from .ascend.msprof_dir import read_msprof_dir
+            from perfsight.ingest.ascend.msprof_dir import read_msprof_dir
 
             return read_msprof_dir(self.path)
         if self.kind == "mindspore":
-            from .ascend.mindspore_legacy import read_mindspore_legacy
+            from perfsight.ingest.ascend.mindspore_legacy import read_mindspore_legacy
 
             return read_mindspore_legacy(self.path, rank=self.rank)
-        from .kineto import read_kineto
+        from perfsight.ingest.kineto import read_kineto
 
         return read_kineto([self.path])
 
@@ -124,7 +124,7 @@ def ascend_runs(path: Path) -> list[RunSource]:
 def find_runs(path: Path) -> list[RunSource]:
     """The runs at ``path``: a run directory (perfsight or Ascend), a trace file, or a directory holding
     them (one level: the ranks of one job)."""
-    from .kineto import is_kineto_trace
+    from perfsight.ingest.kineto import is_kineto_trace
 
     path = Path(path)
     try:
@@ -155,7 +155,7 @@ def find_runs(path: Path) -> list[RunSource]:
 
 
 def _runs_in_folder(path: Path) -> list[RunSource]:
-    from .kineto import is_kineto_trace
+    from perfsight.ingest.kineto import is_kineto_trace
 
     runs = [RunSource("perfsight", p) for p in layout.find_run_dirs(path)]
     if not runs:

@@ -33,9 +33,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .. import layout
-from ..tables import RunTables, conform
-from .files import open_regular
+from perfsight import layout
+from perfsight.tables import RunTables, conform
+from perfsight.ingest.files import open_regular
 
 CACHE_FORMAT = 3
 FINGERPRINT = "fingerprint.json"

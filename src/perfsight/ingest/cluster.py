@@ -16,8 +16,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import InputError
-from ..tables import RunTables, fits, meta_table, next_id
+from perfsight.errors import InputError
+from perfsight.tables import RunTables, fits, meta_table, next_id
 
 SLICE_ID_COLUMNS = {"slices": ("id", "parent_id"), "flows": ("src_id", "dst_id"), "memory": ("op_slice_id",)}
 TRACK_ID_COLUMNS = {"slices": ("track_id",), "tracks": ("track_id",), "counters": ("track_id",),

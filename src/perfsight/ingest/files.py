@@ -13,8 +13,8 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from ..errors import InputError
-from ..layout import file_kind
+from perfsight.errors import InputError
+from perfsight.layout import file_kind
 
 class UnreadableFile(InputError, OSError):
     """A path that cannot be opened, or is not a regular file."""

@@ -19,12 +19,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from .. import layout
-from ..errors import InputError
-from ..tables import (DATA_WAIT_SERIES, STEP_NUMBER_SERIES, STEP_TIME_SERIES, RunTables, conform, meta_table,
+from perfsight import layout
+from perfsight.errors import InputError
+from perfsight.tables import (DATA_WAIT_SERIES, STEP_NUMBER_SERIES, STEP_TIME_SERIES, RunTables, conform, meta_table,
                       next_id)
-from .files import read_regular
-from .kineto import read_kineto
+from perfsight.ingest.files import read_regular
+from perfsight.ingest.kineto import read_kineto
 
 
 def sources(run_dir: Path) -> list[Path]:

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, HTTPException
 
-from ..analysis.dynamic_shape import op_instance_time_by_step, op_shapes_by_step, op_time_by_step
-from ..analysis.flops import model_flops, model_flops_total, op_flops, scope_flops
-from ..analysis.ops import OP_INSTANCES, call_stack, duration_statistics, instance_page, type_shares
-from ..analysis.peaks import PRECISIONS
-from .library import LoadedRun
-from .responses import json_response
-from .results import (INT32_MAX, INT64_MAX, analysed, choice, executions, integer, relative, view_kinds, view_param,
+from perfsight.analysis.dynamic_shape import op_instance_time_by_step, op_shapes_by_step, op_time_by_step
+from perfsight.analysis.flops import model_flops, model_flops_total, op_flops, scope_flops
+from perfsight.analysis.ops import OP_INSTANCES, call_stack, duration_statistics, instance_page, type_shares
+from perfsight.analysis.peaks import PRECISIONS
+from perfsight.insight.library import LoadedRun
+from perfsight.insight.responses import json_response
+from perfsight.insight.results import (INT32_MAX, INT64_MAX, analysed, choice, executions, integer, relative, view_kinds, view_param,
                       views)
 
 #: operator types in the pie and bar of the operators page (MindSpore's "统计前20个")

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from ..analysis.advisor import evidence_refs
-from ..analysis.breakdown import CATEGORIES, step_breakdown, temporal_breakdown
-from ..analysis.flops import model_flops, model_flops_total
-from ..analysis.ops import type_shares
-from ..analysis.resources import host_usage_summary
-from ..analysis.steps import no_steps_reason, step_phases, step_trace
-from ..analysis.summary import run_summary, timeline_summary
-from .library import LoadedRun
-from .responses import json_response
-from .results import analysed, executions, relative, views
+from perfsight.analysis.advisor import evidence_refs
+from perfsight.analysis.breakdown import CATEGORIES, step_breakdown, temporal_breakdown
+from perfsight.analysis.flops import model_flops, model_flops_total
+from perfsight.analysis.ops import type_shares
+from perfsight.analysis.resources import host_usage_summary
+from perfsight.analysis.steps import no_steps_reason, step_phases, step_trace
+from perfsight.analysis.summary import run_summary, timeline_summary
+from perfsight.insight.library import LoadedRun
+from perfsight.insight.responses import json_response
+from perfsight.insight.results import analysed, executions, relative, views
 
 #: operator types in the overview's pie (the rest are one "other" slice)
 OVERVIEW_TOP_TYPES = 10

@@ -22,12 +22,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fastapi import APIRouter, Depends, HTTPException
 
-from ..analysis import cluster, data, memory, resources
-from ..analysis.breakdown import CATEGORIES, step_breakdown
-from ..analysis.summary import run_start_ns
-from .library import LoadedRun
-from .responses import json_response
-from .results import INT32_MAX, INT64_MAX, analysed, integer, relative
+from perfsight.analysis import cluster, data, memory, resources
+from perfsight.analysis.breakdown import CATEGORIES, step_breakdown
+from perfsight.analysis.summary import run_start_ns
+from perfsight.insight.library import LoadedRun
+from perfsight.insight.responses import json_response
+from perfsight.insight.results import INT32_MAX, INT64_MAX, analysed, integer, relative
 
 #: points of the memory curve by default (``memory.memory_curve_sampled``), and at most
 CURVE_POINTS, MAX_CURVE_POINTS = 4000, 100_000

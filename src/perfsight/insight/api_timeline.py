@@ -23,9 +23,9 @@ from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import FileResponse, Response
 from starlette.background import BackgroundTask
 
-from ..export import export_timeline
-from .results import INT64_MAX, bounded
-from .timeline_index import MAX_TIME_NS, TimelineIndex
+from perfsight.export import export_timeline
+from perfsight.insight.results import INT64_MAX, bounded
+from perfsight.insight.timeline_index import MAX_TIME_NS, TimelineIndex
 
 MEMO_KEY = "timeline_index"
 

@@ -27,11 +27,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import layout
-from ..errors import InputError
-from ..ingest import RunSource, ascend_runs_at
-from ..ingest.cluster import rank_in_name
-from ..ingest.kineto import is_kineto_trace
+from perfsight import layout
+from perfsight.errors import InputError
+from perfsight.ingest import RunSource, ascend_runs_at
+from perfsight.ingest.cluster import rank_in_name
+from perfsight.ingest.kineto import is_kineto_trace
 
 _SKIPPED_DIRS = (layout.CACHE_DIR, layout.OUTPUT_DIR)
 #: links named in the error of a run that ``confine`` refuses

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from ..errors import PerfsightError
-from ..ingest import progress
-from ..run import Run, open_sources
-from .discovery import Candidate, confine, discover
+from perfsight.errors import PerfsightError
+from perfsight.ingest import progress
+from perfsight.run import Run, open_sources
+from perfsight.insight.discovery import Candidate, confine, discover
 
 log = logging.getLogger("perfsight.insight")
 T = TypeVar("T")

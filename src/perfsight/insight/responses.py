@@ -8,7 +8,7 @@ from __future__ import annotations
 import orjson
 from fastapi import Response
 
-from ..views.json_report import plain
+from perfsight.views.json_report import plain
 
 
 def json_response(value) -> Response:

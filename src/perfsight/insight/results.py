@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fastapi import HTTPException
 
-from ..analysis.ops import has_device_tasks, op_instances
-from ..analysis.summary import run_start_ns
-from .library import LoadedRun
+from perfsight.analysis.ops import has_device_tasks, op_instances
+from perfsight.analysis.summary import run_start_ns
+from perfsight.insight.library import LoadedRun
 
 #: the operator views: device tasks (kernels, communication, memory copies) or host framework operators
 VIEWS = ("device", "host")

@@ -29,9 +29,9 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
-from ..errors import InputError
-from . import api_operators, api_overview, api_resources, api_timeline
-from .library import LoadedRun, RunLibrary, RunNotReady
+from perfsight.errors import InputError
+from perfsight.insight import api_operators, api_overview, api_resources, api_timeline
+from perfsight.insight.library import LoadedRun, RunLibrary, RunNotReady
 
 STATIC = Path(__file__).parent / "static"
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "

@@ -31,11 +31,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..analysis.breakdown import OVERLAP_ROWS, overlap_intervals
-from ..analysis.ops import DEVICE_TASK_KINDS
-from ..analysis.step_spans import STEP_SPANS_CTE
-from ..analysis.summary import run_start_ns
-from ..tables import RunTables
+from perfsight.analysis.breakdown import OVERLAP_ROWS, overlap_intervals
+from perfsight.analysis.ops import DEVICE_TASK_KINDS
+from perfsight.analysis.step_spans import STEP_SPANS_CTE
+from perfsight.analysis.summary import run_start_ns
+from perfsight.tables import RunTables
 
 #: track groups of a rank, in display order
 GROUPS = ("host threads", "device streams", "communication", "overlap analysis", "counters")

@@ -86,8 +86,8 @@ def _kernel_name(name: str) -> str:
 
 def print_run_summary(run_dir: Path, written: list[Path], console: Console | None = None, top: int = 10) -> None:
     """The demo's report: the run's summary, then the exported files."""
-    from ..analysis.summary import run_summary
-    from ..api import load
+    from perfsight.analysis.summary import run_summary
+    from perfsight.api import load
 
     console = console or Console()
     print_summary(str(run_dir), run_summary(load(run_dir), top=top), console)

@@ -19,8 +19,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...tables import SLICES, TRACKS, RunTables, conform, flows_table, meta_table
-from ..kineto_nesting import Nesting, overlap_warning
+from perfsight.tables import SLICES, TRACKS, RunTables, conform, flows_table, meta_table
+from perfsight.ingest.kineto_nesting import Nesting, overlap_warning
 
 #: source columns a slice part may give (besides the required track, kind, name, start_ns, dur_ns)
 _OPTIONAL = [f for f in SLICES if f.name not in ("id", "kind", "name", "track_id", "start_ns", "dur_ns",

@@ -47,15 +47,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...errors import InputError
-from ...tables import RunTables
-from ..files import read_regular
-from ..kineto_decode import TraceStream
-from ..kineto_events import event_tables
-from .ascend_build import RunBuilder, add_steps
-from .ascend_csv import json_object, numbers, read_csv, read_json
-from .detect import MINDSPORE_FILE, ranks_in
-from .mindspore_minddata import add_cpu_utilization, add_device_queue, add_pipeline
+from perfsight.errors import InputError
+from perfsight.tables import RunTables
+from perfsight.ingest.files import read_regular
+from perfsight.ingest.kineto_decode import TraceStream
+from perfsight.ingest.kineto_events import event_tables
+from perfsight.ingest.ascend.ascend_build import RunBuilder, add_steps
+from perfsight.ingest.ascend.ascend_csv import json_object, numbers, read_csv, read_json
+from perfsight.ingest.ascend.detect import MINDSPORE_FILE, ranks_in
+from perfsight.ingest.ascend.mindspore_minddata import add_cpu_utilization, add_device_queue, add_pipeline
 
 _OP_NUMBER = re.compile(r"-op\d+$")
 _PIDS = {9000: "ai_cpu", 10000: "comm", 11000: "host", 12000: "skip", 13000: "skip"}

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import InputError
-from ..files import read_regular
-from .ascend_build import RunBuilder
-from .ascend_csv import numbers, read_csv
+from perfsight.errors import InputError
+from perfsight.ingest.files import read_regular
+from perfsight.ingest.ascend.ascend_build import RunBuilder
+from perfsight.ingest.ascend.ascend_csv import numbers, read_csv
 
 _MS = 1_000_000
 _TIME_KINDS = {0: "push_time_ns", 1: "batch_time_ns", 2: "pipeline_time_ns"}

@@ -39,16 +39,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ... import layout
-from ...errors import InputError
-from ...tables import RunTables, meta_table
-from ..files import read_regular
-from .ascend_build import RunBuilder, add_steps
-from .ascend_csv import numbers
-from .detect import MSPROF_DEVICE_DIR, is_msprof_dir
-from .msprof_csv import add_npu_mem, statistic_rows, step_rows, task_kernels
-from .torch_npu_kernels import enrich, read_kernels, tasks_from_kernels
-from .torch_npu_trace import read_trace
+from perfsight import layout
+from perfsight.errors import InputError
+from perfsight.tables import RunTables, meta_table
+from perfsight.ingest.files import read_regular
+from perfsight.ingest.ascend.ascend_build import RunBuilder, add_steps
+from perfsight.ingest.ascend.ascend_csv import numbers
+from perfsight.ingest.ascend.detect import MSPROF_DEVICE_DIR, is_msprof_dir
+from perfsight.ingest.ascend.msprof_csv import add_npu_mem, statistic_rows, step_rows, task_kernels
+from perfsight.ingest.ascend.torch_npu_kernels import enrich, read_kernels, tasks_from_kernels
+from perfsight.ingest.ascend.torch_npu_trace import read_trace
 
 OUTPUT_DIR = "mindstudio_profiler_output"
 _EXPORT = re.compile(r"^(?P<kind>[a-z][a-z_]*?)(?:_slice_(?P<slice>\d+))?_(?P<stamp>\d[\d_]*)\.(?P<ext>csv|json)$")
@@ -97,7 +97,7 @@ def _read_database(path: Path, exports: _Exports, ranks: dict[int, int | None], 
     if len(exports.databases) > 1:
         raise InputError(f"{path}: holds several databases ({', '.join(p.name for p in exports.databases)}); "
                          "expected one msprof_*.db")
-    from .torch_npu_db import read_torch_npu_db
+    from perfsight.ingest.ascend.torch_npu_db import read_torch_npu_db
 
     rank = next(iter(ranks.values())) if len(ranks) == 1 else None
     tables = read_torch_npu_db(exports.databases[0], rank=rank, id_offset=id_offset, track_offset=track_offset)

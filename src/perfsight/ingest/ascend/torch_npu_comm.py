@@ -19,10 +19,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .ascend_csv import json_object, read_json
-from .ascend_kinds import collective_args
-from .torch_npu_kernels import merge_args, replace_rows
-from .torch_npu_meta import Group
+from perfsight.ingest.ascend.ascend_csv import json_object, read_json
+from perfsight.ingest.ascend.ascend_kinds import collective_args
+from perfsight.ingest.ascend.torch_npu_kernels import merge_args, replace_rows
+from perfsight.ingest.ascend.torch_npu_meta import Group
 
 _INFO_KEYS = ("Communication Time Info", "Communication Bandwidth Info")
 

@@ -30,17 +30,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...errors import InputError
-from ...tables import TRACKS, RunTables, conform, meta_table, new_connection
-from ..files import read_regular
-from ..kineto_nesting import Nesting, ids_or_null, overlap_warning, take_or_missing
-from .detect import DB_NAME, OUTPUT_DIR, find_torch_npu_db
-from .torch_npu_db_device import read_device
-from .torch_npu_db_host import INT, TEXT, read_host
-from .torch_npu_db_links import link
-from .torch_npu_db_memory import read_counters, read_memory
-from .torch_npu_db_source import Database
-from .torch_npu_links import memory_operators
+from perfsight.errors import InputError
+from perfsight.tables import TRACKS, RunTables, conform, meta_table, new_connection
+from perfsight.ingest.files import read_regular
+from perfsight.ingest.kineto_nesting import Nesting, ids_or_null, overlap_warning, take_or_missing
+from perfsight.ingest.ascend.detect import DB_NAME, OUTPUT_DIR, find_torch_npu_db
+from perfsight.ingest.ascend.torch_npu_db_device import read_device
+from perfsight.ingest.ascend.torch_npu_db_host import INT, TEXT, read_host
+from perfsight.ingest.ascend.torch_npu_db_links import link
+from perfsight.ingest.ascend.torch_npu_db_memory import read_counters, read_memory
+from perfsight.ingest.ascend.torch_npu_db_source import Database
+from perfsight.ingest.ascend.torch_npu_links import memory_operators
 
 _SEP = "\x1f"
 

@@ -38,10 +38,10 @@ import json
 import duckdb
 import pyarrow as pa
 
-from .ascend_csv import dtypes_json, shapes_json
-from .ascend_kinds import collective_args, task_kind
-from .torch_npu_db_host import INT, TEXT, enum_table, numbered
-from .torch_npu_db_source import Database
+from perfsight.ingest.ascend.ascend_csv import dtypes_json, shapes_json
+from perfsight.ingest.ascend.ascend_kinds import collective_args, task_kind
+from perfsight.ingest.ascend.torch_npu_db_host import INT, TEXT, enum_table, numbered
+from perfsight.ingest.ascend.torch_npu_db_source import Database
 
 INVALID = 4294967295          # Ascend's "no value" for 32-bit ids (contextId, modelId, ranks, planes)
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import duckdb
 import pyarrow as pa
 
-from .torch_npu_db_host import INT, enum_table, numbered
-from .torch_npu_db_source import Database
+from perfsight.ingest.ascend.torch_npu_db_host import INT, enum_table, numbered
+from perfsight.ingest.ascend.torch_npu_db_source import Database
 
 ALLOCATOR_COMPONENTS = ("PTA", "MindSpore", "MS")
 

@@ -19,11 +19,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...tables import new_connection
-from ..kineto_columns import dictionary
-from .ascend_build import RunBuilder
-from .ascend_csv import dtypes_json, ns_from_us, numbers, read_csv, row_json, shapes_json
-from .ascend_kinds import task_kinds
+from perfsight.tables import new_connection
+from perfsight.ingest.kineto_columns import dictionary
+from perfsight.ingest.ascend.ascend_build import RunBuilder
+from perfsight.ingest.ascend.ascend_csv import dtypes_json, ns_from_us, numbers, read_csv, row_json, shapes_json
+from perfsight.ingest.ascend.ascend_kinds import task_kinds
 
 MATCH_TOLERANCE_NS = 1000
 _USED = {"name", "op_type", "task_type", "start_us", "duration_us", "step", "input_shapes", "input_dtypes"}

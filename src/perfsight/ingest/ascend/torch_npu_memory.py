@@ -21,9 +21,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..kineto_columns import dictionary
-from .ascend_build import RunBuilder
-from .ascend_csv import bytes_from, ns_from_us, read_csv
+from perfsight.ingest.kineto_columns import dictionary
+from perfsight.ingest.ascend.ascend_build import RunBuilder
+from perfsight.ingest.ascend.ascend_csv import bytes_from, ns_from_us, read_csv
 
 ALLOCATOR_COMPONENTS = ("PTA", "MindSpore", "MS")
 _TOTALS = {"allocated": "total_allocated_mb", "reserved": "total_reserved_mb", "active": "total_active_mb"}

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 
-from .ascend_csv import read_csv, read_json
-from .detect import OUTPUT_DIR
+from perfsight.ingest.ascend.ascend_csv import read_csv, read_json
+from perfsight.ingest.ascend.detect import OUTPUT_DIR
 
 _INFO_NAME = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
 _NPU = re.compile(r"NPU:?\s*(\d+)", re.IGNORECASE)

@@ -35,13 +35,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..kineto_columns import dictionary
-from ..kineto_decode import TraceStream
-from ..kineto_events import TraceMetadata, decode_args, event_tables
-from ..kineto_kinds import classify_columns
-from .ascend_build import RunBuilder
-from .ascend_csv import dtypes_json, shapes_json
-from .ascend_kinds import api_kinds, process_role, task_kinds
+from perfsight.ingest.kineto_columns import dictionary
+from perfsight.ingest.kineto_decode import TraceStream
+from perfsight.ingest.kineto_events import TraceMetadata, decode_args, event_tables
+from perfsight.ingest.kineto_kinds import classify_columns
+from perfsight.ingest.ascend.ascend_build import RunBuilder
+from perfsight.ingest.ascend.ascend_csv import dtypes_json, shapes_json
+from perfsight.ingest.ascend.ascend_kinds import api_kinds, process_role, task_kinds
 
 #: host event categories of torch_npu that Kineto does not know -> slice kind
 HOST_CATEGORY_KINDS = {"enqueue": "annotation", "dequeue": "annotation"}
