@@ -29,7 +29,7 @@ import json, resource, shutil, sys, time
 from pathlib import Path
 start = time.perf_counter()
 from perfsight import ingest
-from perfsight.export import export_summary, export_timeline
+from perfsight.views.export import export_summary, export_timeline
 imported = time.perf_counter()
 trace, out = Path(sys.argv[1]), Path(sys.argv[2])
 copy = out / trace.name                       # a writable copy, so the Parquet cache can be written beside it

@@ -26,8 +26,8 @@ EVENT = b'{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": %
 _PROGRAM = """
 import json, resource, sys, time
 from pathlib import Path
-from perfsight.errors import PerfsightError
-from perfsight.ingest.kineto import read_kineto
+from perfsight.core.errors import PerfsightError
+from perfsight.ingest.kineto.reader import read_kineto
 start = time.perf_counter()
 try:
     outcome = f"{read_kineto([Path(sys.argv[1])]).slices.num_rows} slices"

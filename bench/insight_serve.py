@@ -36,7 +36,7 @@ from stats import load_average, quantile  # bench/stats.py (scripts here import 
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TRACE = ROOT.parent / "shared" / "data" / "kineto" / "hta" / "df_index_resolver" / "df_index_resolver.json.gz"
-OVERVIEW_JS = ROOT / "src" / "perfsight" / "insight" / "static" / "pages" / "overview.js"
+OVERVIEW_JS = ROOT / "src" / "perfsight" / "views" / "insight" / "static" / "pages" / "overview.js"
 MIB = 1024 * 1024
 
 
@@ -53,7 +53,7 @@ def overview_routes() -> list[str]:
 def page_routes() -> list[str]:
     """Every parameterless GET route under /api/runs/{run_id}/ of insight's routers (relative paths)."""
     sys.path.insert(0, str(ROOT / "src"))
-    from perfsight.insight import api_operators, api_overview, api_resources, api_timeline
+    from perfsight.views.insight import api_operators, api_overview, api_resources, api_timeline
 
     routes = []
     for module in (api_overview, api_operators, api_resources, api_timeline):

@@ -28,9 +28,9 @@ VARIANTS = {
     "gzip + msgspec untyped (dicts, floats)": ("import gzip, msgspec",
                                                "msgspec.json.decode(gzip.decompress(TRACE.read_bytes()))"),
     "perfsight TraceStream (typed msgspec batches)": (
-        "from perfsight.ingest.kineto_decode import TraceStream",
+        "from perfsight.ingest.common.chrome_json import TraceStream",
         "sum(len(batch) for batch in TraceStream(TRACE).batches())"),
-    "perfsight read_kineto (all six tables)": ("from perfsight.ingest.kineto import read_kineto",
+    "perfsight read_kineto (all six tables)": ("from perfsight.ingest.kineto.reader import read_kineto",
                                                "read_kineto([TRACE])"),
 }
 

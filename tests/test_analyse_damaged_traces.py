@@ -7,7 +7,7 @@ import random
 import pytest
 
 import perfsight
-from perfsight.errors import InputError
+from perfsight.core.errors import InputError
 from perfsight.run import Run
 
 TRACES = ["hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",                 # ROCm

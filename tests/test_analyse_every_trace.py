@@ -5,7 +5,7 @@ import pytest
 
 import perfsight
 from perfsight.analysis.summary import run_summary
-from perfsight.errors import InputError
+from perfsight.core.errors import InputError
 from tests.conftest import SHARED_DATA
 
 MANIFEST = SHARED_DATA / "kineto" / "MANIFEST.tsv"

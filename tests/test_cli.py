@@ -118,7 +118,7 @@ def test_analyse_json_holds_the_analysis_numbers(shared_data, capsys):
     import json
 
     from perfsight.analysis.ops import op_statistic
-    from perfsight.ingest.kineto import read_kineto
+    from perfsight.ingest.kineto.reader import read_kineto
 
     trace = shared_data / "kineto/generated_torch213_cpu/cpu_mlp_rs_mem_stack.pt.trace.json.gz"
     assert main(["analyse", str(trace), "--json", "--top", "3"]) == 0

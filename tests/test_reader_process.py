@@ -47,7 +47,7 @@ def test_without_the_setup_arrow_imports_pandas(fake_pandas, shared_data, tmp_pa
 
 def test_to_pandas_still_imports_pandas_on_demand(fake_pandas):
     _run("import pyarrow as pa\n"
-         "from perfsight.reader_process import prepare\n"
+         "from perfsight.core.process import prepare\n"
          "prepare()\n"
          "try:\n"
          "    pa.table({'x': [1]}).to_pandas()\n"

@@ -3,7 +3,7 @@ import pyarrow as pa
 import pytest
 
 import perfsight
-from perfsight.tables import FLOW_KINDS, SLICE_KINDS, TRACK_KINDS, conform
+from perfsight.core.tables import FLOW_KINDS, SLICE_KINDS, TRACK_KINDS, conform
 
 
 @pytest.mark.parametrize("trace", [

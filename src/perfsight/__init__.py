@@ -6,7 +6,7 @@ The Python API is the first surface:
     perfsight.mark(name)                                                 a user range (msproftx)
     perfsight.open(path)                                                 a run and its analyses
     perfsight.load(path)                                                 a run's canonical tables
-    perfsight.export(path, ...)                                          msprof-shaped files
+    perfsight.views.export(path, ...)                                          msprof-shaped files
     perfsight.tune.tune(model, batch) or perfsight.tune_model(...)       operator tuning into a bank
 
 Importing perfsight does not import torch; analysis-only use works without it.
@@ -25,8 +25,8 @@ _LAZY = {
     "apply_bank": ("perfsight.tune.apply", "apply_bank"),
     "tuned": ("perfsight.tune.apply", "tuned"),
     "tune_model": ("perfsight.tune", "tune"),
-    "PerfsightError": ("perfsight.errors", "PerfsightError"),
-    "OptionError": ("perfsight.errors", "OptionError"),
+    "PerfsightError": ("perfsight.core.errors", "PerfsightError"),
+    "OptionError": ("perfsight.core.errors", "OptionError"),
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from perfsight.errors import InputError
-from perfsight.tables import RunTables
+from perfsight.core.errors import InputError
+from perfsight.core.tables import RunTables
 
 
 def load(path: str | os.PathLike, *, use_cache: bool = True) -> RunTables:
@@ -29,7 +29,7 @@ def export(path: str | os.PathLike, *, timeline: bool = True, summary: bool = Tr
     run's directory is read-only). ``clear`` removes the Parquet cache afterwards. Each run's files are
     written all or none; a file perfsight did not write is never overwritten.
     """
-    from perfsight.export import Selection, export_runs, find_export_runs
+    from perfsight.views.export import Selection, export_runs, find_export_runs
 
     if fmt not in ("csv", "json"):
         raise InputError(f"--format: {fmt!r} is not allowed; allowed: csv, json")

@@ -8,7 +8,7 @@ import sys
 import textwrap
 
 from perfsight import __version__
-from perfsight.errors import OptionError, PerfsightError
+from perfsight.core.errors import OptionError, PerfsightError
 
 MODEL_ID_STEP_MODE = 4294967295
 
@@ -209,7 +209,7 @@ def _add_insight(sub) -> None:
 
 
 def cmd_insight(args) -> int:
-    from perfsight.insight.server import serve
+    from perfsight.views.insight.server import serve
 
     serve(args.summary_base_dir, host=args.host, port=args.port, allow_remote=args.allow_remote,
           allowed_hosts=args.allowed_host, open_browser=args.open_browser, workers=args.workers)
@@ -280,7 +280,8 @@ def _with_progress(path: str, work, runs=None):
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from perfsight.ingest import find_runs, progress
+    from perfsight.ingest import find_runs
+    from perfsight.ingest.common import progress
 
     runs = find_runs(Path(path)) if runs is None else runs
     total = sum(p.stat().st_size for run in runs for p in run.sources() if p.is_file())
@@ -293,7 +294,7 @@ def _with_progress(path: str, work, runs=None):
 
 
 def cmd_export(args) -> int:
-    from perfsight.export import Selection, export_runs, find_export_runs
+    from perfsight.views.export import Selection, export_runs, find_export_runs
 
     runs = find_export_runs(args.dir)
     selection = Selection(iteration_id=args.iteration_id, model_id=args.model_id,
@@ -322,7 +323,7 @@ def cmd_demo(args) -> int:
 def cmd_analyse(args) -> int:
     from perfsight.analysis.summary import run_summary
     from perfsight.run import open as open_run
-    from perfsight.views import json_report
+    from perfsight.views import jsonable as json_report
     from perfsight.views.terminal import print_summary
 
     run = _with_progress(args.path, lambda: open_run(args.path))
@@ -353,7 +354,7 @@ READS_TRACES = ("analyse", "analyze", "export", "insight")
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command_name in READS_TRACES:
-        from perfsight.reader_process import prepare
+        from perfsight.core.process import prepare
 
         prepare()
     try:

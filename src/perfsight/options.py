@@ -12,7 +12,7 @@ its vocabulary and, where the alias speaks another type, its own :class:`Kind` t
 canonical value: MindSpore ``op_time: true`` is ``task_time: "l1"``), the type, the default, a help line
 and the hardware the option needs. :data:`RULES` holds the cross-key rules of the seeds. :func:`resolve`
 checks everything up front and either returns frozen :class:`Options` or raises one
-:class:`~perfsight.errors.OptionError` that lists every problem, each naming the key as given, the value
+:class:`~perfsight.core.errors.OptionError` that lists every problem, each naming the key as given, the value
 and what is allowed.
 
 Judgement calls (the seeds leave them open):
@@ -43,7 +43,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from perfsight.errors import OptionError
+from perfsight.core.errors import OptionError
 
 #: where options can come from; the environment variables are read by :func:`from_env` in this order
 ENV_VARIABLES = ("PERFSIGHT_OPTIONS", "PROFILING_OPTIONS", "MS_PROFILER_OPTIONS")

@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfsight import ingest
-from perfsight.ingest.cluster import merge
-from perfsight.tables import RunTables
+from perfsight.ingest.jobs import merge
+from perfsight.core.tables import RunTables
 
 
 class _Analysis:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from perfsight.tables import RunTables
+from perfsight.core.tables import RunTables
 
 REFERENCE = {
     "trace_compare_base": ["hta/trace_compare/base/base.json.gz"],
@@ -52,7 +52,7 @@ _CACHE: dict[str, RunTables] = {}
 def load(shared_data: Path, dataset: str) -> RunTables:
     """The dataset's traces read by perfsight (memoised for the test session)."""
     if dataset not in _CACHE:
-        from perfsight.ingest.kineto import read_kineto
+        from perfsight.ingest.kineto.reader import read_kineto
 
         parts, slices, tracks = [], 0, 0
         for path in REFERENCE[dataset]:

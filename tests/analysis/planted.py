@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from perfsight.tables import RunTables, conform, empty, meta_table
+from perfsight.core.tables import RunTables, conform, empty, meta_table
 
 BASE = 1_000_000_001
 MAIN, AUTOGRAD, STREAM, CPU_COUNTER = 1, 2, 3, 4

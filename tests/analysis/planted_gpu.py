@@ -15,7 +15,7 @@ Planted answers (worked out by hand in the tests that use them):
 """
 from __future__ import annotations
 
-from perfsight.tables import RunTables
+from perfsight.core.tables import RunTables
 
 from .planted import BASE, STREAM, tables_from_rows
 from .planted import MAIN as PLANTED_MAIN

@@ -5,7 +5,7 @@ import pyarrow as pa
 import pytest
 
 from perfsight.analysis.advisor import ADVICE, advise, evidence_refs
-from perfsight.tables import SLICES, RunTables, conform
+from perfsight.core.tables import SLICES, RunTables, conform
 
 HOST, STREAM = 0, 1
 
@@ -143,7 +143,7 @@ def test_rules_on_real_traces(shared_data, trace, expected, absent):
 
 
 def test_memory_near_capacity_uses_the_device_memory_from_the_trace():
-    from perfsight.tables import MEMORY, meta_table
+    from perfsight.core.tables import MEMORY, meta_table
 
     tables = run([step(1, 0, 1000)])
     tables.memory = pa.Table.from_pylist([

@@ -33,7 +33,7 @@ import pytest
 
 from perfsight.analysis import breakdown, cluster, ops
 from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text
-from perfsight.ingest.cluster import merge
+from perfsight.ingest.jobs import merge
 from tests.conftest import SHARED_DATA
 
 ASCEND = SHARED_DATA / "ascend"

@@ -135,7 +135,7 @@ def test_overlap_planted():
 
 
 def test_step_breakdown_adds_up_on_real_traces(shared_data):
-    from perfsight.ingest.kineto import read_kineto
+    from perfsight.ingest.kineto.reader import read_kineto
 
     for path in ("hta/df_index_resolver/df_index_resolver.json.gz",
                  "generated_torch213_cpu/cpu_mlp_rs_mem_stack.pt.trace.json.gz"):

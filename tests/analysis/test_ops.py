@@ -3,7 +3,7 @@ import pyarrow.compute as pc
 import pytest
 
 from perfsight.analysis import ops
-from perfsight.tables import RunTables
+from perfsight.core.tables import RunTables
 
 from .planted import (ADDMM_SHAPES, BASE, LINEAR_SHAPES, MAIN, STREAM, TRACKS, _slice, tables_from_rows,
                       training_run)

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 import perfsight
-from perfsight import layout
+from perfsight.core import layout
 from perfsight.analysis import resources
-from perfsight.tables import RunTables
+from perfsight.core.tables import RunTables
 
 from .planted import BASE
 from .planted_host import counter_track, host_only, perfsight_run, series  # noqa: F401  (fixture)

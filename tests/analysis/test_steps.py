@@ -2,7 +2,7 @@
 import pyarrow as pa
 
 from perfsight.analysis.steps import STEP_PHASES, STEP_TRACE, step_phases, step_trace
-from perfsight.tables import RunTables
+from perfsight.core.tables import RunTables
 
 from .planted import BASE, training_run
 

@@ -1,6 +1,6 @@
 """timeline_summary and run_start_ns on the planted training run (run_summary is exercised by the CLI tests)."""
 from perfsight.analysis.summary import TIMELINE_SUMMARY, run_start_ns, timeline_summary
-from perfsight.tables import RunTables
+from perfsight.core.tables import RunTables
 
 from .planted import BASE, CPU_COUNTER, tables_from_rows, training_run
 

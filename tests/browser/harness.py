@@ -39,8 +39,8 @@ class InsightServer(AppServer):
     """The insight app over ``base`` (rescanning every second)."""
 
     def __init__(self, base: Path):
-        from perfsight.insight.library import RunLibrary
-        from perfsight.insight.server import create_app
+        from perfsight.views.insight.library import RunLibrary
+        from perfsight.views.insight.server import create_app
 
         self.library = RunLibrary(base, rescan_seconds=1.0)
         super().__init__(create_app(self.library))

@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 
-from perfsight.insight import server as insight_server
-from perfsight.insight.library import RunLibrary
-from perfsight.insight.server import create_app
+from perfsight.views.insight import server as insight_server
+from perfsight.views.insight.library import RunLibrary
+from perfsight.views.insight.server import create_app
 
 from .harness import AppServer, wait_rendered
 

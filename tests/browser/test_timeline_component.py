@@ -2,7 +2,7 @@
 loading, zoom and pan by keys, wheel and drag, stale answers dropped, click for details, shift-drag area
 sums, search with next/previous, flow arrows, group collapse, and trace names that are HTML staying text.
 
-The page is tests/insight/fixtures/timeline_page.html, served with the real static files and the timeline
+The page is tests/views/insight/fixtures/timeline_page.html, served with the real static files and the timeline
 routes over a fake run by uvicorn on loopback."""
 from __future__ import annotations
 
@@ -14,16 +14,16 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
-from perfsight.insight import api_timeline
-from tests.insight.test_timeline_api import FakeRun
-from tests.insight.test_timeline_index import AUTOGRAD, STREAM, THREAD, run, s
+from perfsight.views.insight import api_timeline
+from tests.views.insight.test_timeline_api import FakeRun
+from tests.views.insight.test_timeline_index import AUTOGRAD, STREAM, THREAD, run, s
 
 from .harness import AppServer
 
 pytestmark = pytest.mark.browser
 
 STATIC = Path(api_timeline.__file__).parent / "static"
-FIXTURES = Path(__file__).resolve().parents[1] / "insight" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "views" / "insight" / "fixtures"
 EVIL = ['<img src=x onerror="window.__xss=1">', "<script>window.__xss=2</script>"]
 
 

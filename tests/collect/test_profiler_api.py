@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import perfsight  # noqa: E402
-from perfsight import layout  # noqa: E402
+from perfsight.core import layout
 from perfsight.collect.callbacks import HuggingFaceCallback, LightningCallback  # noqa: E402
 
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from perfsight import layout
+from perfsight.core import layout
 from perfsight.collect.launch import child_environment
 
 from .conftest import manifest, perfsight, run_dirs, script

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from perfsight import layout
+from perfsight.core import layout
 from perfsight import open as open_run
 
 from .conftest import manifest, perfsight, run_dirs, script
@@ -186,7 +186,7 @@ def test_storage_limit_in_a_project_folder_ages_out_only_perfsights_old_windows(
     assert len(list((new_run / layout.HOST_DATA).glob(layout.TRACE_GLOB))) == 1
     log = (new_run / layout.HOST_DATA / layout.COLLECT_LOG).read_text()
     assert f"storage_limit: aged out {old_window}" in log
-    from perfsight.ingest.perfsight_run import read_run
+    from perfsight.ingest.kineto.perfsight_run import read_run
 
     [warning] = json.loads(read_run(old_run).meta_dict()["parse_warnings"])
     assert warning.startswith("1 of the 1 trace windows the manifest lists are gone") and old_window.name in warning

@@ -26,7 +26,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.tables import FLOW_KINDS, SCHEMAS, SLICE_KINDS, TRACK_KINDS, RunTables
+from perfsight.core.tables import FLOW_KINDS, SCHEMAS, SLICE_KINDS, TRACK_KINDS, RunTables
 
 PROF = "PROF_000001_20250109120000123_PLANTEDMSPROFDIR"
 OUT = "mindstudio_profiler_output"

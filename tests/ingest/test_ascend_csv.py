@@ -6,7 +6,7 @@ import csv
 
 import pytest
 
-from perfsight.errors import InputError
+from perfsight.core.errors import InputError
 from perfsight.ingest.ascend.ascend_csv import bytes_from, numbers, ns_from_us, read_csv
 
 OUTPUT = "ascend/torch_npu/text/level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT"

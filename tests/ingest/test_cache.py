@@ -50,7 +50,7 @@ def test_a_read_only_place_still_loads_without_a_cache(shared_data, tmp_path):
 
 
 def test_reading_reports_every_raw_byte_to_a_progress_listener(shared_data, tmp_path):
-    from perfsight.ingest import progress
+    from perfsight.ingest.common import progress
 
     trace = tmp_path / "t.pt.trace.json.gz"
     shutil.copy(shared_data / TRACE, trace)

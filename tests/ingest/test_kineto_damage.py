@@ -9,8 +9,8 @@ import pyarrow.compute as pc
 import pytest
 from conftest import number
 
-from perfsight.errors import InputError
-from perfsight.ingest.kineto import read_kineto
+from perfsight.core.errors import InputError
+from perfsight.ingest.kineto.reader import read_kineto
 from tests.conftest import SHARED_DATA
 
 KINETO = SHARED_DATA / "kineto"
@@ -94,7 +94,7 @@ def every_nth_event_broken(path: Path, events: int, n: int, separator: str) -> P
 
 
 def test_damage_in_every_batch_is_counted_after_the_first_warnings(tmp_path):
-    from perfsight.ingest.kineto_decode import MAX_DAMAGE_WARNINGS
+    from perfsight.ingest.common.chrome_json import MAX_DAMAGE_WARNINGS
 
     run = read_kineto([every_nth_event_broken(tmp_path / "t.json", 60, 3, ",\n")])
     assert run.slices.num_rows == 40 and sorted(run.slices["start_ns"].to_pylist()) == [

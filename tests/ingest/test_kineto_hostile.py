@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from perfsight.errors import InputError, OptionError
-from perfsight.ingest import find_runs, kineto_decode
-from perfsight.ingest.kineto import is_kineto_trace, read_kineto
-from perfsight.ingest.kineto_decode import MAX_INFLATED_ENV, TraceStream
+from perfsight.core.errors import InputError, OptionError
+from perfsight.ingest import find_runs
+from perfsight.ingest.common import chrome_json as kineto_decode
+from perfsight.ingest.kineto.reader import is_kineto_trace, read_kineto
+from perfsight.ingest.common.chrome_json import MAX_INFLATED_ENV, TraceStream
 
 MB = 1 << 20
 

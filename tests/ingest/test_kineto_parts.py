@@ -5,9 +5,9 @@ import msgspec
 import numpy as np
 import pytest
 
-from perfsight.ingest.kineto_columns import int_column, micros_to_ns, raw_text_column, scalar_text
-from perfsight.ingest.kineto_kinds import classify
-from perfsight.ingest.kineto_nesting import Nesting, _nest, _stack_pass
+from perfsight.ingest.common.columns import int_column, micros_to_ns, raw_text_column, scalar_text
+from perfsight.ingest.common.kinds import classify
+from perfsight.ingest.common.nesting import Nesting, _nest, _stack_pass
 
 
 def nesting(*slices):
@@ -158,7 +158,7 @@ def test_int_column_never_truncates_floats():
 
 
 def test_batch_cuts_never_change_the_events(write_trace):
-    from perfsight.ingest.kineto_decode import TraceStream
+    from perfsight.ingest.common.chrome_json import TraceStream
 
     tricky = [{"ph": "X", "name": f"op}}, {{{i}", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": i, "dur": 1,
                "args": {"groups": [{"ranks": [0, 1]}, {"ranks": [2, 3]}], "note": "}, {"}} for i in range(50)]

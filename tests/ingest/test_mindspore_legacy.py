@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from perfsight.analysis import data, dynamic_shape, flops, ops, steps
-from perfsight.errors import InputError
+from perfsight.core.errors import InputError
 from perfsight.ingest.ascend.detect import is_mindspore_legacy_dir, ranks_in
 from perfsight.ingest.ascend.mindspore_legacy import legacy_sources, read_mindspore_legacy
 from tests.ingest.ascend_planted import assert_valid, rows

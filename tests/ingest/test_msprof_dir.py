@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import pytest
 
 from perfsight.analysis import breakdown, ops, steps
-from perfsight.errors import InputError
+from perfsight.core.errors import InputError
 from perfsight.ingest.ascend.detect import is_msprof_dir
 from perfsight.ingest.ascend.msprof_dir import msprof_sources, read_msprof_dir
 from tests.ingest.ascend_planted import OUT, T0, assert_valid, rows, write_msprof_dir

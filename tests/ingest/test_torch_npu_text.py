@@ -17,13 +17,13 @@ import pyarrow.compute as pc
 import pytest
 
 from perfsight.analysis import cluster, ops
-from perfsight.errors import InputError
+from perfsight.core.errors import InputError
 from perfsight.ingest.ascend.ascend_kinds import api_kind, collective_name, process_role, task_kind, torch_dtype
 from perfsight.ingest.ascend.detect import is_torch_npu_dir
 from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text
-from perfsight.ingest.cluster import merge
-from perfsight.ingest.kineto_decode import TraceStream
-from perfsight.tables import SCHEMAS
+from perfsight.ingest.jobs import merge
+from perfsight.ingest.common.chrome_json import TraceStream
+from perfsight.core.tables import SCHEMAS
 from tests.conftest import SHARED_DATA
 
 TEXT = SHARED_DATA / "ascend" / "torch_npu" / "text"
@@ -311,7 +311,7 @@ def test_names_of_processes_apis_collectives_and_dtypes():
 
 def test_trace_args_that_are_not_objects_are_skipped_and_counted(tmp_path):
     """An event whose args is not a JSON object does not fail the read: its args are ignored and counted."""
-    from perfsight.ingest.ascend.ascend_build import RunBuilder
+    from perfsight.ingest.common.build import RunBuilder
     from perfsight.ingest.ascend.torch_npu_trace import read_trace
 
     events = [{"ph": "M", "name": "process_name", "pid": 7, "args": {"name": "Ascend Hardware"}},
@@ -332,7 +332,7 @@ def test_trace_args_that_are_not_objects_are_skipped_and_counted(tmp_path):
 def test_a_step_drawn_on_several_rows_spans_all_of_them():
     """Slices without a step get the step whose span holds their start; one step number drawn as several
     step slices (e.g. on two threads) spans from the earliest start to the latest end."""
-    from perfsight.ingest.ascend.ascend_build import RunBuilder
+    from perfsight.ingest.common.build import RunBuilder
 
     builder = RunBuilder()
     main, other = (builder.track("thread", "cpu", name, rank=0, pid="1", tid=name) for name in ("1", "2"))

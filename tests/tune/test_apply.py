@@ -6,7 +6,7 @@ import threading
 import pytest
 import torch
 
-from perfsight.errors import TuneBankError
+from perfsight.core.errors import TuneBankError
 from perfsight.tune.apply import TunedMode, apply_bank, apply_subgraphs, tuned
 from perfsight.tune.bank import Bank, Entry
 from perfsight.tune.candidates import CALLED_THROUGH, Candidate, candidates_for

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from perfsight.errors import TuneBankError
+from perfsight.core.errors import TuneBankError
 from perfsight.tune.bank import Bank, Entry, RepoSummary, builtin_rules
 from perfsight.tune.env import TuneSettings
 

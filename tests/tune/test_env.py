@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from perfsight.errors import OptionError
+from perfsight.core.errors import OptionError
 from perfsight.tune.env import DEFAULT_BANK_PATH, TuneSettings, process_rank
 
 

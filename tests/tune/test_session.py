@@ -7,7 +7,7 @@ import torch
 
 import perfsight
 import perfsight.tune
-from perfsight.errors import OptionError, TunePreconditionError
+from perfsight.core.errors import OptionError, TunePreconditionError
 from perfsight.tune import session
 from tests.tune.models import example
 

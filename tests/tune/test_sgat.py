@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import perfsight.tune
-from perfsight.errors import OptionError
+from perfsight.core.errors import OptionError
 from perfsight.tune.apply import apply_subgraphs
 from perfsight.tune.bank import Bank
 from perfsight.tune.report import SgatReport

@@ -16,7 +16,7 @@ from typing import Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.tables import RunTables
+from perfsight.core.tables import RunTables
 
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 ADVICE = pa.schema([("rule", pa.string()), ("severity", pa.string()), ("title", pa.string()),

@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.tables import RunTables
+from perfsight.core.tables import RunTables
 from perfsight.analysis import intervals
 from perfsight.analysis.kernels import DEVICE_TASKS_SQL, KERNEL_TYPES
 from perfsight.analysis.step_spans import STEP_SPANS_CTE

@@ -57,7 +57,7 @@ import re
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.tables import RunTables, fits, new_connection
+from perfsight.core.tables import RunTables, fits, new_connection
 from perfsight.analysis.breakdown import STEP_BREAKDOWN_AVERAGE, step_breakdown, step_breakdown_average
 
 #: bytes per element: PyTorch's scalar type names (record_param_comms' ``dtype``) and the C++ type names

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from perfsight.tables import RunTables, new_connection
+from perfsight.core.tables import RunTables, new_connection
 from perfsight.analysis.ops import op_instances
 
 OP_TIME_BY_STEP = pa.schema([

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from perfsight.tables import RunTables, new_connection
+from perfsight.core.tables import RunTables, new_connection
 from perfsight.analysis.flops_shapes import shape_flops
 from perfsight.analysis.peaks import device_peak
 from perfsight.analysis.step_spans import STEP_SPANS_CTE

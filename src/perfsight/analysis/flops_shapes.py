@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.tables import RunTables
+from perfsight.core.tables import RunTables
 
 SHAPE_FLOPS = pa.schema([("id", pa.int64()), ("flops", pa.int64())])
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from perfsight.tables import RunTables, new_connection
+from perfsight.core.tables import RunTables, new_connection
 from perfsight.analysis.ops import DEVICE_TASK_KINDS
 
 KERNEL_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from perfsight.tables import RunTables, new_connection
+from perfsight.core.tables import RunTables, new_connection
 from perfsight.analysis.step_spans import STEP_SPANS_CTE
 
 MEMORY_CURVE = pa.schema([

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.tables import RunTables
+from perfsight.core.tables import RunTables
 from perfsight.analysis.ops import DEVICE_TASK_KINDS, op_instances
 
 OPERATOR_DETAILS = pa.schema([

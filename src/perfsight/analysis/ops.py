@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.tables import RunTables, new_connection
+from perfsight.core.tables import RunTables, new_connection
 
 #: slice kinds that are tasks a device executes (gpu_annotation is a user range, not a task)
 DEVICE_TASK_KINDS = ("kernel", "comm", "memcpy", "memset")

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from perfsight.tables import RunTables, new_connection
+from perfsight.core.tables import RunTables, new_connection
 
 #: the host usage series perfsight records, and their units
 HOST_USAGE_SERIES = {

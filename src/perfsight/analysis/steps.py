@@ -43,7 +43,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.tables import RunTables, new_connection
+from perfsight.core.tables import RunTables, new_connection
 from perfsight.analysis.step_spans import DATA_WAIT_CTE
 
 STEP_TRACE = pa.schema([

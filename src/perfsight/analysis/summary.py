@@ -8,7 +8,7 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.tables import DATA_WAIT_SERIES, STEP_TIME_SERIES, RunTables
+from perfsight.core.tables import DATA_WAIT_SERIES, STEP_TIME_SERIES, RunTables
 from perfsight.analysis.advisor import Facts, advise
 from perfsight.analysis.breakdown import overlap, step_breakdown, step_breakdown_average
 from perfsight.analysis.data import data_verdict

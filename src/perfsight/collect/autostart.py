@@ -14,7 +14,7 @@ import signal
 import sys
 
 from perfsight import options as options_mod
-from perfsight.errors import PerfsightError
+from perfsight.core.errors import PerfsightError
 
 _HELPER_MODULES = ("torch.distributed.run", "torch.distributed.launch", "perfsight", "perfsight.cli")
 _HELPER_PROGRAMS = ("torchrun", "perfsight")

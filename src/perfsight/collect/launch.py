@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfsight import layout
+from perfsight.core import layout
 from perfsight import options as options_mod
-from perfsight.jsonfile import write_json_atomic
+from perfsight.core.jsonfile import write_json_atomic
 from perfsight.collect.rundir import resolve_output_root
 
 #: set in the child's environment: the launcher reports the runs, so the profiler in the child does not
@@ -31,7 +31,7 @@ LAUNCHER_ENV = "PERFSIGHT_LAUNCHER"
 #: signals the launcher passes on to the child
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
-BOOT_DIR = Path(__file__).parent / "boot"
+BOOT_DIR = Path(__file__).parents[1] / "launch" / "boot"
 
 
 def boot_environment(variables: dict[str, str], environ=os.environ) -> dict[str, str]:

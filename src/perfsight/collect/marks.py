@@ -10,7 +10,7 @@ import contextlib
 import threading
 import time
 
-from perfsight import layout
+from perfsight.core import layout
 
 _write_lock = threading.Lock()
 

@@ -17,9 +17,9 @@ import threading
 import time
 from pathlib import Path
 
-from perfsight import layout
+from perfsight.core import layout
 from perfsight import options as options_mod
-from perfsight.errors import PerfsightError
+from perfsight.core.errors import PerfsightError
 from perfsight.collect.failsafe import Failsafe
 from perfsight.collect.launch import LAUNCHER_ENV
 from perfsight.collect.rundir import RunDirectory, device_facts, distributed_identity, resolve_output_root, run_report, versions

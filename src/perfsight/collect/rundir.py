@@ -16,9 +16,10 @@ import sys
 import time
 from pathlib import Path
 
-from perfsight import __version__, layout
-from perfsight.errors import OptionError
-from perfsight.jsonfile import write_json_atomic
+from perfsight import __version__
+from perfsight.core import layout
+from perfsight.core.errors import OptionError
+from perfsight.core.jsonfile import write_json_atomic
 
 WORK_PATH_ENV = "PERFSIGHT_WORK_PATH"
 DEFAULT_OUTPUT = "perfsight_data"

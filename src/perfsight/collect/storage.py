@@ -24,7 +24,7 @@ from typing import Callable
 
 import psutil
 
-from perfsight import layout
+from perfsight.core import layout
 
 MB = 1024 * 1024
 MIN_FREE_BYTES = 20 * MB

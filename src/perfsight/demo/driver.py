@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 from perfsight.collect.launch import run_profiled
-from perfsight.errors import PerfsightError
+from perfsight.core.errors import PerfsightError
 
 TRAIN_SCRIPT = Path(__file__).with_name("train.py")
 

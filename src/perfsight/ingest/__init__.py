@@ -16,9 +16,9 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from perfsight import layout
-from perfsight.errors import InputError
-from perfsight.tables import RunTables
+from perfsight.core import layout
+from perfsight.core.errors import InputError
+from perfsight.core.tables import RunTables
 from perfsight.ingest import cache
 from perfsight.ingest.ascend.detect import find_torch_npu_db, is_mindspore_legacy_dir, is_msprof_dir, is_torch_npu_dir, ranks_in
 
@@ -52,7 +52,7 @@ class RunSource:
 
     def sources(self) -> list[Path]:
         if self.kind == "perfsight":
-            from perfsight.ingest.perfsight_run import sources
+            from perfsight.ingest.kineto.perfsight_run import sources
 
             return sources(self.path)
         if self.kind == "torch_npu":
@@ -72,7 +72,7 @@ class RunSource:
 
     def read(self) -> RunTables:
         if self.kind == "perfsight":
-            from perfsight.ingest.perfsight_run import read_run
+            from perfsight.ingest.kineto.perfsight_run import read_run
 
             return read_run(self.path)
         if self.kind == "torch_npu":
@@ -88,7 +88,7 @@ class RunSource:
             from perfsight.ingest.ascend.mindspore_legacy import read_mindspore_legacy
 
             return read_mindspore_legacy(self.path, rank=self.rank)
-        from perfsight.ingest.kineto import read_kineto
+        from perfsight.ingest.kineto.reader import read_kineto
 
         return read_kineto([self.path])
 
@@ -124,7 +124,7 @@ def ascend_runs(path: Path) -> list[RunSource]:
 def find_runs(path: Path) -> list[RunSource]:
     """The runs at ``path``: a run directory (perfsight or Ascend), a trace file, or a directory holding
     them (one level: the ranks of one job)."""
-    from perfsight.ingest.kineto import is_kineto_trace
+    from perfsight.ingest.kineto.reader import is_kineto_trace
 
     path = Path(path)
     try:
@@ -155,7 +155,7 @@ def find_runs(path: Path) -> list[RunSource]:
 
 
 def _runs_in_folder(path: Path) -> list[RunSource]:
-    from perfsight.ingest.kineto import is_kineto_trace
+    from perfsight.ingest.kineto.reader import is_kineto_trace
 
     runs = [RunSource("perfsight", p) for p in layout.find_run_dirs(path)]
     if not runs:

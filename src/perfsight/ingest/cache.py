@@ -33,9 +33,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from perfsight import layout
-from perfsight.tables import RunTables, conform
-from perfsight.ingest.files import open_regular
+from perfsight.core import layout
+from perfsight.core.tables import RunTables, conform
+from perfsight.ingest.common.files import open_regular
 
 CACHE_FORMAT = 3
 FINGERPRINT = "fingerprint.json"
@@ -49,7 +49,7 @@ def code_hash() -> str:
     """A hash of the modules that decide what the tables hold: every reader (this package) and the schema."""
     package = Path(__file__).parent
     digest = hashlib.sha1()
-    for path in sorted([*package.rglob("*.py"), package.parent / "tables.py"]):
+    for path in sorted([*package.rglob("*.py"), package.parent / "core" / "tables.py"]):
         digest.update(str(path.relative_to(package.parent)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 

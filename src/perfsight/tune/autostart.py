@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 from perfsight.collect.autostart import is_helper_process
-from perfsight.errors import PerfsightError
+from perfsight.core.errors import PerfsightError
 
 VARIABLE = "PERFSIGHT_TUNE"
 

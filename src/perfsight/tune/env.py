@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfsight.errors import OptionError
+from perfsight.core.errors import OptionError
 
 SUBGRAPH = 1
 OPERATOR = 2

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from perfsight import options as options_mod
 from perfsight.collect.launch import boot_environment, run_child
-from perfsight.errors import OptionError, TuneBankError, TunePreconditionError
+from perfsight.core.errors import OptionError, TuneBankError, TunePreconditionError
 from perfsight.tune.autostart import VARIABLE
 from perfsight.tune.session import check_disk, plan
 

@@ -22,7 +22,7 @@ from decimal import ROUND_DOWN, Decimal
 from pathlib import Path
 
 from perfsight.tune.bank import RepoSummary
-from perfsight.jsonfile import write_json_atomic
+from perfsight.core.jsonfile import write_json_atomic
 
 FILE_PREFIX = "aoe_result_opat"
 SUCCESSFUL = "tuning successful"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from perfsight.errors import TuneBankError
+from perfsight.core.errors import TuneBankError
 from perfsight.tune.apply import TunedMode, apply_subgraphs
 from perfsight.tune.bank import Bank
 

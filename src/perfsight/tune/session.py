@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from perfsight.errors import OptionError, TunePreconditionError
+from perfsight.core.errors import OptionError, TunePreconditionError
 from perfsight.tune.env import OPERATOR, SUBGRAPH, TuneSettings
 
 MODES = {"op": OPERATOR, "subgraph": SUBGRAPH, "both": None}

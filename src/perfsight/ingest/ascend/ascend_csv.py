@@ -26,10 +26,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from perfsight.errors import InputError
-from perfsight.tables import new_connection
-from perfsight.ingest.files import UnreadableFile, open_regular, read_regular
-from perfsight.ingest.kineto_columns import exact_ns, flat
+from perfsight.core.errors import InputError
+from perfsight.core.tables import new_connection
+from perfsight.ingest.common.files import UnreadableFile, open_regular, read_regular
+from perfsight.ingest.common.columns import exact_ns, flat
 
 #: canonical name -> the headers it is written as (first: torch_npu's current spelling)
 COLUMNS: dict[str, tuple[str, ...]] = {

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.ingest.kineto_columns import dictionary
+from perfsight.ingest.common.columns import dictionary
 
 
 def normalised(text: str | None) -> str:

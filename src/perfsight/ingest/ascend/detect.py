@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from perfsight import layout
+from perfsight.core import layout
 
 #: torch_npu's (and current MindSpore's) output folder inside ``*_ascend_pt`` / ``*_ascend_ms``
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"

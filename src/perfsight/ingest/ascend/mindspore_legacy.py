@@ -47,12 +47,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.errors import InputError
-from perfsight.tables import RunTables
-from perfsight.ingest.files import read_regular
-from perfsight.ingest.kineto_decode import TraceStream
-from perfsight.ingest.kineto_events import event_tables
-from perfsight.ingest.ascend.ascend_build import RunBuilder, add_steps
+from perfsight.core.errors import InputError
+from perfsight.core.tables import RunTables
+from perfsight.ingest.common.files import read_regular
+from perfsight.ingest.common.chrome_json import TraceStream
+from perfsight.ingest.common.events import event_tables
+from perfsight.ingest.common.build import RunBuilder, add_steps
 from perfsight.ingest.ascend.ascend_csv import json_object, numbers, read_csv, read_json
 from perfsight.ingest.ascend.detect import MINDSPORE_FILE, ranks_in
 from perfsight.ingest.ascend.mindspore_minddata import add_cpu_utilization, add_device_queue, add_pipeline

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from perfsight.errors import InputError
-from perfsight.ingest.files import read_regular
-from perfsight.ingest.ascend.ascend_build import RunBuilder
+from perfsight.core.errors import InputError
+from perfsight.ingest.common.files import read_regular
+from perfsight.ingest.common.build import RunBuilder
 from perfsight.ingest.ascend.ascend_csv import numbers, read_csv
 
 _MS = 1_000_000

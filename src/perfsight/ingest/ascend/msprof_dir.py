@@ -39,11 +39,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight import layout
-from perfsight.errors import InputError
-from perfsight.tables import RunTables, meta_table
-from perfsight.ingest.files import read_regular
-from perfsight.ingest.ascend.ascend_build import RunBuilder, add_steps
+from perfsight.core import layout
+from perfsight.core.errors import InputError
+from perfsight.core.tables import RunTables, meta_table
+from perfsight.ingest.common.files import read_regular
+from perfsight.ingest.common.build import RunBuilder, add_steps
 from perfsight.ingest.ascend.ascend_csv import numbers
 from perfsight.ingest.ascend.detect import MSPROF_DEVICE_DIR, is_msprof_dir
 from perfsight.ingest.ascend.msprof_csv import add_npu_mem, statistic_rows, step_rows, task_kernels

@@ -30,10 +30,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.errors import InputError
-from perfsight.tables import TRACKS, RunTables, conform, meta_table, new_connection
-from perfsight.ingest.files import read_regular
-from perfsight.ingest.kineto_nesting import Nesting, ids_or_null, overlap_warning, take_or_missing
+from perfsight.core.errors import InputError
+from perfsight.core.tables import TRACKS, RunTables, conform, meta_table, new_connection
+from perfsight.ingest.common.files import read_regular
+from perfsight.ingest.common.nesting import Nesting, ids_or_null, overlap_warning, take_or_missing
 from perfsight.ingest.ascend.detect import DB_NAME, OUTPUT_DIR, find_torch_npu_db
 from perfsight.ingest.ascend.torch_npu_db_device import read_device
 from perfsight.ingest.ascend.torch_npu_db_host import INT, TEXT, read_host

@@ -22,7 +22,7 @@ from __future__ import annotations
 import duckdb
 import pyarrow as pa
 
-from perfsight.tables import conform, flows_table
+from perfsight.core.tables import conform, flows_table
 
 _LINKS_SQL = """
 WITH step_spans AS (

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from perfsight.errors import InputError
+from perfsight.core.errors import InputError
 
 #: the columns perfsight reads from each table, when the table is present
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {

@@ -19,9 +19,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.tables import new_connection
-from perfsight.ingest.kineto_columns import dictionary
-from perfsight.ingest.ascend.ascend_build import RunBuilder
+from perfsight.core.tables import new_connection
+from perfsight.ingest.common.columns import dictionary
+from perfsight.ingest.common.build import RunBuilder
 from perfsight.ingest.ascend.ascend_csv import dtypes_json, ns_from_us, numbers, read_csv, row_json, shapes_json
 from perfsight.ingest.ascend.ascend_kinds import task_kinds
 

@@ -23,9 +23,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.tables import flows_table
-from perfsight.ingest.kineto import pair_flow_ends
-from perfsight.ingest.kineto_nesting import Nesting, take_or_missing
+from perfsight.core.tables import flows_table
+from perfsight.ingest.kineto.reader import pair_flow_ends
+from perfsight.ingest.common.nesting import Nesting, take_or_missing
 
 
 @dataclass

@@ -21,8 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.ingest.kineto_columns import dictionary
-from perfsight.ingest.ascend.ascend_build import RunBuilder
+from perfsight.ingest.common.columns import dictionary
+from perfsight.ingest.common.build import RunBuilder
 from perfsight.ingest.ascend.ascend_csv import bytes_from, ns_from_us, read_csv
 
 ALLOCATOR_COMPONENTS = ("PTA", "MindSpore", "MS")

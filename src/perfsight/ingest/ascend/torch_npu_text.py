@@ -24,9 +24,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.errors import InputError
-from perfsight.tables import RunTables, conform
-from perfsight.ingest.ascend.ascend_build import RunBuilder
+from perfsight.core.errors import InputError
+from perfsight.core.tables import RunTables, conform
+from perfsight.ingest.common.build import RunBuilder
 from perfsight.ingest.ascend.torch_npu_comm import describe
 from perfsight.ingest.ascend.torch_npu_kernels import enrich, read_kernels, tasks_from_kernels
 from perfsight.ingest.ascend.torch_npu_links import host_tracks, link, memory_operators

@@ -1,0 +1,104 @@
+"""One job from several runs: the tables of each rank's run merged into one RunTables.
+
+Each rank's tables keep their own ids; merging shifts slice ids (and every column that refers to
+them) and track ids (and every column that refers to them) past the previous ranks', so ids stay
+unique across the job. A run's rank is the one its tables say (``distributedInfo``, the perfsight
+manifest), else the one its file name carries (``rank_in_name``: ``rank0``, ``rank-1``, ``rank_2``...).
+Only runs whose ranks are known and differ are one job; anything else is refused with a summary of
+the runs, to be opened one by one. All shifting is vectorised Arrow arithmetic on the id columns.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from perfsight.core.errors import InputError
+from perfsight.core.tables import RunTables, fits, meta_table, next_id
+
+SLICE_ID_COLUMNS = {"slices": ("id", "parent_id"), "flows": ("src_id", "dst_id"), "memory": ("op_slice_id",)}
+TRACK_ID_COLUMNS = {"slices": ("track_id",), "tracks": ("track_id",), "counters": ("track_id",),
+                    "memory": ("track_id",)}
+
+
+def _shift(table: pa.Table, columns: tuple[str, ...], by: int) -> pa.Table:
+    for name in columns:
+        index = table.schema.get_field_index(name)
+        shifted = pc.add(table.column(name), pa.scalar(by, table.schema.field(name).type))
+        table = table.set_column(index, table.schema.field(name), shifted)
+    return table
+
+
+def _with_rank(tracks: pa.Table, rank: int) -> pa.Table:
+    filled = pc.fill_null(tracks.column("rank"), pa.scalar(rank, pa.int32()))
+    return tracks.set_column(tracks.schema.get_field_index("rank"), "rank", filled)
+
+
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+#: runs named in the error of runs that are not one job
+RUNS_SHOWN = 5
+
+
+def rank_of(tables: RunTables) -> int | None:
+    """The one rank a run's tracks name, or None when they name none (or several)."""
+    ranks = pc.unique(tables.tracks.column("rank").drop_null()).to_pylist()
+    return ranks[0] if len(ranks) == 1 else None
+
+
+def rank_in_name(name: str) -> int | None:
+    """The rank a file or folder name carries (``train_rank3.pt.trace.json``, ``rank-1``, ``rank_2``), or None."""
+    found = _RANK_IN_NAME.search(name)
+    return int(found.group(1)) if found and fits(int(found.group(1)), 32) else None
+
+
+def _not_one_job(names: list[str], ranks: list[int | None]) -> str:
+    """Why runs are not one job's ranks, naming at most RUNS_SHOWN of the runs at fault."""
+    unknown = [name for name, rank in zip(names, ranks) if rank is None]
+    if unknown:
+        why, at_fault = f"{len(unknown)} of {len(names)} do not say their rank, in their data or name", unknown
+    else:
+        repeated = {rank for rank in ranks if ranks.count(rank) > 1}
+        why = f"ranks repeat ({', '.join(map(str, sorted(repeated)[:RUNS_SHOWN]))})"
+        at_fault = [f"{name} (rank {rank})" for name, rank in zip(names, ranks) if rank in repeated]
+    more = f" and {len(at_fault) - RUNS_SHOWN} more" if len(at_fault) > RUNS_SHOWN else ""
+    return (f"these {len(names)} runs are not one job's ranks: {why}: {', '.join(at_fault[:RUNS_SHOWN])}{more}; "
+            "open them one by one")
+
+
+def merge(parts: list[tuple[str, RunTables]]) -> RunTables:
+    """Merge the tables of several ranks (``(source name, tables)`` pairs) into one run; a run whose tables
+    do not say their rank takes the one its source name carries."""
+    ranks = [rank_of(tables) for _, tables in parts]
+    ranks = [rank_in_name(Path(name).name) if rank is None else rank for (name, _), rank in zip(parts, ranks)]
+    if None in ranks or len(set(ranks)) != len(ranks):
+        raise InputError(_not_one_job([name for name, _ in parts], ranks))
+    merged: dict[str, list[pa.Table]] = {name: [] for name, _ in RunTables().items()}
+    slice_offset = track_offset = 0
+    for (_, tables), rank in zip(parts, ranks):
+        for name, table in tables.items():
+            if name == "meta":
+                continue
+            table = _shift(table, SLICE_ID_COLUMNS.get(name, ()), slice_offset)
+            table = _shift(table, TRACK_ID_COLUMNS.get(name, ()), track_offset)
+            merged[name].append(_with_rank(table, rank) if name == "tracks" else table)
+        slice_offset += next_id(tables.slices.column("id"))
+        track_offset += next_id(tables.tracks.column("track_id"))
+    facts = {**parts[0][1].meta_dict(), "ranks": sorted(ranks), "world_size": max(len(ranks), _world_size(parts)),
+             "sources": [name for name, _ in parts],
+             "rank_meta": {str(rank): tables.meta_dict() for (_, tables), rank in zip(parts, ranks)}}
+    facts.pop("rank", None)
+    return RunTables(**{name: pa.concat_tables(tables) for name, tables in merged.items() if name != "meta"},
+                     meta=meta_table(facts))
+
+
+def _world_size(parts) -> int:
+    sizes = []
+    for _, tables in parts:
+        try:
+            sizes.append(int(json.loads(tables.meta_dict().get("world_size") or "0")))
+        except (TypeError, ValueError):
+            continue
+    return max(sizes, default=0)

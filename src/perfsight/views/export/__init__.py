@@ -1,0 +1,23 @@
+"""msprof-shaped export: ``perfsight export timeline|summary``.
+
+    find_export_runs(path)                    the runs ``-dir path`` exports (also runs/<job>/PROF_*)
+    export_runs(runs, timeline=, summary=...) each run's files into its output folder, all or none
+    select(tables, Selection(...))            the iterations asked for (--iteration-id/--model-id/--iteration-count)
+    export_timeline(tables, out_dir, stamp=)  msprof_{stamp}.json, task_time_{stamp}.json, msprof_tx.json,
+                                              step_trace_{stamp}.json
+    export_summary(tables, out_dir, stamp=)   step_trace, op_summary, op_statistic, api_statistic, runtime_api,
+                                              acl_statistic, task_time, msprof_tx, pytorch_operator_view (csv|json),
+                                              prof_rule_0.json
+    write_readme(out_dir, written)            README.txt describing every file written
+
+Files without data are not written. catalog.py names and describes every file and column; output.py owns
+how files land in a folder (checks, all-or-nothing writes, never overwriting a file perfsight did not write).
+"""
+from perfsight.views.export.readme import write_readme
+from perfsight.views.export.runs import export_runs, find_export_runs
+from perfsight.views.export.select import STEP_MODEL_ID, Selection, select
+from perfsight.views.export.summary import export_summary
+from perfsight.views.export.timeline import export_timeline
+
+__all__ = ["STEP_MODEL_ID", "Selection", "select", "export_timeline", "export_summary", "write_readme",
+           "export_runs", "find_export_runs"]
