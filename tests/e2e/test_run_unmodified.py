@@ -102,7 +102,7 @@ def test_a_bad_perfsight_options_is_said_once_per_process(tmp_path):
 
 
 def test_ms_profiler_options_need_start_true(tmp_path):
-    from perfsight.collect.launch import BOOT_DIR
+    from perfsight.launch.child import BOOT_DIR
 
     for start, expected in ((False, 0), (True, 1)):
         out = tmp_path / f"ms_{start}"

@@ -6,7 +6,7 @@ exits before any training: the mode and order, the compile modes, the bank path,
 profiling off (no PERFSIGHT_OPTIONS, PROFILING_OPTIONS or MS_PROFILER_OPTIONS), one process
 (WORLD_SIZE), free disk to tune into, this device's banks read whole (none damaged or stale), and, to
 verify, an existing bank that holds a winner. The child gets PERFSIGHT_TUNE (a
-JSON config) through perfsight's boot sitecustomize (collect/launch.py): it records its first steps and
+JSON config) through perfsight's boot sitecustomize (launch/child.py): it records its first steps and
 tunes them (tune/autostart.py), or times its steps with and without the bank (tune/verify_script.py);
 its outcome comes back in a status file.
 """
@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from perfsight import options as options_mod
-from perfsight.collect.launch import boot_environment, run_child
+from perfsight.launch.child import boot_environment, run_child
 from perfsight.core.errors import OptionError, TuneBankError, TunePreconditionError
 from perfsight.tune.autostart import VARIABLE
 from perfsight.tune.session import check_disk, plan
