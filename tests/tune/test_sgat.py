@@ -11,7 +11,8 @@ from perfsight.tune.apply import apply_subgraphs
 from perfsight.tune.bank import Bank
 from perfsight.tune.report import SgatReport
 from perfsight.tune.session import plan
-from perfsight.tune.sgat import Variant, tune_subgraphs, variants
+from perfsight.tune.sgat import tune_subgraphs
+from perfsight.tune.variants import Variant, variants
 
 EAGER_US = 100
 COST_US = {"compile_default": 50, "compile_lite": 80, "compile_default+freezing": 40}

@@ -14,6 +14,8 @@ Modules:
 - measure:    interleaved serial timing, correctness against the default, the decision and repay rules
 - opat:       operator tuning: capture -> candidates -> measure -> bank -> report
 - regions:    the regions of subgraph tuning (module subtrees with enough FLOPs) and their bank keys
+- variants:   the ways to run a region or a compiled candidate (eager formats, torch.compile modes, freezing),
+              compiled so their random numbers are eager's
 - sgat:       subgraph tuning: regions -> eager vs torch.compile variants -> measure -> repay rule -> bank
 - apply:      the bank applied to a training run without rewriting the model (``tuned()``, ``apply_bank``,
               ``apply_subgraphs``)
@@ -26,6 +28,7 @@ Modules:
               subgraph, a replay of its model's forward and backward); TUNE_BANK_PATH under perfsight run
 - scriptbank: a bank's operator and subgraph winners applied to a script's model, switched on and off
 - verify_script: ``--verify`` inside the script: its steps alternately with and without the bank
+- status:     the status file through which the script tells the launcher its outcome
 
 The public entry points are ``perfsight.tune.tune(model, batch)`` (also ``perfsight.tune_model``),
 ``perfsight.tuned()`` and ``perfsight.apply_bank(model)`` (perfsight's top-level lazy exports; they need

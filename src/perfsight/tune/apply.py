@@ -11,14 +11,14 @@ Parameters are never replaced or re-registered: a pre-transposed or channels_las
 tensor (cached per weight and version when no gradient is needed), so optimizers, checkpoints and DDP
 stay valid. A bank tuned under other library versions is not applied (a warning names the differences);
 a damaged one - a file not of its shape (tune/bank.py), stores without bank.json, a winner whose params
-are not allowed (``candidates.Params``, ``sgat.Variant``) - raises TuneBankError naming the file and the
+are not allowed (``candidates.Params``, ``variants.Variant``) - raises TuneBankError naming the file and the
 entry before anything runs under it (``operator_winners``, ``subgraph_winners``).
 
 ``apply_subgraphs`` installs, on each module whose class and structure have a subgraph winner, what
 ``Module.compile`` installs (``_compiled_call_impl``), here a dispatcher: a call whose region signature
-(``regions.region_signature``) has a winner runs ``sgat.variant_call`` of the module's ``_call_impl``
+(``regions.region_signature``) has a winner runs ``variants.variant_call`` of the module's ``_call_impl``
 (what ``Module.compile`` compiles) under that winner, exactly as it was timed, compiled once per module
-and signature through its own code object (``sgat.own_code``; ``_call_impl`` is one code object for
+and signature through its own code object (``variants.own_code``; ``_call_impl`` is one code object for
 every module). Any other call (unknown shapes, training where only inference was tuned), any call traced
 inside an outer compiled region, and a frozen winner's calls once a weight changed in place (frozen code
 holds the weights it was compiled with) run the module eagerly. Parameters stay the same objects;
@@ -39,7 +39,7 @@ from perfsight.tune import intercept
 from perfsight.tune.bank import Bank
 from perfsight.tune.candidates import Candidate, Params, call_key, signature
 from perfsight.tune.regions import region_signature
-from perfsight.tune.sgat import Variant, own_code, variant_call
+from perfsight.tune.variants import Variant, own_code, variant_call
 
 
 def default_bank() -> Bank:
@@ -63,7 +63,7 @@ def operator_winners(bank: Bank) -> dict[str, tuple[str, Candidate]]:
 
 def subgraph_winners(bank: Bank) -> dict[tuple[str, str], dict[str, Variant]]:
     """The bank's subgraph winners: (region class, structure) -> key -> winning variant, each checked
-    against ``sgat.Variant`` (a TuneBankError names a winner whose params are not allowed)."""
+    against ``variants.Variant`` (a TuneBankError names a winner whose params are not allowed)."""
     found: dict[tuple[str, str], dict[str, Variant]] = {}
     for key, entry in bank.entries("subgraph").items():
         if entry.winner is not None:
@@ -228,5 +228,5 @@ def _call_key(module: torch.nn.Module, args: tuple, kwargs: dict) -> tuple:
 def apply_subgraphs(model: torch.nn.Module, bank: Bank | None = None, *,
                     compiler: Callable | None = None) -> AppliedSubgraphs:
     """Run each region of ``model`` with a subgraph winner in the bank under it (see the module docstring);
-    ``compiler(fn, variant)`` defaults to ``sgat.variant_call``."""
+    ``compiler(fn, variant)`` defaults to ``variants.variant_call``."""
     return AppliedSubgraphs(model, bank if bank is not None else default_bank(), compiler or variant_call)

@@ -26,11 +26,11 @@ import atexit
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Callable
 
 from perfsight.collect.autostart import is_helper_process
 from perfsight.core.errors import PerfsightError
+from perfsight.tune.status import failure, write_status
 
 VARIABLE = "PERFSIGHT_TUNE"
 
@@ -94,7 +94,7 @@ class TuningDriver:
             status = self._tune(captured)
         except Exception as exc:  # tuning never takes the training down
             status = {"error": failure(exc)}
-        Path(self.config["status"]).write_text(json.dumps(status), encoding="utf-8")
+        write_status(self.config, status)
 
     def _tune(self, captured) -> dict:
         import torch
@@ -140,11 +140,6 @@ def replay_step(root, args: tuple, kwargs: dict, *, grad: bool) -> Callable[[], 
     return step
 
 
-def failure(exc: Exception) -> str:
-    """What the status file says of a failure: a perfsight error's message, else the exception's type too."""
-    return str(exc) if isinstance(exc, PerfsightError) else f"{type(exc).__name__}: {exc}"
-
-
 def activate_from_env(environ=os.environ):
     """Start recording this script's steps (or, with ``"verify"``, timing them with and without the bank)
     when PERFSIGHT_TUNE is set, once per process."""
@@ -154,8 +149,8 @@ def activate_from_env(environ=os.environ):
         return _state.get("driver")
     config = json.loads(text)
     if int(environ.get("WORLD_SIZE", "1") or 1) > 1:
-        Path(config["status"]).write_text(json.dumps({"error": "tuning or verifying a multi-process run is not "
-                                                      "supported (the seed's multi-P case): use one process"}))
+        write_status(config, {"error": "tuning or verifying a multi-process run is not supported (the seed's "
+                                       "multi-P case): use one process"})
         return None
     if config.get("verify"):
         from perfsight.tune.verify_script import ScriptVerifier

@@ -14,7 +14,7 @@ This module owns, for each tunable torch function (``F.conv2d``, ``F.linear``,
 
   - Format: NCHW vs channels_last (conv);
   - Impl: oneDNN vs native conv (CPU), SDPA backend, pre-transposed linear weight, and the op compiled
-    alone (``sgat.compile_call``, one compiled callable per call key, ``dynamic=False``);
+    alone (``variants.compile_call``, one compiled callable per call key, ``dynamic=False``);
   - Schedule: the intra-op thread count (CPU); cuDNN benchmark on/off for convs and cuBLAS vs cuBLASLt
     for linears (CUDA). TF32 is not a candidate: it rounds float32 matmul inputs to a 10-bit mantissa,
     ~1e-3 relative error, beyond float32's 1e-4 tolerance (measure.py), so it could never pass the check.
@@ -49,6 +49,8 @@ import msgspec
 import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
+
+from perfsight.tune.variants import compile_call, own_code
 
 # tunable function -> (op name, its parameter names in call order, how many of them lead as tensors)
 _PARAMS = {
@@ -112,7 +114,7 @@ class Candidate:
 DEFAULT = Candidate("default", "default", {})
 
 
-def _layout(t: torch.Tensor) -> str:
+def layout_of(t: torch.Tensor) -> str:
     if t.is_contiguous():
         return "contiguous"
     if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last):
@@ -142,7 +144,7 @@ def signature(func, args, kwargs) -> dict | None:
                 return None
             devices.add(value.device.type)
             tensors[key] = {"shape": list(value.shape), "dtype": str(value.dtype).removeprefix("torch."),
-                            "layout": _layout(value), "grad": bool(value.requires_grad)}
+                            "layout": layout_of(value), "grad": bool(value.requires_grad)}
         elif value is not None:
             attrs[key] = list(value) if isinstance(value, (tuple, list)) else value
     if len(devices) != 1 or not devices <= set(_DEVICES):
@@ -321,7 +323,7 @@ class _UnderSettings(torch.autograd.Function):
         return (None, None, None, *(next(grads) if t.requires_grad else None for t in inputs))
 
 
-def _to_layout(t: torch.Tensor, layout: str) -> torch.Tensor:
+def _tolayout_of(t: torch.Tensor, layout: str) -> torch.Tensor:
     fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
     return t.contiguous(memory_format=fmt)
 
@@ -342,9 +344,9 @@ def _transposed(weight: torch.Tensor) -> torch.Tensor:
 
 def _conv(func, fmt: str, bound: dict):
     x = bound["input"]
-    layout = _layout(x)
-    out = func(**dict(bound, input=_to_layout(x, fmt), weight=_to_layout(bound["weight"], fmt)))
-    return out if fmt == layout else _to_layout(out, layout if layout != "strided" else "contiguous")
+    layout = layout_of(x)
+    out = func(**dict(bound, input=_tolayout_of(x, fmt), weight=_tolayout_of(bound["weight"], fmt)))
+    return out if fmt == layout else _tolayout_of(out, layout if layout != "strided" else "contiguous")
 
 
 def _linear(bound: dict):
@@ -359,8 +361,6 @@ def _compiled(func, key: tuple) -> Callable:
     """``func`` compiled for the calls of ``key``: a code object of its own per key, so no two keys share
     compiled code or the recompile limit. The first call compiles."""
     if key not in _COMPILED:
-        from perfsight.tune.sgat import compile_call, own_code
-
         _COMPILED[key] = compile_call(own_code(func), dynamic=False)
     return _COMPILED[key]
 
@@ -406,6 +406,6 @@ def synthetic_call(sig: dict, seed: int = 0):
             t = torch.randn(spec["shape"], generator=gen).to(dtype)
         t = t.to(sig.get("device", "cpu"))
         if spec["layout"] == "channels_last":
-            t = _to_layout(t, "channels_last")
+            t = _tolayout_of(t, "channels_last")
         kwargs[name] = t.requires_grad_(spec["grad"] and t.is_floating_point())
     return FUNCS[sig["op"]], (), kwargs

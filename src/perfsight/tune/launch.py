@@ -104,7 +104,7 @@ def _check_compile_modes(modes: list[str], stages: tuple[str, ...]) -> None:
                           "(or --mode both)")
     import torch
 
-    from perfsight.tune.sgat import available_modes
+    from perfsight.tune.variants import available_modes
 
     allowed = available_modes("cuda" if torch.cuda.is_available() else "cpu")
     wrong = [m for m in modes if m not in allowed] if modes else ["(none)"]

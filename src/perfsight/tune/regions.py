@@ -26,7 +26,7 @@ from typing import Callable
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from perfsight.tune.candidates import _layout
+from perfsight.tune.candidates import layout_of
 
 
 @dataclass
@@ -46,7 +46,7 @@ class Region:
 def _describe(value):
     if isinstance(value, torch.Tensor):
         return {"shape": list(value.shape), "dtype": str(value.dtype).removeprefix("torch."),
-                "layout": _layout(value), "device": value.device.type, "grad": bool(value.requires_grad)}
+                "layout": layout_of(value), "device": value.device.type, "grad": bool(value.requires_grad)}
     if isinstance(value, (list, tuple)):
         return [_describe(v) for v in value]
     if isinstance(value, dict):

@@ -31,109 +31,18 @@ gradients are restored and nothing stays compiled (a ``step`` that runs an optim
 from __future__ import annotations
 
 import time
-import types
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import count
-from typing import Callable, Literal
+from typing import Callable
 
 import torch
 
+from perfsight.tune.apply import apply_subgraphs
 from perfsight.tune.bank import Bank, Entry, RepoSummary, kept_mode
 from perfsight.tune.capture import train_step
 from perfsight.tune.measure import EXPECTED_STEPS, Measurement, entry, first_call, measure, outcome, sample
 from perfsight.tune.regions import Region, find_regions
-
-MODES = ("default", "max-autotune-no-cudagraphs", "lite", "reduce-overhead")
-AS_GIVEN, CHANNELS_LAST = "as_given", "channels_last"
-_codes = count()
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One way to run a region: eager or a ``torch.compile`` mode, an input memory format, freezing."""
-
-    name: str
-    compile: Literal[MODES] | None = None
-    format: Literal[AS_GIVEN, CHANNELS_LAST] = AS_GIVEN
-    freezing: bool = False
-
-    @property
-    def params(self) -> dict:
-        return {"compile": self.compile, "format": self.format, "freezing": self.freezing}
-
-    @property
-    def mode(self) -> str:
-        return "Compile" if self.compile else "Format"
-
-
-def available_modes(device: str = "cpu") -> list[str]:
-    """The compile modes of MODES this PyTorch knows (reduce-overhead, CUDA graphs, only on a GPU)."""
-    known = torch._inductor.list_mode_options()
-    return [m for m in MODES if m in known and (m != "reduce-overhead" or device == "cuda")]
-
-
-def _tensor_specs(described):
-    if isinstance(described, dict) and "shape" in described:
-        yield described
-    elif isinstance(described, (list, dict)):
-        for value in (described.values() if isinstance(described, dict) else described):
-            yield from _tensor_specs(value)
-
-
-def variants(sig: dict, modes: list[str] | None = None) -> list[Variant]:
-    """The non-eager-default variants of a region signature."""
-    specs = list(_tensor_specs([sig["inputs"], sig["kwargs"]]))
-    device = next((s["device"] for s in specs), "cpu")
-    formats = [AS_GIVEN] + ([CHANNELS_LAST] if any(len(s["shape"]) == 4 for s in specs) else [])
-    out = [Variant("eager+channels_last", None, CHANNELS_LAST)] if CHANNELS_LAST in formats else []
-    for mode in available_modes(device) if modes is None else modes:
-        out += [Variant(f"compile_{mode}" + ("" if f == AS_GIVEN else f"+{f}"), mode, f) for f in formats]
-    if not sig["train"] and (modes is None or "default" in modes):
-        out += [Variant("compile_default+freezing" + ("" if f == AS_GIVEN else f"+{f}"), "default", f, True)
-                for f in formats]
-    return out
-
-
-def _formatted(tree, fmt: str):
-    if fmt != CHANNELS_LAST:
-        return tree
-    return torch.utils._pytree.tree_map_only(
-        torch.Tensor, lambda t: t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t, tree)
-
-
-def compile_call(fn: Callable, mode: str = "default", **kwargs) -> Callable:
-    """``torch.compile(fn, mode=mode, **kwargs)`` whose random numbers are eager's (``fallback_random``;
-    torch.compile takes a mode or options, so the mode goes in as its options)."""
-    options = {**torch._inductor.list_mode_options(mode, kwargs.get("dynamic")), "fallback_random": True}
-    return torch.compile(fn, options=options, **kwargs)
-
-
-def variant_call(fn: Callable, variant: Variant) -> Callable:
-    """``fn`` run under ``variant``: inputs in its memory format, compiled in its mode, frozen if asked.
-    The tuner times exactly this and ``apply`` runs exactly this."""
-    run = compile_call(fn, variant.compile) if variant.compile else fn
-    first = [variant.freezing]
-
-    def call(*args, **kwargs):
-        args, kwargs = _formatted((args, kwargs), variant.format)
-        if first[0]:  # the first call compiles: under freezing (a later recompile is not frozen)
-            with torch._inductor.config.patch(freezing=True):
-                out = run(*args, **kwargs)
-            first[0] = False
-            return out
-        return run(*args, **kwargs)
-    return call
-
-
-def own_code(fn: Callable) -> Callable:
-    """A function calling ``fn`` whose code object is new, so compiling it shares no compiled code (nor
-    the recompile limit) with any other compile."""
-    def call(*args, **kwargs):
-        return fn(*args, **kwargs)
-    code = call.__code__.replace(co_name=f"perfsight_sgat_{next(_codes)}")
-    return types.FunctionType(code, call.__globals__, code.co_name, None, call.__closure__)
-
+from perfsight.tune.variants import own_code, tensor_specs, variant_call, variants
 
 def _outputs(value) -> list[torch.Tensor]:
     return [t for t in torch.utils._pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
@@ -174,7 +83,7 @@ class SubgraphResult:
     def row(self) -> dict:
         """This region signature as a row of the tuning result (``measure.outcome``)."""
         sig = self.signature
-        shapes = ("x".join(map(str, spec["shape"])) for spec in _tensor_specs([sig["inputs"], sig["kwargs"]]))
+        shapes = ("x".join(map(str, spec["shape"])) for spec in tensor_specs([sig["inputs"], sig["kwargs"]]))
         what = " ".join([sig["region"].rsplit(".", 1)[-1], *shapes]) + (" train" if sig["train"] else "")
         where = ",".join(name or "(the model)" for name in self.names)
         return outcome(where, what, self.measurement, self.update_mode, kept=self.kept, error=self.error)
@@ -253,8 +162,6 @@ def tune_subgraphs(model: torch.nn.Module, step_or_batch, *, bank: Bank, report=
     """Tune every region of ``model`` (see the module docstring); ``expected_steps`` is how many steps the
     compile time must be repaid over; ``modes`` limits the compile modes (default: all available);
     ``compiler(fn, variant)`` builds a variant's call (``variant_call``; tests pass a fake)."""
-    from perfsight.tune.apply import apply_subgraphs
-
     timer = timer or time.perf_counter_ns
     step = as_step(model, step_or_batch)
     result = SgatResult()

@@ -15,7 +15,6 @@ hook removed and the script continues untuned; the ``verify.Verdict`` goes to th
 """
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Callable
@@ -24,8 +23,8 @@ import torch
 from torch.nn.modules.module import register_module_forward_pre_hook
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
-from perfsight.tune.autostart import failure
 from perfsight.tune.scriptbank import ScriptBank
+from perfsight.tune.status import failure, write_status
 from perfsight.tune.verify import Rounds
 
 
@@ -80,7 +79,7 @@ class ScriptVerifier:
                      f"(not timed), {warmup} warm-up and {self.needed - 1 - warmup} timed steps: let it train "
                      "longer or lower --steps")
         status = {"error": error} if error else self._verdict(warmup)
-        Path(self.config["status"]).write_text(json.dumps(status), encoding="utf-8")
+        write_status(self.config, status)
 
     def _verdict(self, warmup: int) -> dict:
         verdict = self.rounds.verdict(threads=torch.get_num_threads(), applied=self.bank.used,
