@@ -87,7 +87,8 @@ def test_a_new_format_is_one_reader_and_one_registry_entry(tmp_path, monkeypatch
     assert run.ranks == [0, 1]
     totals = run.op_statistic(by="name").select(["rank", "name", "count", "total_ns"]).to_pylist()
     assert sorted(totals, key=lambda row: (row["rank"], row["name"])) == [
-        {"rank": 0, "name": "conv", "count": 1, "total_ns": 300}, {"rank": 0, "name": "relu", "count": 1, "total_ns": 100},
+        {"rank": 0, "name": "conv", "count": 1, "total_ns": 300},
+        {"rank": 0, "name": "relu", "count": 1, "total_ns": 100},
         {"rank": 1, "name": "conv", "count": 1, "total_ns": 500}]
     cache.wait()
     assert (job / "rank0" / layout.CACHE_DIR / cache.FINGERPRINT).is_file()    # the cache where the reader says
