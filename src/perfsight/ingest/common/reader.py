@@ -5,7 +5,9 @@ is asked of every entry of every folder searched), says the rank a run has befor
 groups runs into jobs), lists the raw files a run is read from (``sources``: the cache's fingerprint,
 progress, insight's change detection), reads a run into the canonical tables (``read``) and says where a
 run's Parquet cache and its exports go (inside a run's folder, by default). ``perfsight.ingest.registry``
-holds the one list of readers, in the order they are tried; docs/readers.md says how to add one.
+holds the one list of readers, in the order they are tried (the interface lives apart from that list so
+that a format's module subclasses it without importing every other format); docs/readers.md says how to
+add one.
 
 A ``RunSource`` holds its reader: everything a run does (its sources, its tables, its cache and output
 folders) is its reader's answer, so no caller asks which format a run is.
