@@ -67,7 +67,7 @@ def test_every_reader_in_the_package_is_listed_once_in_the_order_tried():
     listed = [type(reader) for reader in registry.READERS]
     assert len(listed) == len(set(listed)) and set(listed) == defined
     assert [(type(r).__name__, r.name) for r in registry.READERS] == [
-        ("PerfsightRunReader", "perfsight"), ("TorchNpuDbReader", "torch_npu"), ("TorchNpuTextReader", "torch_npu"),
+        ("PerfsightRunReader", "perfsight"), ("TorchNpuReader", "torch_npu"),
         ("MsprofReader", "msprof"), ("MindSporeLegacyReader", "mindspore"), ("KinetoReader", "torch.profiler")]
 
 

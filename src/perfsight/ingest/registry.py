@@ -16,7 +16,7 @@ from pathlib import Path
 
 from perfsight.core import layout
 from perfsight.core.errors import InputError
-from perfsight.ingest.ascend.formats import MindSporeLegacyReader, MsprofReader, TorchNpuDbReader, TorchNpuTextReader
+from perfsight.ingest.ascend.formats import MindSporeLegacyReader, MsprofReader, TorchNpuReader
 from perfsight.ingest.common.reader import Reader, RunSource
 from perfsight.ingest.kineto.perfsight_run import PerfsightRunReader
 from perfsight.ingest.kineto.reader import KinetoReader
@@ -24,8 +24,7 @@ from perfsight.ingest.kineto.reader import KinetoReader
 #: every format perfsight reads, in the order they are tried
 READERS: tuple[Reader, ...] = (
     PerfsightRunReader(),        # PROF_ directory holding manifest.json
-    TorchNpuDbReader(),          # *_ascend_pt with ascend_pytorch_profiler_{rank}.db (before its text files)
-    TorchNpuTextReader(),        # *_ascend_pt / *_ascend_ms with ASCEND_PROFILER_OUTPUT/ text files
+    TorchNpuReader(),            # *_ascend_pt / *_ascend_ms: its .db export, else ASCEND_PROFILER_OUTPUT/ text files
     MsprofReader(),              # msprof PROF_ directory (no manifest.json)
     MindSporeLegacyReader(),     # MindSpore's flat profiler folder, one run per rank
     KinetoReader(),              # *.pt.trace.json[.gz], or any Chrome-trace JSON

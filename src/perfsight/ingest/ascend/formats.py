@@ -16,45 +16,30 @@ from perfsight.ingest.ascend.detect import (find_torch_npu_db, is_mindspore_lega
 from perfsight.ingest.common.reader import Reader, RunSource
 
 
-class TorchNpuDbReader(Reader):
-    """torch_npu's output folder (``*_ascend_pt``) holding its SQLite export; read rather than the text files
-    beside it."""
+class TorchNpuReader(Reader):
+    """torch_npu's (and current MindSpore's) output folder (``*_ascend_pt`` / ``*_ascend_ms``): its SQLite export
+    when it holds one, else its ``ASCEND_PROFILER_OUTPUT/`` text files."""
 
     name = "torch_npu"
-    siblings_are_ranks = True     # one *_ascend_pt folder per rank, the rank said inside
+    siblings_are_ranks = True     # one folder per rank, the rank said inside
 
     def runs_at(self, path: Path) -> list[RunSource]:
-        return [RunSource(self, path)] if path.is_dir() and find_torch_npu_db(path) else []
+        found = is_torch_npu_dir(path) or (path.is_dir() and find_torch_npu_db(path) is not None)
+        return [RunSource(self, path)] if found else []
 
     def sources(self, run: RunSource) -> list[Path]:
-        from perfsight.ingest.ascend import torch_npu_db
-
-        return torch_npu_db.sources(run.path)
-
-    def read(self, run: RunSource) -> RunTables:
-        from perfsight.ingest.ascend.torch_npu_db import read_torch_npu_db
-
-        return read_torch_npu_db(run.path)
-
-
-class TorchNpuTextReader(Reader):
-    """torch_npu's (and current MindSpore's) output folder with ``ASCEND_PROFILER_OUTPUT/`` text files."""
-
-    name = "torch_npu"
-    siblings_are_ranks = True
-
-    def runs_at(self, path: Path) -> list[RunSource]:
-        return [RunSource(self, path)] if is_torch_npu_dir(path) else []
-
-    def sources(self, run: RunSource) -> list[Path]:
-        from perfsight.ingest.ascend import torch_npu_text
-
-        return torch_npu_text.sources(run.path)
+        if find_torch_npu_db(run.path):
+            from perfsight.ingest.ascend.torch_npu_db import sources
+        else:
+            from perfsight.ingest.ascend.torch_npu_text import sources
+        return sources(run.path)
 
     def read(self, run: RunSource) -> RunTables:
-        from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text
-
-        return read_torch_npu_text(run.path)
+        if find_torch_npu_db(run.path):
+            from perfsight.ingest.ascend.torch_npu_db import read_torch_npu_db as read
+        else:
+            from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text as read
+        return read(run.path)
 
 
 class MsprofReader(Reader):
