@@ -26,7 +26,7 @@ from perfsight.core.tables import RunTables
 class Reader(ABC):
     """One input format (module docstring); one instance of each is listed in ``registry.READERS``."""
 
-    #: the format as run lists and messages name it ("perfsight", "torch.profiler", "torch_npu", ...)
+    #: the format as insight's run list names it ("perfsight", "torch.profiler", "torch_npu", ...)
     name: ClassVar[str]
     #: what one run of the format is called in run lists ("run"; "trace" for a trace file)
     run_word: ClassVar[str] = "run"
