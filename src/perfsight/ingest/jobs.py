@@ -1,4 +1,10 @@
-"""One job from several runs: the tables of each rank's run merged into one RunTables.
+"""One job from several runs: which runs found side by side are one job (``jobs_in``, before reading them),
+and the tables of each rank's run merged into one RunTables (``merge``).
+
+Before reading, runs of one reader found side by side in one folder are one job when the ranks they say
+(``Reader.rank``: a perfsight manifest's, a trace file's name, a MindSpore rank) are known and distinct, or
+when their reader writes one folder per rank (``Reader.siblings_are_ranks``: torch_npu, msprof); insight's
+run list shows such a job as one entry, and ``perfsight.open`` of the folder opens the same runs as one job.
 
 Each rank's tables keep their own ids; merging shifts slice ids (and every column that refers to
 them) and track ids (and every column that refers to them) past the previous ranks', so ids stay
@@ -18,6 +24,7 @@ import pyarrow.compute as pc
 
 from perfsight.core.errors import InputError
 from perfsight.core.tables import RunTables, fits, meta_table, next_id
+from perfsight.ingest.common.reader import Reader, RunSource
 
 SLICE_ID_COLUMNS = {"slices": ("id", "parent_id"), "flows": ("src_id", "dst_id"), "memory": ("op_slice_id",)}
 TRACK_ID_COLUMNS = {"slices": ("track_id",), "tracks": ("track_id",), "counters": ("track_id",),
@@ -52,6 +59,33 @@ def rank_in_name(name: str) -> int | None:
     """The rank a file or folder name carries (``train_rank3.pt.trace.json``, ``rank-1``, ``rank_2``), or None."""
     found = _RANK_IN_NAME.search(name)
     return int(found.group(1)) if found and fits(int(found.group(1)), 32) else None
+
+
+def one_job(runs: list[RunSource]) -> bool:
+    """Whether ``runs`` (one reader's, found side by side) are one job's ranks as far as can be told before
+    reading them (module docstring); reading may still refuse (``merge`` goes by the ranks the tables say)."""
+    reader = runs[0].reader
+    if reader.siblings_are_ranks:
+        return True
+    ranks = [reader.rank(run) for run in runs]
+    return None not in ranks and len(set(ranks)) == len(ranks)
+
+
+def jobs_in(found: list[list[RunSource]]) -> list[tuple[list[RunSource], bool]]:
+    """What runs found side by side in one folder are, as a run list shows them: ``found`` holds the runs of
+    each file or folder (``registry.runs_at``); one reader's runs of several of them are one job when
+    ``one_job``, else each one's runs stand alone. ``(runs, is_job)`` pairs, in the order found."""
+    by_reader: dict[Reader, list[list[RunSource]]] = {}
+    for runs in found:
+        by_reader.setdefault(runs[0].reader, []).append(runs)
+    listed = []
+    for group in by_reader.values():
+        every = [run for runs in group for run in runs]
+        if len(group) > 1 and one_job(every):
+            listed.append((every, True))
+        else:
+            listed += [(runs, False) for runs in group]
+    return listed
 
 
 def _not_one_job(names: list[str], ranks: list[int | None]) -> str:

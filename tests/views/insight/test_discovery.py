@@ -83,3 +83,21 @@ def test_ascend_runs_and_jobs_are_entries(shared_data):
     assert not any(path.startswith("torch_npu/text/level1/") for path in found)   # a run's insides are its own
     single = shared_data / "ascend" / "torch_npu" / "text" / "level1" / "rank0_ascend_pt"
     assert listing(single) == {".": "torch_npu run"}
+
+
+def test_a_base_that_is_a_run_is_one_entry_not_its_insides(tmp_path, shared_data):
+    run = prof_dir(tmp_path, "PROF_20260101000000000_1_aa", 0)
+    shutil.copy(shared_data / CPU_TRACE, run / "host" / "data" / "trace_1.pt.trace.json.gz")
+    assert listing(run) == {".": "perfsight run"}
+
+
+def test_manifests_linked_from_outside_are_not_read_to_group_runs(tmp_path):
+    base, outside = tmp_path / "base", tmp_path / "outside"
+    outside.mkdir()
+    for rank in (0, 1):
+        run = prof_dir(base / "job", f"PROF_2026010100000000{rank}_1_aa", None)
+        (outside / f"manifest{rank}.json").write_text(json.dumps({"rank": rank}))
+        (run / "manifest.json").unlink()
+        os.symlink(outside / f"manifest{rank}.json", run / "manifest.json")
+    assert listing(base) == {"job/PROF_20260101000000000_1_aa": "perfsight run",
+                             "job/PROF_20260101000000001_1_aa": "perfsight run"}

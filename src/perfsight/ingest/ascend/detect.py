@@ -2,8 +2,8 @@
 
 Owns the names that say what a folder is (torch_npu's ``ASCEND_PROFILER_OUTPUT`` and its timed files and
 database, an msprof ``PROF_`` directory's ``device_N``, MindSpore's ``{kind}_{N}`` files) and the tests
-built on them. ``perfsight.ingest`` asks these of every folder it is given; the readers (heavy imports:
-DuckDB, SQLite) are imported only once a folder is known to be theirs.
+built on them. The Ascend ``Reader`` classes (``formats``) ask these of every folder searched; the reader
+modules (heavy imports: DuckDB, SQLite) are imported only once a folder is known to be theirs.
 """
 from __future__ import annotations
 

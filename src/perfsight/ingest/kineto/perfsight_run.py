@@ -9,6 +9,7 @@ msproftx.csv becomes annotation slices on one ``msproftx`` track per thread; the
 and the run's fp_point/bp_point options (when given) to meta ``fp_point``/``bp_point``, where the step trace
 looks for them.
 A run killed mid-collection is read as far as its files go, and meta says it was interrupted.
+``PerfsightRunReader`` is the format's entry in ``perfsight.ingest.registry``.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from perfsight.core.errors import InputError
 from perfsight.core.tables import (DATA_WAIT_SERIES, STEP_NUMBER_SERIES, STEP_TIME_SERIES, RunTables, conform, meta_table,
                       next_id)
 from perfsight.ingest.common.files import read_regular
+from perfsight.ingest.common.reader import Reader, RunSource
 from perfsight.ingest.kineto.reader import read_kineto
 
 
@@ -68,6 +70,32 @@ def read_run(run_dir: Path) -> RunTables:
         counters=pa.concat_tables(counters), flows=tables.flows, memory=tables.memory,
         meta=meta_table(facts),
     )
+
+
+class PerfsightRunReader(Reader):
+    """perfsight's own run directory: a folder holding manifest.json (``layout.is_run_dir``)."""
+
+    name = "perfsight"
+
+    def runs_at(self, path: Path) -> list[RunSource]:
+        return [RunSource(self, path)] if layout.is_run_dir(path) else []
+
+    def rank(self, run: RunSource) -> int | None:
+        """The manifest's rank; None when it names none, cannot be read, or is a link (finding runs reads no
+        file through a link: insight reads nothing outside its folder)."""
+        if (run.path / layout.MANIFEST).is_symlink():
+            return None
+        try:
+            rank = _read_manifest(run.path).get("rank")
+        except (InputError, AttributeError):
+            return None
+        return rank if type(rank) is int else None
+
+    def sources(self, run: RunSource) -> list[Path]:
+        return sources(run.path)
+
+    def read(self, run: RunSource) -> RunTables:
+        return read_run(run.path)
 
 
 def _demote_cut_steps(slices: pa.Table, cut_steps: list[int]) -> pa.Table:

@@ -1,6 +1,7 @@
 """Reading torch.profiler / Kineto chrome-trace JSON (``*.pt.trace.json[.gz]``) into the canonical tables.
 
-Public: ``read_kineto`` and ``is_kineto_trace`` (and ``pair_flow_ends``, shared with the torch_npu reader).
+Public: ``read_kineto`` and ``is_kineto_trace`` (and ``pair_flow_ends``, shared with the torch_npu reader);
+``KinetoReader`` is the format's entry in ``perfsight.ingest.registry`` (a trace file is one run).
 This module assembles the six tables; the work is split: kineto_decode (streaming msgspec decode,
 truncation recovery), kineto_events (per-phase source columns, exact ns), kineto_kinds (slice kinds),
 kineto_tracks (timeline rows), kineto_nesting (depth, parents, enclosing slices).
@@ -28,12 +29,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfsight.core import layout
 from perfsight.core.errors import InputError
 from perfsight.ingest.common.columns import dictionary, flat
 from perfsight.ingest.common.chrome_json import TraceStream, json_pieces
 from perfsight.ingest.common.events import GROUPS, EventTables, TraceMetadata, event_tables
 from perfsight.ingest.common.kinds import classify_columns
 from perfsight.ingest.common.nesting import Nesting, ids_or_null, take_or_missing
+from perfsight.ingest.common.reader import Reader, RunSource
+from perfsight.ingest.jobs import rank_in_name
 from perfsight.ingest.kineto.tracks import Tracks, build_tracks
 from perfsight.core.tables import RunTables, conform, fits, flows_table, meta_table
 
@@ -59,6 +63,39 @@ def is_kineto_trace(path: Path) -> bool:
         return False
     return bool(_EVENT_LIST_START.match(start)) or (
         start.lstrip().startswith(b"{") and b'"traceEvents"' in start)
+
+
+class KinetoReader(Reader):
+    """A torch.profiler / Kineto trace file (``is_kineto_trace``); its cache and exports go beside it."""
+
+    name = "torch.profiler"
+    run_word = "trace"
+
+    def runs_at(self, path: Path) -> list[RunSource]:
+        return [RunSource(self, path)] if path.is_file() and is_kineto_trace(path) else []
+
+    def rank(self, run: RunSource) -> int | None:
+        """The rank the file name carries (``rank_in_name``); the trace's distributedInfo is read with it."""
+        return rank_in_name(run.path.name)
+
+    def sources(self, run: RunSource) -> list[Path]:
+        return [run.path]
+
+    def read(self, run: RunSource) -> RunTables:
+        return read_kineto([run.path])
+
+    def cache_dir(self, run: RunSource) -> Path:
+        return run.path.with_name(run.path.name + "." + layout.CACHE_DIR)
+
+    def output_dir(self, run: RunSource) -> Path:
+        return run.path.parent / layout.OUTPUT_DIR / _trace_stem(run.path)
+
+
+def _trace_stem(path: Path) -> str:
+    name = path.name
+    for suffix in (".gz", ".json", ".pt.trace"):
+        name = name.removesuffix(suffix)
+    return name
 
 
 def read_kineto(paths: Sequence[Path], *, rank: int | None = None, id_offset: int = 0,
