@@ -1,0 +1,151 @@
+"""Benchmark: `perfsight export summary` and `perfsight analyse` before and after the per-run result memo.
+
+"Before" is perfsight at commit 6cca409 (extracted with `git archive` into a temporary folder, no worktree);
+"after" is this checkout's src/. Each runs in fresh subprocesses (PYTHONPATH to its src) on its own copy of
+the trace, whose Parquet cache is warmed first, so every timed run reads its tables from the cache and
+what differs is the analysis. Rounds are interleaved (before, after, after, before, ...; the order
+alternates) and each command's wall time inside the child (from calling the CLI to its return; the
+interpreter's start and the imports left out) is reported as the median and p10-p90 over the rounds.
+
+Counting: one more child per version and command wraps every analysis (a public function of a module of
+``perfsight.analysis`` whose first parameter is ``tables``) with a counter, in every perfsight module that
+holds a reference to it (tests/analysis_counts.py, which the tests use too; not the product), and reports how
+often each was computed and with how many distinct arguments. The wrapper keeps the function's name
+(``functools.wraps``), so after the memo it counts computations (what the memo does not find), before it
+every call.
+
+    .venv/bin/python bench/memo_compare.py [--rounds 7] [--trace PATH] [--before 6cca409] [--markdown]
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+from stats import load_average, spread  # bench/stats.py (scripts here import their siblings)
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_TRACE = ROOT.parents[0] / "shared" / "data" / "kineto" / "hta" / "df_index_resolver" / "df_index_resolver.json.gz"
+COMMANDS = ("export summary", "analyse")
+
+CHILD = r"""
+import contextlib, io, json, sys, time
+from types import SimpleNamespace
+import perfsight.cli
+from tests.analysis_counts import count_analyses
+
+command, trace, output, count = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "count"
+argv = (["export", "summary", "-dir", trace, "--output", output] if command == "export summary"
+        else ["analyse", trace])
+calls = count_analyses(SimpleNamespace(setattr=setattr)) if count else {}
+start = time.perf_counter()
+with contextlib.redirect_stdout(io.StringIO()):
+    code = perfsight.cli.main(argv)
+seconds = time.perf_counter() - start
+assert code == 0, code
+print(json.dumps({"seconds": seconds, "counts": {name: [len(args), len(set(args))] for name, args in calls.items()
+                                                 if args}}))
+"""
+
+
+def child(src: Path, command: str, trace: Path, output: Path, *, count: bool) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(ROOT)])}   # ROOT: tests.analysis_counts
+    env.pop("PERFSIGHT_FP_START", None), env.pop("PERFSIGHT_BP_END", None)
+    done = subprocess.run([sys.executable, "-c", CHILD, command, str(trace), str(output), "count" if count else "time"],
+                          capture_output=True, text=True, env=env)
+    if done.returncode:
+        raise SystemExit(f"{command} with {src} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def extract(commit: str, into: Path) -> Path:
+    """``src/`` of ``commit`` under ``into`` (git archive: no worktree, no change to the repository)."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit, "src"], capture_output=True, check=True)
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(into, filter="data")
+    return into / "src"
+
+
+def measure(trace: Path, before: str, rounds: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="perfsight-memo-bench-") as tmp:
+        tmp = Path(tmp)
+        versions = {"before": extract(before, tmp / "before"), "after": ROOT / "src"}
+        copies = {}
+        for name in versions:                      # each version its own copy, so its own Parquet cache
+            (tmp / name / "data").mkdir(parents=True, exist_ok=True)
+            copies[name] = tmp / name / "data" / trace.name
+            shutil.copy(trace, copies[name])
+        output = tmp / "out"
+
+        def run(name: str, command: str, *, count: bool = False) -> dict:
+            result = child(versions[name], command, copies[name], output, count=count)
+            shutil.rmtree(output, ignore_errors=True)
+            return result
+
+        for name in versions:                      # warm: the first open writes the cache
+            run(name, "analyse")
+        counts = {(name, command): run(name, command, count=True)["counts"] for name in versions for command in COMMANDS}
+        seconds: dict = {(name, command): [] for name in versions for command in COMMANDS}
+        load = load_average()
+        started = time.perf_counter()
+        for r in range(rounds):
+            for command in COMMANDS:
+                for name in (("before", "after") if r % 2 == 0 else ("after", "before")):
+                    seconds[(name, command)].append(run(name, command)["seconds"])
+        return {"counts": counts, "seconds": seconds, "load": (load, load_average()),
+                "wall_s": time.perf_counter() - started}
+
+
+def markdown(trace: Path, before: str, rounds: int, results: dict) -> str:
+    lines = [f"Trace: `{trace.name}` ({trace.stat().st_size / 1e6:.1f} MB on disk). Before: perfsight at {before}; "
+             f"after: this branch. {rounds} rounds, interleaved; the Parquet cache warm. Wall time of the command "
+             "inside a fresh process (imports excluded), median and p10-p90 over the rounds:", "",
+             "| command | before s | p10-p90 | after s | p10-p90 | after / before |", "|---|---:|---:|---:|---:|---:|"]
+    for command in COMMANDS:
+        b, a = spread(results["seconds"][("before", command)]), spread(results["seconds"][("after", command)])
+        lines.append(f"| `perfsight {command}` | {b[0]:.2f} | {b[1]:.2f}-{b[2]:.2f} | {a[0]:.2f} | {a[1]:.2f}-{a[2]:.2f} "
+                     f"| {a[0] / b[0]:.2f} |")
+    lines += ["", "How often each analysis was computed (before: every call; after: the memo's misses), and in "
+              "brackets for how many distinct argument sets (defaults applied):", "",
+              "| analysis | " + " | ".join(f"{c} before | {c} after" for c in COMMANDS) + " |",
+              "|---|" + "---:|" * (2 * len(COMMANDS))]
+    names = sorted({n for counts in results["counts"].values() for n in counts})
+    for n in names:
+        cells = []
+        for c in COMMANDS:
+            for v in ("before", "after"):
+                calls, distinct = results["counts"][(v, c)].get(n, (0, 0))
+                cells.append(f"{calls} ({distinct})" if calls else "-")
+        lines.append(f"| `{n}` | " + " | ".join(cells) + " |")
+    lines += ["", f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "
+              f"{platform.python_version()}. Load average before / after: {results['load'][0]} / {results['load'][1]}. "
+              f"Timed rounds took {results['wall_s']:.0f} s."]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
+    parser.add_argument("--before", default="6cca409", help="the commit measured as 'before'")
+    parser.add_argument("--markdown", action="store_true", help="print the RESULTS.md section")
+    args = parser.parse_args()
+    results = measure(args.trace, args.before, args.rounds)
+    if args.markdown:
+        print(markdown(args.trace, args.before, args.rounds, results))
+    else:
+        print(json.dumps({"counts": {f"{v} {c}": n for (v, c), n in results["counts"].items()},
+                          "seconds": {f"{v} {c}": s for (v, c), s in results["seconds"].items()}}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
