@@ -24,6 +24,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -34,11 +35,11 @@ from pathlib import Path
 from stats import load_average, spread  # bench/stats.py (scripts here import their siblings)
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_TRACE = ROOT.parents[0] / "shared" / "data" / "kineto" / "hta" / "df_index_resolver" / "df_index_resolver.json.gz"
+DEFAULT_TRACE = ROOT.parent / "shared" / "data" / "kineto" / "hta" / "df_index_resolver" / "df_index_resolver.json.gz"
 COMMANDS = ("export summary", "analyse")
 
 CHILD = r"""
-import contextlib, io, json, sys, time
+import contextlib, io, json, resource, sys, time
 from types import SimpleNamespace
 import perfsight.cli
 from tests.analysis_counts import count_analyses
@@ -52,8 +53,8 @@ with contextlib.redirect_stdout(io.StringIO()):
     code = perfsight.cli.main(argv)
 seconds = time.perf_counter() - start
 assert code == 0, code
-print(json.dumps({"seconds": seconds, "counts": {name: [len(args), len(set(args))] for name, args in calls.items()
-                                                 if args}}))
+print(json.dumps({"seconds": seconds, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "counts": {name: [len(args), len(set(args))] for name, args in calls.items() if args}}))
 """
 
 
@@ -93,27 +94,34 @@ def measure(trace: Path, before: str, rounds: int) -> dict:
 
         for name in versions:                      # warm: the first open writes the cache
             run(name, "analyse")
-        counts = {(name, command): run(name, command, count=True)["counts"] for name in versions for command in COMMANDS}
+        counts = {(name, command): run(name, command, count=True)["counts"]
+                  for name in versions for command in COMMANDS}
         seconds: dict = {(name, command): [] for name in versions for command in COMMANDS}
+        rss: dict = {(name, command): [] for name in versions for command in COMMANDS}
         load = load_average()
         started = time.perf_counter()
         for r in range(rounds):
             for command in COMMANDS:
                 for name in (("before", "after") if r % 2 == 0 else ("after", "before")):
-                    seconds[(name, command)].append(run(name, command)["seconds"])
-        return {"counts": counts, "seconds": seconds, "load": (load, load_average()),
+                    result = run(name, command)
+                    seconds[(name, command)].append(result["seconds"])
+                    rss[(name, command)].append(result["peak_rss_mib"])
+        return {"counts": counts, "seconds": seconds, "rss": rss, "load": (load, load_average()),
                 "wall_s": time.perf_counter() - started}
 
 
 def markdown(trace: Path, before: str, rounds: int, results: dict) -> str:
     lines = [f"Trace: `{trace.name}` ({trace.stat().st_size / 1e6:.1f} MB on disk). Before: perfsight at {before}; "
              f"after: this branch. {rounds} rounds, interleaved; the Parquet cache warm. Wall time of the command "
-             "inside a fresh process (imports excluded), median and p10-p90 over the rounds:", "",
-             "| command | before s | p10-p90 | after s | p10-p90 | after / before |", "|---|---:|---:|---:|---:|---:|"]
+             "inside a fresh process (imports excluded), median and p10-p90 over the rounds, and the process's "
+             "median peak RSS:", "",
+             "| command | before s | p10-p90 | after s | p10-p90 | after / before | peak RSS MiB before / after |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     for command in COMMANDS:
         b, a = spread(results["seconds"][("before", command)]), spread(results["seconds"][("after", command)])
-        lines.append(f"| `perfsight {command}` | {b[0]:.2f} | {b[1]:.2f}-{b[2]:.2f} | {a[0]:.2f} | {a[1]:.2f}-{a[2]:.2f} "
-                     f"| {a[0] / b[0]:.2f} |")
+        rss = [statistics.median(results["rss"][(v, command)]) for v in ("before", "after")]
+        lines.append(f"| `perfsight {command}` | {b[0]:.2f} | {b[1]:.2f}-{b[2]:.2f} | {a[0]:.2f} | "
+                     f"{a[1]:.2f}-{a[2]:.2f} | {a[0] / b[0]:.2f} | {rss[0]:.0f} / {rss[1]:.0f} |")
     lines += ["", "How often each analysis was computed (before: every call; after: the memo's misses), and in "
               "brackets for how many distinct argument sets (defaults applied):", "",
               "| analysis | " + " | ".join(f"{c} before | {c} after" for c in COMMANDS) + " |",
@@ -143,8 +151,8 @@ def main() -> None:
     if args.markdown:
         print(markdown(args.trace, args.before, args.rounds, results))
     else:
-        print(json.dumps({"counts": {f"{v} {c}": n for (v, c), n in results["counts"].items()},
-                          "seconds": {f"{v} {c}": s for (v, c), s in results["seconds"].items()}}, indent=1))
+        print(json.dumps({key: {f"{v} {c}": x for (v, c), x in results[key].items()}
+                          for key in ("counts", "seconds", "rss")}, indent=1))
 
 
 if __name__ == "__main__":

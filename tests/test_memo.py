@@ -177,3 +177,14 @@ def test_result_bytes_counts_tables_arrays_containers_and_objects_once():
     index.same = index.a
     assert 1800 <= result_bytes(index) < 1800 + 2000            # the run's tables and the repeated array: nothing
     assert result_bytes({"profiled": table, "rows": [1, 2]}) > 800
+
+
+def itself(tables, depth: int = 0):
+    return computed(itself, tables, depth)
+
+
+def test_an_analysis_asking_for_its_own_result_is_an_error_not_a_hang():
+    tables = RunTables()
+    with pytest.raises(RuntimeError, match=r"\.itself asks for its own result"):
+        computed(itself, tables)
+    assert len(tables.memo) == 0 and computed(analysis, tables) == (None, 1)

@@ -16,7 +16,8 @@ analysis, ``Run``'s methods, the run summary and the advisor, export, the termin
   larger than the whole capacity is returned without being kept.
 * Threads: one computation per key at a time. A caller asking for a key that is being computed waits for that
   computation and gets its result (or its exception: then nothing is kept and the next caller computes again).
-  Analyses call other analyses but never in a circle, so a computation never waits for itself.
+  Analyses call other analyses but never in a circle, so a computation never waits for itself (one that
+  asks for its own key is a RuntimeError, not a hang).
 
 Results are shared by every caller: they must not be changed (Arrow tables cannot be).
 """
@@ -57,11 +58,11 @@ class Memo:
         self._lock = threading.Lock()
         self._kept: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()   # key -> (result, its bytes)
         self._kept_bytes = 0
-        self._running: dict[tuple, Future] = {}                            # key -> the computation under way
-        self._generation = 0                                               # advanced by clear()
+        self._running: dict[tuple, tuple[Future, int]] = {}              # key -> (computation under way, thread)
+        self._generation = 0                                              # advanced by clear()
 
     def __reduce__(self):
-        return Memo, (self.capacity_bytes,)      # a pickled or copied run's tables start with an empty memo
+        return Memo, (self.capacity_bytes,)      # a pickled or deep-copied run's tables start with an empty memo
 
     def __len__(self) -> int:
         with self._lock:
@@ -80,10 +81,13 @@ class Memo:
             if key in self._kept:
                 self._kept.move_to_end(key)
                 return self._kept[key][0]
-            running = self._running.get(key)
+            running, thread = self._running.get(key, (None, None))
+            if thread == threading.get_ident():
+                raise RuntimeError(f"{key[0]} asks for its own result: analyses must not call themselves")
             mine = running is None
             if mine:
-                running = self._running[key] = Future()
+                running = Future()
+                self._running[key] = (running, threading.get_ident())
                 generation = self._generation
         if not mine:
             return running.result()
@@ -102,7 +106,7 @@ class Memo:
         cleared meanwhile (the tables changed), and evict least recently used results past the capacity."""
         size = result_bytes(kept[0]) if kept is not None else 0
         with self._lock:
-            if self._running.get(key) is running:
+            if self._running.get(key, (None,))[0] is running:
                 del self._running[key]
             if kept is None or generation != self._generation or size > self.capacity_bytes:
                 return

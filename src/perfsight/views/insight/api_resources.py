@@ -9,10 +9,10 @@
   rank's steps, and the communication matrix with its collectives.
 
 Every number comes from a ``perfsight.analysis`` function through the run's memo (``core.memo.computed``:
-once per run and arguments, what depends on the query too, within the memo's bound). Times go out as integer ns relative to the run's start
-and come in the same way (``results.relative``: a browser's numbers cannot hold ns since the epoch).
-Series go out columnar (``{"t_ns": [...], "value": [...]}``). Bad query parameters get 400 with a
-message naming the parameter and what it allows.
+once per run and arguments, what depends on the query too, within the memo's bound). Times go out as
+integer ns relative to the run's start and come in the same way (``results.relative``: a browser's numbers
+cannot hold ns since the epoch). Series go out columnar (``{"t_ns": [...], "value": [...]}``). Bad query
+parameters get 400 with a message naming the parameter and what it allows.
 """
 from __future__ import annotations
 
@@ -147,7 +147,8 @@ def router(get_run: Callable[[str], LoadedRun]) -> APIRouter:
         """Per-rank mean breakdown with the slowest rank and straggler, and every rank's steps."""
         slowest = computed(cluster.slowest_rank, loaded.tables).to_pylist()
         steps = computed(step_breakdown, loaded.tables).drop_columns(["start_ns", "end_ns"])
-        return json_response({"categories": [*CATEGORIES, "idle"], "ranks": computed(cluster.rank_breakdown, loaded.tables),
+        return json_response({"categories": [*CATEGORIES, "idle"],
+                              "ranks": computed(cluster.rank_breakdown, loaded.tables),
                               "slowest": slowest[0] if slowest else None,
                               "steps": {name: steps.column(name).to_pylist() for name in steps.column_names}})
 

@@ -1,8 +1,8 @@
 """The timeline's HTTP routes, under ``/api/runs/{run_id}/timeline/``: the track tree, windows at screen
 resolution, search, one slice's details, area sums (all answered by the run's ``TimelineIndex``, built
-once per run through the run's memo, ``core.memo.computed``), and the download of the run's timeline JSON for Perfetto or
-chrome://tracing (perfsight.views.export's timeline file, written to a temporary directory that is removed
-once sent; never into the run's folder).
+once per run through the run's memo, ``core.memo.computed``), and the download of the run's timeline JSON
+for Perfetto or chrome://tracing (perfsight.views.export's timeline file, written to a temporary directory
+that is removed once sent; never into the run's folder).
 
 Times in queries and answers are integer ns relative to the run's ``origin_ns`` (``tracks``), as
 timeline_index.py explains, within its ``MAX_TIME_NS``. Bad parameters get 400 (or FastAPI's 422 for a
