@@ -1,11 +1,14 @@
-"""Benchmark: `perfsight export summary` and `perfsight analyse` before and after the per-run result memo.
+"""Benchmark: `perfsight export summary`, `perfsight analyse` and the insight pages before and after the
+per-run result memo.
 
 "Before" is perfsight at commit 6cca409 (extracted with `git archive` into a temporary folder, no worktree);
 "after" is this checkout's src/. Each runs in fresh subprocesses (PYTHONPATH to its src) on its own copy of
 the trace, whose Parquet cache is warmed first, so every timed run reads its tables from the cache and
-what differs is the analysis. Rounds are interleaved (before, after, after, before, ...; the order
-alternates) and each command's wall time inside the child (from calling the CLI to its return; the
-interpreter's start and the imports left out) is reported as the median and p10-p90 over the rounds.
+what differs is the analysis. "insight pages" asks the web server (FastAPI's TestClient over a RunLibrary of
+the copy's folder, once the run is parsed) for every page's routes once (``PAGES``). Rounds are interleaved
+(before, after, after, before, ...; the order alternates) and each command's wall time inside the child
+(from calling the CLI, or the first route, to the return; the interpreter's start and the imports left
+out) is reported as the median and p10-p90 over the rounds, and as the median of the per-round ratio.
 
 Counting: one more child per version and command wraps every analysis (a public function of a module of
 ``perfsight.analysis`` whose first parameter is ``tables``) with a counter, in every perfsight module that
@@ -36,7 +39,13 @@ from stats import load_average, spread  # bench/stats.py (scripts here import th
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TRACE = ROOT.parent / "shared" / "data" / "kineto" / "hta" / "df_index_resolver" / "df_index_resolver.json.gz"
-COMMANDS = ("export summary", "analyse")
+COMMANDS = ("export summary", "analyse", "insight pages")
+#: how the results name each command
+LABELS = {"export summary": "`perfsight export summary`", "analyse": "`perfsight analyse`",
+          "insight pages": "insight: every page once"}
+#: the insight API routes "insight pages" asks for, in order (every page of the web UI once, the timeline's tracks)
+PAGES = ("overview", "steps", "operators", "operators?view=host", "operators/shapes?view=host&op_type=aten::mm",
+         "dynamic", "flops", "data", "resources/host", "memory", "cluster", "cluster/communication", "timeline/tracks")
 
 CHILD = r"""
 import contextlib, io, json, resource, sys, time
@@ -44,15 +53,31 @@ from types import SimpleNamespace
 import perfsight.cli
 from tests.analysis_counts import count_analyses
 
-command, trace, output, count = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "count"
-argv = (["export", "summary", "-dir", trace, "--output", output] if command == "export summary"
-        else ["analyse", trace])
+command, trace, output, count, pages = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "count", sys.argv[5:]
 calls = count_analyses(SimpleNamespace(setattr=setattr)) if count else {}
-start = time.perf_counter()
-with contextlib.redirect_stdout(io.StringIO()):
-    code = perfsight.cli.main(argv)
-seconds = time.perf_counter() - start
-assert code == 0, code
+if command == "insight pages":             # the web server's routes, once the run is parsed (from its cache)
+    from pathlib import Path
+    from fastapi.testclient import TestClient
+    from perfsight.views.insight.library import RunLibrary
+    from perfsight.views.insight.server import create_app
+    library = RunLibrary(Path(trace).parent)
+    with TestClient(create_app(library), base_url="http://127.0.0.1") as client:
+        while library.entries()[0]["status"] != "ready":
+            assert library.entries()[0]["status"] != "error", library.entries()
+            time.sleep(0.05)
+        run_id = library.entries()[0]["id"]
+        start = time.perf_counter()
+        for page in pages:
+            client.get(f"/api/runs/{run_id}/{page}").raise_for_status()
+        seconds = time.perf_counter() - start
+else:
+    argv = (["export", "summary", "-dir", trace, "--output", output] if command == "export summary"
+            else ["analyse", trace])
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = perfsight.cli.main(argv)
+    seconds = time.perf_counter() - start
+    assert code == 0, code
 print(json.dumps({"seconds": seconds, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "counts": {name: [len(args), len(set(args))] for name, args in calls.items() if args}}))
 """
@@ -61,8 +86,8 @@ print(json.dumps({"seconds": seconds, "peak_rss_mib": resource.getrusage(resourc
 def child(src: Path, command: str, trace: Path, output: Path, *, count: bool) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(ROOT)])}   # ROOT: tests.analysis_counts
     env.pop("PERFSIGHT_FP_START", None), env.pop("PERFSIGHT_BP_END", None)
-    done = subprocess.run([sys.executable, "-c", CHILD, command, str(trace), str(output), "count" if count else "time"],
-                          capture_output=True, text=True, env=env)
+    done = subprocess.run([sys.executable, "-c", CHILD, command, str(trace), str(output), "count" if count else "time",
+                           *PAGES], capture_output=True, text=True, env=env)
     if done.returncode:
         raise SystemExit(f"{command} with {src} failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -115,13 +140,15 @@ def markdown(trace: Path, before: str, rounds: int, results: dict) -> str:
              f"after: this branch. {rounds} rounds, interleaved; the Parquet cache warm. Wall time of the command "
              "inside a fresh process (imports excluded), median and p10-p90 over the rounds, and the process's "
              "median peak RSS:", "",
-             "| command | before s | p10-p90 | after s | p10-p90 | after / before | peak RSS MiB before / after |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             "| command | before s | p10-p90 | after s | p10-p90 | after / before, paired [p10-p90] "
+             "| peak RSS MiB before / after |", "|---|---:|---:|---:|---:|---:|---:|"]
     for command in COMMANDS:
-        b, a = spread(results["seconds"][("before", command)]), spread(results["seconds"][("after", command)])
+        before, after = results["seconds"][("before", command)], results["seconds"][("after", command)]
+        b, a, ratio = spread(before), spread(after), spread([y / x for x, y in zip(before, after)])
         rss = [statistics.median(results["rss"][(v, command)]) for v in ("before", "after")]
-        lines.append(f"| `perfsight {command}` | {b[0]:.2f} | {b[1]:.2f}-{b[2]:.2f} | {a[0]:.2f} | "
-                     f"{a[1]:.2f}-{a[2]:.2f} | {a[0] / b[0]:.2f} | {rss[0]:.0f} / {rss[1]:.0f} |")
+        lines.append(f"| {LABELS[command]} | {b[0]:.2f} | {b[1]:.2f}-{b[2]:.2f} | {a[0]:.2f} | "
+                     f"{a[1]:.2f}-{a[2]:.2f} | {ratio[0]:.2f} [{ratio[1]:.2f}-{ratio[2]:.2f}] "
+                     f"| {rss[0]:.0f} / {rss[1]:.0f} |")
     lines += ["", "How often each analysis was computed (before: every call; after: the memo's misses), and in "
               "brackets for how many distinct argument sets (defaults applied):", "",
               "| analysis | " + " | ".join(f"{c} before | {c} after" for c in COMMANDS) + " |",
