@@ -169,3 +169,19 @@ def test_run_reports_bad_options_json_with_its_position(capsys):
     assert main(["run", "--options", '{"output": }', "--", "python", "-c", "pass"]) == 2
     err = capsys.readouterr().err
     assert "--options: invalid JSON at line 1 column 12" in err and "expected an object" in err
+
+
+@pytest.mark.parametrize("json_report", [False, True], ids=["text", "json"])
+def test_analyse_computes_each_analysis_once(shared_data, tmp_path, monkeypatch, capsys, json_report):
+    """The run summary and the advisor share the analyses through the run's memo."""
+    import shutil
+
+    from tests.analysis_counts import count_analyses, repeated
+
+    trace = shutil.copy(shared_data / "kineto/hta/trace_filter/sampled_rank-0.json.gz", tmp_path)
+    calls = count_analyses(monkeypatch)
+    assert main(["analyse", str(trace), *(["--json"] if json_report else [])]) == 0
+    assert ('"advice"' if json_report else "median step") in capsys.readouterr().out
+    assert repeated(calls) == {}
+    assert [len(calls[name]) for name in ("summary.run_summary", "advisor.advise", "ops.op_instances",
+                                          "steps.step_trace", "steps.step_points")] == [1, 1, 1, 1, 1]

@@ -110,3 +110,18 @@ def test_the_headline_is_the_median_of_the_profiled_steps(tmp_path):
     print_summary(str(trace), run_summary(perfsight.open(trace).tables), Console(file=out, width=120))
     assert "median step 0.200 ms (median of 3 profiled steps; mean 0.400 ms)" in out.getvalue()
     assert "the collector timed" not in out.getvalue()      # a plain trace has no step-time series
+
+
+def test_the_demo_report_computes_each_analysis_once(shared_data, tmp_path, monkeypatch):
+    import shutil
+    from pathlib import Path
+
+    from perfsight.views.terminal import print_run_summary
+    from tests.analysis_counts import count_analyses, repeated
+
+    trace = Path(shutil.copy(shared_data / "kineto/hta/trace_filter/sampled_rank-0.json.gz", tmp_path))
+    calls = count_analyses(monkeypatch)
+    out = StringIO()
+    print_run_summary(trace, [], Console(file=out, width=100))
+    assert "Profiled steps" in out.getvalue() and repeated(calls) == {}
+    assert len(calls["summary.run_summary"]) == 1 and len(calls["steps.step_points"]) == 1

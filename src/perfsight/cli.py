@@ -322,12 +322,13 @@ def cmd_demo(args) -> int:
 
 def cmd_analyse(args) -> int:
     from perfsight.analysis.summary import run_summary
+    from perfsight.core.memo import computed
     from perfsight.run import open as open_run
     from perfsight.views import jsonable as json_report
     from perfsight.views.terminal import print_summary
 
     run = _with_progress(args.path, lambda: open_run(args.path))
-    summary = run_summary(run.tables, top=args.top)
+    summary = computed(run_summary, run.tables, top=args.top)
     if args.json:
         advice = json_report.with_json_columns(summary["advice"], ["evidence"])
         print(json_report.dumps({"path": str(run.path), "ranks": run.ranks, **summary, "advice": advice}))

@@ -6,7 +6,9 @@
     run.sql("SELECT kind, count(*) FROM slices GROUP BY kind")
 
 Every analysis method is the function of the same name in ``perfsight.analysis.<module>`` called on
-the run's tables (its docstring says the columns and units); nothing is computed here.
+the run's tables (its docstring says the columns and units) through the run's memo (``run.memo``,
+``core.memo``): each is computed once per run and arguments, however often and by whom it is asked for.
+Nothing is computed here.
 """
 from __future__ import annotations
 
@@ -19,12 +21,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfsight import ingest
-from perfsight.ingest.jobs import merge
+from perfsight.core.memo import Memo, computed
 from perfsight.core.tables import RunTables
+from perfsight.ingest.jobs import merge
 
 
 class _Analysis:
-    """A Run method that calls ``perfsight.analysis.<module>.<function>(run.tables, ...)``."""
+    """A Run method that calls ``perfsight.analysis.<module>.<function>(run.tables, ...)`` through the memo."""
 
     def __init__(self, module: str, function: str | None = None):
         self.module, self.function = module, function
@@ -36,7 +39,7 @@ class _Analysis:
         function = getattr(importlib.import_module(f"perfsight.analysis.{self.module}"), self.function)
         if run is None:
             return function
-        bound = lambda *args, **kwargs: function(run.tables, *args, **kwargs)  # noqa: E731
+        bound = lambda *args, **kwargs: computed(function, run.tables, *args, **kwargs)  # noqa: E731
         bound.__doc__, bound.__name__ = function.__doc__, self.function
         signature = inspect.signature(function)
         bound.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
@@ -52,6 +55,11 @@ class Run:
     def __repr__(self) -> str:
         return (f"<perfsight.Run {self.path} ranks={self.ranks} slices={self.tables.slices.num_rows:,} "
                 f"steps={self.steps}>")
+
+    @property
+    def memo(self) -> Memo:
+        """The results of the run's analyses (its tables' memo, ``core.memo``)."""
+        return self.tables.memo
 
     @property
     def meta(self) -> dict[str, str]:

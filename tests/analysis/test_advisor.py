@@ -183,18 +183,19 @@ def test_evidence_refs_of_real_advice(shared_data):
     assert {("data_loader_bound", "rank", "0"), ("amp_unused", "host_op", "aten::cudnn_convolution")} <= refs
 
 
-def test_a_queue_only_data_verdict_has_no_wait_share_and_still_advises():
+def test_a_queue_only_data_verdict_has_no_wait_share_and_still_advises(monkeypatch):
     """A run with queue samples but no steps: the verdict comes from the queues, its wait share is null."""
+    from perfsight.analysis import data
     from perfsight.analysis.advisor import Facts, _data_loader_bound
-    from perfsight.analysis.data import DATA_VERDICT, data_verdict
+    from perfsight.analysis.data import DATA_VERDICT
 
-    facts = Facts(RunTables())
-    facts._results[(data_verdict, ())] = pa.Table.from_pylist([{
+    verdict = pa.Table.from_pylist([{
         "rank": 0, "verdict": "highly", "steps": 0, "data_wait_ns": None, "step_ns": None, "wait_percent": None,
         "max_step_wait_percent": None, "bottleneck_steps": 0, "data_queue_empty_percent": 80.0,
         "host_queue_empty_percent": None, "highly_threshold_percent": 30.0, "moderately_threshold_percent": 10.0,
         "reason": "the data queue was empty in 80.0% of its samples", "suggestions": "more workers"}],
         schema=DATA_VERDICT)
-    advice = _data_loader_bound(facts)
+    monkeypatch.setattr(data, "data_verdict", lambda tables: verdict)
+    advice = _data_loader_bound(Facts(RunTables()))
     assert advice.severity == "high" and advice.evidence == {"ranks": {"0": {
         "wait_percent": None, "steps": 0, "bottleneck_steps": 0}}}

@@ -173,9 +173,3 @@ def test_call_stack_of_a_host_op_and_of_nothing():
                                          "aten::mm"]
     assert ops.call_stack(training_run(), 12345).num_rows == 0
 
-
-def test_op_statistic_of_given_instances_is_that_of_the_run():
-    tables = training_run()
-    instances = ops.op_instances(tables)
-    assert ops.op_statistic(tables, instances=instances).equals(ops.op_statistic(tables))
-    assert ops.op_statistic(tables, instances=instances.slice(0, 1))["count"].to_pylist() == [1]  # used as given

@@ -3,8 +3,8 @@
 ``advise(tables)`` returns one row per piece of advice (columns: rule, severity, title, finding,
 evidence (JSON text: the steps, ops, ranks and times behind it), threshold, suggestion), most severe
 first; ``export summary`` writes it as prof_rule_0.json and ``perfsight analyse`` prints it. A rule is
-a small function of a ``Facts`` object (the analyses, computed once and shared between rules) that
-returns an ``Advice`` or None; a new rule is one function added to ``RULES``.
+a small function of a ``Facts`` object (the analyses, from the run's memo, and facts derived from them)
+that returns an ``Advice`` or None; a new rule is one function added to ``RULES``.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables
 
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
@@ -54,20 +55,16 @@ def _ms(ns: float) -> str:
 
 
 class Facts:
-    """The tables and the analyses the rules read, each computed at most once (and shareable with other
-    callers of the same analyses, such as the run summary)."""
+    """What the rules read: the tables, the analyses (``get``: from the run's memo, so computed once for the
+    rules, the run summary and every other caller) and facts the rules derive from them (once per advice)."""
 
     def __init__(self, tables: RunTables):
         self.tables = tables
         self.con = tables.connect()
-        self._results: dict = {}
 
     def get(self, analysis: Callable[..., pa.Table], **kwargs) -> pa.Table:
-        """``analysis(tables, **kwargs)``, computed once per distinct arguments."""
-        key = (analysis, tuple(sorted(kwargs.items())))
-        if key not in self._results:
-            self._results[key] = analysis(self.tables, **kwargs)
-        return self._results[key]
+        """``analysis(tables, **kwargs)``, from the run's memo."""
+        return computed(analysis, self.tables, **kwargs)
 
     def rows(self, query: str, params: dict | None = None) -> list[dict]:
         return self.con.sql(query, params=params).to_arrow_table().to_pylist()
@@ -76,7 +73,7 @@ class Facts:
     def steps(self) -> pa.Table:
         from perfsight.analysis.steps import step_trace
 
-        return self.get(step_trace, fp_point=None, bp_point=None)   # the key run_summary uses too
+        return self.get(step_trace)
 
     @cached_property
     def profiled_ns(self) -> int:
@@ -322,7 +319,7 @@ def _launch_bound(facts: Facts) -> Advice | None:
 
     if not facts.has_device:
         return None
-    rows = [r for r in launch_summary(launch_stats(facts.tables)).to_pylist()
+    rows = [r for r in launch_summary(facts.get(launch_stats)).to_pylist()
             if r["launches"] and r["short_kernels"] / r["launches"] >= SHORT_KERNEL_SHARE]
     if not rows:
         return None
@@ -344,7 +341,7 @@ def _host_bound_gaps(facts: Facts) -> Advice | None:
 
     if not facts.has_device:
         return None
-    facts.con.register("idle_breakdown", idle_time_breakdown(facts.tables))
+    facts.con.register("idle_breakdown", facts.get(idle_time_breakdown))
     rows = facts.rows("""
         SELECT rank, sum(idle_ns) FILTER (WHERE idle_category = 'host_wait')::BIGINT AS host_wait_ns,
                sum(idle_ns)::BIGINT AS idle_ns
@@ -429,10 +426,9 @@ RULES: list[Callable[[Facts], Advice | None]] = [
 ]
 
 
-def advise(tables: RunTables, *, facts: Facts | None = None) -> pa.Table:
-    """Every rule's advice for this run, most severe first (schema ``ADVICE``). ``facts`` shares
-    analyses already computed by the caller."""
-    facts = facts or Facts(tables)
+def advise(tables: RunTables) -> pa.Table:
+    """Every rule's advice for this run, most severe first (schema ``ADVICE``)."""
+    facts = Facts(tables)
     found = [advice for rule in RULES if (advice := rule(facts)) is not None]
     found.sort(key=lambda a: SEVERITY_ORDER[a.severity])
     return pa.Table.from_pylist(

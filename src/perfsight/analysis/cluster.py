@@ -57,6 +57,7 @@ import re
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables, fits, new_connection
 from perfsight.analysis.breakdown import STEP_BREAKDOWN_AVERAGE, step_breakdown, step_breakdown_average
 
@@ -155,7 +156,7 @@ def rank_breakdown(tables: RunTables) -> pa.Table:
     ``non_communication_ns`` = step_ns - communication_ns, ``gap_ns`` and ``gap_pct`` (mean step over the
     fastest rank's, in ns and percent of the fastest), and the ``slowest`` and ``straggler`` flags). Sorted
     by rank; empty without steps."""
-    compared, common = _common(step_breakdown(tables))
+    compared, common = _common(computed(step_breakdown, tables))
     rows = step_breakdown_average(compared).to_pylist()
     if not rows:
         return RANK_BREAKDOWN.empty_table()
@@ -173,7 +174,7 @@ def slowest_rank(tables: RunTables) -> pa.Table:
     """One row (schema ``SLOWEST_RANK``; empty without steps) from ``rank_breakdown``: the number of
     ``ranks`` and of ``steps`` compared, the slowest and the fastest rank with their mean step, the gap
     between them, the straggler with its ``non_communication_ns``, and a ``reason`` text."""
-    rows = rank_breakdown(tables).to_pylist()
+    rows = computed(rank_breakdown, tables).to_pylist()
     if not rows:
         return SLOWEST_RANK.empty_table()
     slow = next(r for r in rows if r["slowest"])
@@ -322,7 +323,7 @@ def communication_matrix(tables: RunTables) -> pa.Table:
     where the dtype is known) and ``dur_ns`` (device time, null when not recorded). ``peer`` null: the
     rank's operations whose peers are not recorded. Sorted by rank, peer (null last)."""
     con = new_connection()
-    con.register("c", collectives(tables))
+    con.register("c", computed(collectives, tables))
     query = """
         WITH peers AS (
             SELECT rank, CASE WHEN peer IS NOT NULL THEN [peer] ELSE group_ranks END AS peers,
@@ -346,7 +347,7 @@ def collective_summary(tables: RunTables) -> pa.Table:
     not recorded), and how many of them name their peers (``with_peers``). Sorted by rank, then largest
     input bytes first."""
     con = new_connection()
-    con.register("c", collectives(tables))
+    con.register("c", computed(collectives, tables))
     query = """
         SELECT rank, collective, any_value(source) AS source, count(*) AS count,
                sum(in_bytes)::BIGINT AS in_bytes, sum(out_bytes)::BIGINT AS out_bytes,

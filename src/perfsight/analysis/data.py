@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from perfsight.core.memo import computed
 from perfsight.core.tables import DATA_WAIT_SERIES, STEP_NUMBER_SERIES, STEP_TIME_SERIES, RunTables, new_connection
 from perfsight.analysis.step_spans import DATA_WAIT_CTE, STEP_SPANS_CTE
 
@@ -155,7 +156,7 @@ def queue_summary(tables: RunTables) -> pa.Table:
     are 0 (``empty_samples``) and their percent of all samples (``empty_percent``)."""
 
     con = new_connection()
-    con.register("q", queue_sizes(tables))
+    con.register("q", computed(queue_sizes, tables))
     query = """
         SELECT rank, series, queue, count(*) AS samples, avg(value) AS mean, min(value) AS min, max(value) AS max,
                count(*) FILTER (WHERE value = 0) AS empty_samples,
@@ -198,8 +199,8 @@ def data_verdict(tables: RunTables) -> pa.Table:
     ``reason`` and ``suggestions`` text."""
 
     con = new_connection()
-    con.register("w", data_wait(tables))
-    con.register("q", queue_summary(tables))
+    con.register("w", computed(data_wait, tables))
+    con.register("q", computed(queue_summary, tables))
     steps = {r[0]: r[1:] for r in con.execute(f"""
         SELECT rank, count(*), sum(data_wait_ns)::BIGINT, sum(step_ns)::BIGINT,
                100.0 * sum(data_wait_ns) / nullif(sum(step_ns), 0), max(wait_percent),

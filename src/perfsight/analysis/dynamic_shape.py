@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
+from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables, new_connection
 from perfsight.analysis.ops import op_instances
 
@@ -58,7 +59,7 @@ OP_SHAPES_BY_STEP = pa.schema([
 
 def _query(tables: RunTables, kinds: Sequence[str] | None, sql: str) -> pa.Table:
     con = new_connection()
-    con.register("i", op_instances(tables, kinds=kinds))
+    con.register("i", computed(op_instances, tables, kinds=kinds))
     return con.sql(sql).to_arrow_table()
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables, new_connection
 from perfsight.analysis.flops_shapes import shape_flops
 from perfsight.analysis.peaks import device_peak
@@ -151,7 +152,7 @@ GROUP BY o.rank, o.step ORDER BY o.rank, o.step NULLS LAST
 def _connect(tables: RunTables):
     """The run's tables plus ``shape_flops``: the FLOPs counted from shapes where the trace has none."""
     con = tables.connect()
-    con.register("shape_flops", shape_flops(tables))
+    con.register("shape_flops", computed(shape_flops, tables))
     return con
 
 

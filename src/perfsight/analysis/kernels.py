@@ -77,7 +77,7 @@ KERNEL_TYPE_BREAKDOWN = pa.schema([
 ])
 
 
-def device_task_arrays(tables: RunTables):
+def _device_task_arrays(tables: RunTables):
     """The device tasks as numpy arrays: (rank, kernel type index into ``KERNEL_TYPES``, start_ns, end_ns)."""
     query = f"""
         SELECT rank, list_position($types, kernel_type) - 1 AS type_index, start_ns, end_ns
@@ -97,7 +97,7 @@ def kernel_type_breakdown(tables: RunTables) -> pa.Table:
     label's share (percent) of it. Labels with no time are omitted; sorted by rank, sum descending."""
     from perfsight.analysis import intervals
 
-    rank, type_index, start, end = device_task_arrays(tables)
+    rank, type_index, start, end = _device_task_arrays(tables)
     rows = {"rank": [], "kernel_type": [], "sum_ns": [], "pct": []}
     for r in sorted(set(rank.tolist())):
         mine = rank == r

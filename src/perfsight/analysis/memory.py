@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables, new_connection
 from perfsight.analysis.step_spans import STEP_SPANS_CTE
 
@@ -264,7 +265,7 @@ def alive_by_op_at(tables: RunTables, ts_ns: int, *, rank: int | None = None, de
     total at that point. Sorted by bytes, largest first."""
 
     con = new_connection()
-    con.register("alive", alive_at(tables, ts_ns, rank=rank, device=device))
+    con.register("alive", computed(alive_at, tables, ts_ns, rank=rank, device=device))
     query = """
         SELECT rank, device, op_type, count(*) AS tensors, sum(bytes)::BIGINT AS bytes, sum(share) AS share
         FROM alive GROUP BY ALL ORDER BY rank, device, bytes DESC, op_type NULLS LAST
@@ -282,7 +283,7 @@ def memory_curve_sampled(tables: RunTables, *, max_points: int = 4000) -> pa.Tab
     if max_points < 2:
         raise ValueError(f"max_points must be at least 2, got {max_points}")
     con = new_connection()
-    con.register("curve", memory_curve(tables))
+    con.register("curve", computed(memory_curve, tables))
     query = """
         WITH sized AS (
             SELECT *, count(*) OVER (PARTITION BY rank, device) AS n FROM curve

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables
 from perfsight.analysis.ops import DEVICE_TASK_KINDS, op_instances
 
@@ -69,10 +70,10 @@ MAX_DEPTH = 1 << 15
 
 def operator_details(tables: RunTables) -> pa.Table:
     """One row per framework operator execution (schema ``OPERATOR_DETAILS``; module docstring)."""
-    tasks = op_instances(tables, kinds=DEVICE_TASK_KINDS)
+    tasks = computed(op_instances, tables, kinds=DEVICE_TASK_KINDS)
     tasks = tasks.filter(pc.equal(tasks["category"], "device"))
     con = tables.connect()
-    con.register("ops", op_instances(tables, kinds=("cpu_op",)))
+    con.register("ops", computed(op_instances, tables, kinds=("cpu_op",)))
     con.register("tasks", tasks)
     params = {"max_depth": MAX_DEPTH, "separator": STACK_SEPARATOR}
     return con.sql(_DETAILS_SQL, params=params).to_arrow_table().cast(OPERATOR_DETAILS)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables, new_connection
 
 #: slice kinds that are tasks a device executes (gpu_annotation is a user range, not a task)
@@ -185,17 +186,15 @@ def duration_statistics(instances: pa.Table, keys: Sequence[str]) -> pa.Table:
 
 
 def op_statistic(tables: RunTables, *, by: str | Sequence[str] = "op_type", kinds: Sequence[str] | None = None,
-                 search: str | None = None, top: int | None = None, instances: pa.Table | None = None) -> pa.Table:
+                 search: str | None = None, top: int | None = None) -> pa.Table:
     """Per operator type (or ``by`` = any ``op_instances`` column or columns, e.g. ``name`` or
     ``["op_type", "input_shapes"]`` to group by input shape) and task type: count, total_ns, self_ns,
     avg_ns, min_ns, max_ns and ratio (percent of the category's total), per rank and category.
     The executions are those of ``op_instances(tables, kinds=kinds)``; ``search`` keeps the operators whose
     name or type contains it (case-insensitive; ratios stay shares of the whole category); ``top`` keeps
-    the ``top`` longest totals per rank and category. ``instances``: ``op_instances(tables, kinds=kinds)``
-    when the caller already has it."""
+    the ``top`` longest totals per rank and category."""
     keys = [by] if isinstance(by, str) else list(by)
-    instances = op_instances(tables, kinds=kinds) if instances is None else instances
-    stats = duration_statistics(instances, ["rank", "category", *keys, "task_type"])
+    stats = duration_statistics(computed(op_instances, tables, kinds=kinds), ["rank", "category", *keys, "task_type"])
     if search:
         needle = search.lower()
         columns = [c for c in ("name", "op_type") if c in keys]
@@ -223,13 +222,13 @@ def api_statistic(tables: RunTables, *, by: Sequence[str] = ("name",)) -> pa.Tab
     """Runtime and driver API calls per name (or ``by`` = any ``op_instances`` columns, e.g. ``("name",
     "pid", "tid")`` per calling thread): count, total_ns, avg_ns, min_ns, max_ns, variance_ns2 and ratio
     (percent of all calls of the same rank and category, where the category is ``runtime`` or ``driver``)."""
-    return duration_statistics(op_instances(tables, kinds=API_KINDS), ["rank", "category", *by])
+    return duration_statistics(computed(op_instances, tables, kinds=API_KINDS), ["rank", "category", *by])
 
 
 def task_time(tables: RunTables) -> pa.Table:
     """The device tasks (schema ``TASK_TIME``): name, task type, rank, device, stream track, start,
     duration, step; in start order."""
-    instances = op_instances(tables, kinds=DEVICE_TASK_KINDS)
+    instances = computed(op_instances, tables, kinds=DEVICE_TASK_KINDS)
     device = instances.filter(pc.equal(instances["category"], "device"))
     return device.select(TASK_TIME.names).cast(TASK_TIME)
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
+from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables, new_connection
 
 #: the host usage series perfsight records, and their units
@@ -67,7 +68,7 @@ def host_usage_summary(tables: RunTables, *, series: Sequence[str] | None = None
     between samples as numpy.percentile does). Null samples are ignored."""
 
     con = new_connection()
-    con.register("u", host_usage(tables, series=series))
+    con.register("u", computed(host_usage, tables, series=series))
     units = pa.table({"series": list(HOST_USAGE_SERIES), "unit": list(HOST_USAGE_SERIES.values())})
     con.register("units", units)
     query = """

@@ -43,6 +43,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables, new_connection
 from perfsight.analysis.step_spans import DATA_WAIT_CTE
 
@@ -175,7 +176,7 @@ def step_trace(tables: RunTables, *, fp_point: str | None = None, bp_point: str 
     docstring (schema ``STEP_TRACE``; times and durations int64 ns). Without ``fp_point``/``bp_point``,
     the ones a reader declared in meta (sources that record their own phase slices, e.g. MindSpore's
     ``fp_and_bp``) are used, else the points are found automatically."""
-    fp_point, bp_point = step_points(tables, fp_point, bp_point)
+    fp_point, bp_point = computed(step_points, tables, fp_point, bp_point)
     query = _STEP_TRACE_SQL.format(
         backward_name=_BACKWARD_NAME, data_wait=DATA_WAIT_CTE,
         fp=_FP_NAMED if fp_point else _FP_AUTO,

@@ -8,13 +8,14 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfsight.core.memo import computed
 from perfsight.core.tables import DATA_WAIT_SERIES, STEP_TIME_SERIES, RunTables
-from perfsight.analysis.advisor import Facts, advise
+from perfsight.analysis.advisor import advise
 from perfsight.analysis.breakdown import overlap, step_breakdown, step_breakdown_average
 from perfsight.analysis.data import data_verdict
 from perfsight.analysis.flops import model_flops, model_flops_total
 from perfsight.analysis.memory import memory_peak
-from perfsight.analysis.ops import DEVICE_TASK_KINDS, op_instances, op_statistic
+from perfsight.analysis.ops import DEVICE_TASK_KINDS, op_statistic
 from perfsight.analysis.steps import no_steps_reason, step_points, step_trace, unmatched_step_points
 
 
@@ -46,27 +47,26 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
     model's FLOPs over the profiled steps and their utilisation of the device peak (``model_flops_total``);
     ``data``: the data-preparation verdict; ``advice``: the advisor's findings; ``warnings``: what the
     readers skipped (damaged input), how collection ended when not cleanly, and named fp/bp points that
-    are missing from steps."""
-    facts = Facts(tables)         # analyses computed here are reused by the advisor
-    profiled = facts.get(step_trace, fp_point=fp_point, bp_point=bp_point)
+    are missing from steps. Every analysis comes from the run's memo (``core.memo``)."""
+    profiled = computed(step_trace, tables, fp_point=fp_point, bp_point=bp_point)
     steps = _series_stats(tables)
-    stats = op_statistic(tables, instances=facts.get(op_instances))   # the advisor reads them too
+    stats = computed(op_statistic, tables)
     stats = stats.sort_by([("self_ns", "descending")]).slice(0, top)
     category = stats.column("category")[0].as_py() if stats.num_rows else None
-    totals = facts.get(overlap)
+    totals = computed(overlap, tables)
     meta = tables.meta_dict()
     warnings = json.loads(meta.get("parse_warnings") or "[]")
     if meta.get("collection_status", "complete") not in ("complete", "None"):
         warnings.insert(0, f"collection: {meta['collection_status']}")
-    warnings += unmatched_step_points(profiled, *step_points(tables, fp_point, bp_point))
+    warnings += unmatched_step_points(profiled, *computed(step_points, tables, fp_point, bp_point))
     return {"slices": tables.slices.num_rows, "steps": steps, "profiled_steps": profiled,
-            "no_steps_reason": no_steps_reason(tables), "top_ops": stats,
+            "no_steps_reason": computed(no_steps_reason, tables), "top_ops": stats,
             "ops_category": category,
-            "breakdown": step_breakdown_average(step_breakdown(tables)),
+            "breakdown": step_breakdown_average(computed(step_breakdown, tables)),
             "overlap": totals.filter(pc.is_null(totals.column("step"))),
-            "memory_peak": facts.get(memory_peak), "flops": model_flops_total(model_flops(tables)),
-            "data": facts.get(data_verdict),
-            "advice": advise(tables, facts=facts),
+            "memory_peak": computed(memory_peak, tables), "flops": model_flops_total(computed(model_flops, tables)),
+            "data": computed(data_verdict, tables),
+            "advice": computed(advise, tables),
             "warnings": warnings}
 
 

@@ -5,14 +5,17 @@ since the Unix epoch wherever the source lets us know the epoch (Kineto's ``base
 perfsight's own host samples), otherwise since the source's own origin; never floats.
 
 This module owns the schemas, the small vocabularies used in the ``kind`` columns, the
-``RunTables`` container and opening a DuckDB connection over a run's tables.
+``RunTables`` container (with its memo of analysis results, ``core.memo``) and opening a DuckDB connection
+over a run's tables.
 """
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
+
+from perfsight.core.memo import Memo
 
 # --- vocabularies -------------------------------------------------------------------------------
 
@@ -157,7 +160,9 @@ def conform(name: str, table: pa.Table) -> pa.Table:
 
 @dataclass
 class RunTables:
-    """The six canonical tables of one run (all ranks of it)."""
+    """The six canonical tables of one run (all ranks of it), and the memo of what analyses computed from
+    them (``core.memo.computed``): new tables (``dataclasses.replace``, ``with_meta``) start with an empty memo,
+    and assigning one of the tables empties it."""
 
     slices: pa.Table = field(default_factory=lambda: empty("slices"))
     tracks: pa.Table = field(default_factory=lambda: empty("tracks"))
@@ -165,9 +170,16 @@ class RunTables:
     flows: pa.Table = field(default_factory=lambda: empty("flows"))
     memory: pa.Table = field(default_factory=lambda: empty("memory"))
     meta: pa.Table = field(default_factory=lambda: empty("meta"))
+    memo: Memo = field(default_factory=Memo, init=False, compare=False, repr=False)
+
+    def __setattr__(self, name: str, value) -> None:
+        super().__setattr__(name, value)
+        if name in SCHEMAS and "memo" in self.__dict__:      # results of the former table no longer hold
+            self.memo.clear()
 
     def items(self):
-        return [(f.name, getattr(self, f.name)) for f in fields(self)]
+        """(name, table) of the six tables."""
+        return [(name, getattr(self, name)) for name in SCHEMAS]
 
     def meta_dict(self) -> dict[str, str]:
         return dict(zip(self.meta.column("key").to_pylist(), self.meta.column("value").to_pylist()))

@@ -88,9 +88,10 @@ def print_run_summary(run_dir: Path, written: list[Path], console: Console | Non
     """The demo's report: the run's summary, then the exported files."""
     from perfsight.analysis.summary import run_summary
     from perfsight.api import load
+    from perfsight.core.memo import computed
 
     console = console or Console()
-    print_summary(str(run_dir), run_summary(load(run_dir), top=top), console)
+    print_summary(str(run_dir), computed(run_summary, load(run_dir), top=top), console)
     if written:
         console.print(f"exported files in {written[0].parent}:", soft_wrap=True)   # paths are never cut
         for path in written:

@@ -1,6 +1,7 @@
 """Summary files: CSV and JSON contents, msprof column names, microsecond conversion, empty categories."""
 import csv
 import json
+from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
@@ -13,6 +14,8 @@ from perfsight.core.tables import RunTables
 from analysis.planted import STREAM, training_run
 
 STAMP = "20240102030405"
+#: a GPU trace with steps, device tasks, runtime calls and NCCL kernels
+GPU_TRACE = "kineto/hta/trace_filter/sampled_rank-0.json.gz"
 
 
 def read_csv(path):
@@ -170,3 +173,19 @@ def test_variance_and_call_stacks_are_written(tmp_path):
     assert (api["API Name"], api["Count"], api["Variance"]) == ("cudaLaunchKernel", "2", "0.010")   # 0.01 us²
     operators = read_csv(files["pytorch_operator_view.csv"])
     assert operators[1][:3] == ["aten::linear", "", "model.py(8): forward;\ntrain.py(20): <module>"]
+
+
+def test_export_summary_computes_each_analysis_once(shared_data, tmp_path, monkeypatch):
+    """The summary files and the advice share the analyses (op_instances(), step_trace(), ...) through the
+    run's memo: none is computed twice with the same arguments."""
+    import shutil
+
+    from perfsight.cli import main
+    from tests.analysis_counts import count_analyses, repeated
+
+    trace = Path(shutil.copy(shared_data / GPU_TRACE, tmp_path / "rank0.json.gz"))
+    calls = count_analyses(monkeypatch)
+    assert main(["export", "summary", "-dir", str(trace), "--output", str(tmp_path / "out")]) == 0
+    assert repeated(calls) == {}
+    assert calls["ops.op_instances"].count((("kinds", None),)) == 1 and len(calls["steps.step_trace"]) == 1
+    assert len(calls["advisor.advise"]) == 1 and len(calls["ops.op_statistic"]) == 1

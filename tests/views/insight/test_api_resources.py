@@ -10,9 +10,12 @@ import pytest
 from fastapi import FastAPI, HTTPException
 from fastapi.testclient import TestClient
 
+from perfsight.analysis import cluster
+from perfsight.analysis.breakdown import step_breakdown
+from perfsight.core.memo import computed
+from perfsight.core.tables import RunTables
 from perfsight.views.insight import api_resources
 from perfsight.views.insight.library import LoadedRun
-from perfsight.core.tables import RunTables
 
 from tests.analysis.test_cluster import job
 from tests.analysis.test_data import queue_run
@@ -20,7 +23,7 @@ from tests.analysis.test_memory import B, C, planted
 
 
 def loaded(tables) -> LoadedRun:
-    """A LoadedRun (the server's, with its memo and lock) over planted tables."""
+    """A LoadedRun (the server's) over planted tables (with their memo)."""
     return LoadedRun(None, SimpleNamespace(tables=tables))
 
 
@@ -154,13 +157,15 @@ def test_empty_run_answers_every_page_route(client):
 
 
 def test_page_results_are_computed_once_per_run(client, runs):
-    memo = runs["job"]._memo
+    memo = runs["job"].tables.memo
     ok(client, "/api/runs/job/cluster")
     ok(client, "/api/runs/job/cluster/communication")
-    kept = set(memo)
-    assert any("cluster.rank_breakdown" in key for key in kept) and any("communication_matrix" in key for key in kept)
-    cached = {key: memo[key] for key in kept}
+    kept = len(memo)
+    cached = {fn: computed(fn, runs["job"].tables) for fn in (
+        cluster.rank_breakdown, cluster.slowest_rank, step_breakdown, cluster.communication_matrix,
+        cluster.collective_summary, cluster.collectives)}
+    assert len(memo) == kept                         # the requests kept each of them
     for _ in range(2):
         ok(client, "/api/runs/job/cluster")
         ok(client, "/api/runs/job/cluster/communication")
-    assert set(memo) == kept and all(memo[key] is value for key, value in cached.items())
+    assert len(memo) == kept and all(computed(fn, runs["job"].tables) is value for fn, value in cached.items())

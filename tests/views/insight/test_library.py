@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from perfsight.analysis.summary import run_start_ns
+from perfsight.core.memo import computed
 from perfsight.ingest import cache
 from perfsight.views.insight.library import RunLibrary, RunNotReady
 
@@ -88,11 +90,11 @@ def test_open_runs_are_bounded_and_reopened_from_the_cache(library, tmp_path, sh
     runs = settled(library, 2)
     a, b = runs["a.pt.trace.json.gz"]["id"], runs["b.json.gz"]["id"]
     first = library.get(a)
-    assert first.memo("answer", lambda: 42) == 42 and first.memo("answer", lambda: 0) == 42
+    assert computed(run_start_ns, first.tables) > 0 and len(first.tables.memo) == 1
     library.get(b)                                   # max_open=1: a is closed
     again = library.get(a)
     assert again is not first and again.tables.slices.num_rows == first.tables.slices.num_rows
-    assert again.memo("answer", lambda: 7) == 7      # a reopened run starts with an empty memo
+    assert len(again.tables.memo) == 0               # a reopened run starts with an empty memo
 
 
 def test_concurrent_requests_for_a_closed_run_open_and_analyse_it_once(library, tmp_path, shared_data, monkeypatch):
@@ -148,3 +150,26 @@ def test_rank_named_traces_without_distributed_info_are_one_ready_job(library, t
         _step_trace(tmp_path / "job" / f"rank{rank}.pt.trace.json", op=f"op_of_rank_{rank}")
     (job,) = settled(library, 1).values()
     assert (job["path"], job["kind"], job["status"], job["ranks"]) == ("job", "torch.profiler job", "ready", [0, 1])
+
+
+def test_every_page_of_a_run_computes_each_analysis_once(tmp_path, shared_data, monkeypatch):
+    """The pages share the analyses through the run's memo (the Cluster page's step_breakdown, the overview's
+    and the operator pages' op_instances, the Step trace page's and the advisor's step_trace), however often
+    they are asked for."""
+    from tests.analysis_counts import count_analyses, repeated
+    from tests.views.insight.conftest import Served
+
+    shutil.copy(shared_data / "kineto/hta/trace_filter/sampled_rank-0.json.gz", tmp_path)
+    calls = count_analyses(monkeypatch)
+    with Served(tmp_path) as served:
+        for _ in range(2):
+            for route, params in (("overview", {}), ("steps", {}), ("cluster", {}), ("cluster/communication", {}),
+                                  ("operators", {}), ("operators", {"view": "host"}), ("dynamic", {}),
+                                  ("operators/shapes", {"op_type": "aten::mm"}), ("flops", {}), ("data", {}),
+                                  ("memory", {}), ("resources/host", {})):
+                served.get("sampled", route, **params)
+            served.client.get(f"/api/runs/{served.id('sampled')}/timeline/tracks").raise_for_status()
+    assert repeated(calls) == {}
+    assert [len(calls[name]) for name in ("breakdown.step_breakdown", "steps.step_trace", "summary.run_summary",
+                                          "breakdown.overlap_intervals", "summary.run_start_ns")] == [1, 1, 1, 1, 1]
+    assert calls["ops.op_instances"].count((("kinds", None),)) == 1

@@ -19,13 +19,7 @@ EVIL = '<img src=x onerror="alert(1)">'
 
 class FakeRun:
     def __init__(self, tables):
-        self.tables, self.memo_calls, self._memo = tables, [], {}
-
-    def memo(self, key, factory):
-        self.memo_calls.append(key)
-        if key not in self._memo:
-            self._memo[key] = factory()
-        return self._memo[key]
+        self.tables = tables
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +39,11 @@ def client(fake):
     return TestClient(app)
 
 
-def test_tracks_window_and_the_index_built_once(client, fake):
+def test_tracks_window_and_the_index_built_once(client, fake, monkeypatch):
+    built, build = [], api_timeline.TimelineIndex.__init__
+    monkeypatch.setattr(api_timeline.TimelineIndex, "__init__", lambda index, tables: built.append(tables) or
+                        build(index, tables))
+    fake.tables.memo.clear()
     tree = client.get("/api/runs/r1/timeline/tracks").json()
     assert tree["origin_ns"] == BASE and tree["end_ns"] == 40000
     w = client.get("/api/runs/r1/timeline/window", params={"t0": 0, "t1": 40000, "width": 40,
@@ -56,8 +54,7 @@ def test_tracks_window_and_the_index_built_once(client, fake):
     assert [lane["buckets"]["count"] for lane in body["lanes"] if lane["depth"] == 1] == [[10] * 10]
     all_tracks = client.get("/api/runs/r1/timeline/window?t0=0&t1=40000&width=400").json()
     assert len(all_tracks["lanes"]) > len(body["lanes"]) and all_tracks["counters"]
-    assert set(fake.memo_calls) == {api_timeline.MEMO_KEY}
-    assert len(fake._memo) == 1
+    assert len(built) == 1 and built[0] is fake.tables
 
 
 @pytest.mark.parametrize("params, status, name", [

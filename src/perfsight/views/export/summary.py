@@ -1,9 +1,9 @@
 """Summary export: step_trace, op_summary, op_statistic, api_statistic, runtime_api, acl_statistic,
 task_time, msprof_tx and pytorch_operator_view as CSV or JSON, and the advisor's prof_rule_0.json.
 
-Each file is one analysis result written by the one writer (writer.write_rows) with the columns of its
-catalog entry (rows that are slices get their msprof fields from ``fields``); a result without rows is not
-written ("如果实际的性能数据没有相关的数据文件,就不会导出对应的timeline和summary数据"), except
+Each file is one analysis result (from the run's memo, ``core.memo``) written by the one writer
+(writer.write_rows) with the columns of its catalog entry (rows that are slices get their msprof fields from
+``fields``); a result without rows is not written ("如果实际的性能数据没有相关的数据文件,就不会导出对应的timeline和summary数据"), except
 prof_rule_0.json: it has one fixed name, so it is written for every run with data, as an empty list when
 nothing crossed a threshold, and never keeps an earlier export's advice.
 """
@@ -14,6 +14,7 @@ from pathlib import Path
 from perfsight.analysis import advisor, ops, steps
 from perfsight.analysis.operator_details import operator_details
 from perfsight.core.errors import OptionError
+from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables
 from perfsight.views.export import catalog
 from perfsight.views.export.fields import with_msprof_fields
@@ -36,17 +37,18 @@ def stage_summary(tables: RunTables, stage: Staging, *, stamp: str, fmt: str = "
                   fp_point: str | None = None, bp_point: str | None = None) -> None:
     """Write the summary files that have data into ``stage`` (``export_summary`` without the commit)."""
     _check_format(fmt)
-    per_thread_calls = ops.api_statistic(tables, by=("name", "pid", "tid"))
+    per_thread_calls = computed(ops.api_statistic, tables, by=("name", "pid", "tid"))
     results = (
-        (catalog.STEP_TRACE_SUMMARY, steps.step_trace(tables, fp_point=fp_point, bp_point=bp_point)),
-        (catalog.OP_SUMMARY, with_msprof_fields(tables, ops.op_instances(tables))),
-        (catalog.OP_STATISTIC, ops.op_statistic(tables, by=["op_type", "device"])),
-        (catalog.API_STATISTIC, ops.api_statistic(tables)),
+        (catalog.STEP_TRACE_SUMMARY, computed(steps.step_trace, tables, fp_point=fp_point, bp_point=bp_point)),
+        (catalog.OP_SUMMARY, with_msprof_fields(tables, computed(ops.op_instances, tables))),
+        (catalog.OP_STATISTIC, computed(ops.op_statistic, tables, by=["op_type", "device"])),
+        (catalog.API_STATISTIC, computed(ops.api_statistic, tables)),
         (catalog.RUNTIME_API, per_thread_calls),
         (catalog.ACL_STATISTIC, per_thread_calls),
-        (catalog.TASK_TIME, with_msprof_fields(tables, ops.task_time(tables))),
-        (catalog.MSPROF_TX_SUMMARY, with_msprof_fields(tables, ops.op_instances(tables, kinds=catalog.MARK_KINDS))),
-        (catalog.PYTORCH_OPERATOR_VIEW, operator_details(tables)),
+        (catalog.TASK_TIME, with_msprof_fields(tables, computed(ops.task_time, tables))),
+        (catalog.MSPROF_TX_SUMMARY,
+         with_msprof_fields(tables, computed(ops.op_instances, tables, kinds=catalog.MARK_KINDS))),
+        (catalog.PYTORCH_OPERATOR_VIEW, computed(operator_details, tables)),
     )
     written = False
     for kind, table in results:
@@ -54,8 +56,8 @@ def stage_summary(tables: RunTables, stage: Staging, *, stamp: str, fmt: str = "
             stage.write(kind.name(stamp, fmt), _rows_writer(table, kind.columns, fmt), replaceable=not kind.stamped)
             written = True
     if written:  # the advice of a run with data, even none: an earlier export's prof_rule_0.json must not stay
-        stage.write(catalog.ADVICE.name(stamp, "json"), _rows_writer(advisor.advise(tables), catalog.ADVICE.columns,
-                                                                     "json"), replaceable=True)
+        stage.write(catalog.ADVICE.name(stamp, "json"), _rows_writer(computed(advisor.advise, tables),
+                                                                     catalog.ADVICE.columns, "json"), replaceable=True)
 
 
 def _rows_writer(table, columns, fmt: str):

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfsight.analysis.steps import step_trace
+from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables, new_connection
 from perfsight.views.export.catalog import MARK_KINDS, MSPROF_TIMELINE, MSPROF_TX_TIMELINE, STEP_TRACE_TIMELINE, TASK_TIME_TIMELINE
 from perfsight.views.export.output import Staging, staging
@@ -48,7 +49,7 @@ def stage_timeline(tables: RunTables, stage: Staging, *, stamp: str, fp_point: s
             _stage_trace(stage, kind.name(stamp, "json"), tables, meta,
                          lambda con, where=where: _run_events(con, where, with_samples=False),
                          replaceable=not kind.stamped)
-    steps = step_trace(tables, fp_point=fp_point, bp_point=bp_point)
+    steps = computed(step_trace, tables, fp_point=fp_point, bp_point=bp_point)
     if steps.num_rows:
         step_con = new_connection()
         step_con.register("steps", steps)

@@ -22,12 +22,13 @@ from fastapi import APIRouter, Depends, HTTPException
 
 from perfsight.analysis.dynamic_shape import op_instance_time_by_step, op_shapes_by_step, op_time_by_step
 from perfsight.analysis.flops import model_flops, model_flops_total, op_flops, scope_flops
-from perfsight.analysis.ops import OP_INSTANCES, call_stack, duration_statistics, instance_page, type_shares
+from perfsight.analysis.ops import OP_INSTANCES, call_stack, instance_page, op_statistic, type_shares
 from perfsight.analysis.peaks import PRECISIONS
+from perfsight.core.memo import computed
 from perfsight.views.insight.library import LoadedRun
 from perfsight.views.insight.responses import json_response
-from perfsight.views.insight.results import (INT32_MAX, INT64_MAX, analysed, choice, executions, integer, relative, view_kinds, view_param,
-                      views)
+from perfsight.views.insight.results import (INT32_MAX, INT64_MAX, choice, executions, integer, relative, view_kinds,
+                                             view_param, views)
 
 #: operator types in the pie and bar of the operators page (MindSpore's "统计前20个")
 TOP_TYPES = 20
@@ -35,14 +36,13 @@ MAX_PAGE_SIZE = 500
 MAX_SCOPE_LEVEL = 64
 #: instances of one op type drawn by default on the dynamic shape page, and at most
 DEFAULT_INSTANCES, MAX_INSTANCES = 5, 50
-#: the keys of op_statistic's rows (its default ``by``, and by input shape)
-_TYPE_KEYS = ["rank", "category", "op_type", "task_type"]
-_SHAPE_KEYS = ["rank", "category", "op_type", "input_shapes", "task_type"]
+#: op_statistic's grouping by input shape
+_BY_SHAPE = ("op_type", "input_shapes")
 
 
-def _statistic(loaded: LoadedRun, view: str, keys: list[str]):
-    """``op_statistic`` of the view grouped by ``keys`` (its own grouping), from the memoised executions."""
-    return loaded.memo(f"statistic:{view}:{keys}", lambda: duration_statistics(executions(loaded, view), keys))
+def _statistic(loaded: LoadedRun, view: str, by: str | tuple[str, ...] = "op_type"):
+    """``op_statistic`` of the view's executions grouped ``by``."""
+    return computed(op_statistic, loaded.tables, by=by, kinds=view_kinds(view))
 
 
 def _required(name: str, value: str | None) -> str:
@@ -57,10 +57,9 @@ def router(get_run) -> APIRouter:
     @api.get("/operators")
     def operators(view: str | None = None, loaded: LoadedRun = Depends(get_run)):
         view = view_param(loaded, view)
-        rows = executions(loaded, view)
-        shares = loaded.memo(f"shares:{view}", lambda: type_shares(rows, top=TOP_TYPES))
+        shares = type_shares(executions(loaded, view), top=TOP_TYPES)
         return json_response({"views": views(loaded), "view": view, "shares": shares,
-                              "types": _statistic(loaded, view, _TYPE_KEYS)})
+                              "types": _statistic(loaded, view)})
 
     @api.get("/operators/instances")
     def instances(view: str | None = None, op_type: str | None = None, rank: str | None = None,
@@ -82,7 +81,7 @@ def router(get_run) -> APIRouter:
     @api.get("/operators/shapes")
     def shapes(view: str | None = None, op_type: str | None = None, loaded: LoadedRun = Depends(get_run)):
         view = view_param(loaded, view)
-        rows, total = instance_page(_statistic(loaded, view, _SHAPE_KEYS),
+        rows, total = instance_page(_statistic(loaded, view, _BY_SHAPE),
                                     where={"op_type": _required("op_type", op_type)}, sort="total_ns",
                                     limit=MAX_PAGE_SIZE)
         return json_response({"view": view, "op_type": op_type, "total": total, "rows": rows})
@@ -90,7 +89,7 @@ def router(get_run) -> APIRouter:
     @api.get("/operators/stack/{slice_id}")
     def stack(slice_id: str, loaded: LoadedRun = Depends(get_run)):
         number = integer("slice_id", slice_id, 0, 0)
-        frames = call_stack(loaded.tables, number)
+        frames = computed(call_stack, loaded.tables, number)
         if not frames.num_rows:
             raise HTTPException(404, f"no slice with id {number} in this run")
         return json_response({"id": number, "frames": relative(loaded, frames)})
@@ -99,20 +98,20 @@ def router(get_run) -> APIRouter:
     def flops(level: str | None = None, precision: str | None = None, loaded: LoadedRun = Depends(get_run)):
         level_number = integer("level", level, 1, 1, MAX_SCOPE_LEVEL)
         precision = choice("precision", precision, PRECISIONS, "fp32")
-        model = analysed(loaded, model_flops, precision=precision)
+        model = computed(model_flops, loaded.tables, precision=precision)
         return json_response({
             "level": level_number, "precision": precision, "precisions": list(PRECISIONS),
-            "ops": analysed(loaded, op_flops, precision=precision),
-            "scopes": analysed(loaded, scope_flops, level=level_number, precision=precision),
+            "ops": computed(op_flops, loaded.tables, precision=precision),
+            "scopes": computed(scope_flops, loaded.tables, level=level_number, precision=precision),
             "model": model, "total": model_flops_total(model)})
 
     @api.get("/dynamic")
     def dynamic(view: str | None = None, loaded: LoadedRun = Depends(get_run)):
         view = view_param(loaded, view)
         kinds = view_kinds(view)
-        return json_response({"views": views(loaded), "view": view, "types": _statistic(loaded, view, _TYPE_KEYS),
-                              "time_by_step": analysed(loaded, op_time_by_step, kinds=kinds),
-                              "shapes": analysed(loaded, op_shapes_by_step, kinds=kinds)})
+        return json_response({"views": views(loaded), "view": view, "types": _statistic(loaded, view),
+                              "time_by_step": computed(op_time_by_step, loaded.tables, kinds=kinds),
+                              "shapes": computed(op_shapes_by_step, loaded.tables, kinds=kinds)})
 
     @api.get("/dynamic/instances")
     def dynamic_instances(view: str | None = None, op_type: str | None = None, instances: str | None = None,
@@ -122,7 +121,7 @@ def router(get_run) -> APIRouter:
                   else list(range(DEFAULT_INSTANCES)))
         if len(wanted) > MAX_INSTANCES:
             raise HTTPException(400, f"instances: {len(wanted)} ordinals; expected at most {MAX_INSTANCES}")
-        table = analysed(loaded, op_instance_time_by_step, kinds=view_kinds(view))
+        table = computed(op_instance_time_by_step, loaded.tables, kinds=view_kinds(view))
         rows, _ = instance_page(table, where={"op_type": _required("op_type", op_type), "instance": wanted},
                                 sort="start_ns", descending=False, limit=MAX_PAGE_SIZE * len(wanted))
         return json_response({"view": view, "op_type": op_type, "instances": wanted, "rows": relative(loaded, rows)})

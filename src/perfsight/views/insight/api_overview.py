@@ -20,32 +20,33 @@ from perfsight.analysis.ops import type_shares
 from perfsight.analysis.resources import host_usage_summary
 from perfsight.analysis.steps import no_steps_reason, step_phases, step_trace
 from perfsight.analysis.summary import run_summary, timeline_summary
+from perfsight.core.memo import computed
 from perfsight.views.insight.library import LoadedRun
 from perfsight.views.insight.responses import json_response
-from perfsight.views.insight.results import analysed, executions, relative, views
+from perfsight.views.insight.results import executions, relative, views
 
 #: operator types in the overview's pie (the rest are one "other" slice)
 OVERVIEW_TOP_TYPES = 10
 
 
 def overview(loaded: LoadedRun) -> dict:
-    summary = analysed(loaded, run_summary)
+    summary = computed(run_summary, loaded.tables)
     view = views(loaded)[0]
     return {
         "categories": [*CATEGORIES, "idle"],
         "warnings": summary["warnings"],
         "no_steps_reason": summary["no_steps_reason"],
-        "step_breakdown": relative(loaded, analysed(loaded, step_breakdown)),
+        "step_breakdown": relative(loaded, computed(step_breakdown, loaded.tables)),
         "step_breakdown_average": summary["breakdown"],
-        "temporal": relative(loaded, analysed(loaded, temporal_breakdown)),
+        "temporal": relative(loaded, computed(temporal_breakdown, loaded.tables)),
         "overlap": relative(loaded, summary["overlap"]),
-        "flops": model_flops_total(analysed(loaded, model_flops)),
+        "flops": model_flops_total(computed(model_flops, loaded.tables)),
         "memory_peak": relative(loaded, summary["memory_peak"]),
-        "host_usage": relative(loaded, analysed(loaded, host_usage_summary)),
+        "host_usage": relative(loaded, computed(host_usage_summary, loaded.tables)),
         "ops_view": view,
         "top_ops": type_shares(executions(loaded, view), top=OVERVIEW_TOP_TYPES),
         "data": summary["data"],
-        "timeline": relative(loaded, analysed(loaded, timeline_summary)),
+        "timeline": relative(loaded, computed(timeline_summary, loaded.tables)),
         "advice": summary["advice"],
         "evidence": evidence_refs(summary["advice"]),
     }
@@ -60,8 +61,8 @@ def router(get_run) -> APIRouter:
 
     @api.get("/steps")
     def steps_route(loaded: LoadedRun = Depends(get_run)):
-        trace = analysed(loaded, step_trace)
+        trace = computed(step_trace, loaded.tables)
         return json_response({"steps": relative(loaded, trace), "phases": step_phases(trace),
-                              "no_steps_reason": analysed(loaded, no_steps_reason)})
+                              "no_steps_reason": computed(no_steps_reason, loaded.tables)})
 
     return api

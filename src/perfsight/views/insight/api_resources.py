@@ -8,11 +8,11 @@
 * ``cluster``, ``cluster/communication``: per-rank step breakdown, slowest rank and straggler, every
   rank's steps, and the communication matrix with its collectives.
 
-Every number comes from a ``perfsight.analysis`` function, computed once per run (``results.analysed``)
-except what depends on the query (a clicked time). Times go out as integer ns relative to the run's start
-and come in the same way (``results.relative``: a browser's numbers cannot hold ns since the epoch).
-Series go out columnar (``{"t_ns": [...], "value": [...]}``). Bad query parameters get 400 with a
-message naming the parameter and what it allows.
+Every number comes from a ``perfsight.analysis`` function through the run's memo (``core.memo.computed``:
+once per run and arguments, what depends on the query too, within the memo's bound). Times go out as
+integer ns relative to the run's start and come in the same way (``results.relative``: a browser's numbers
+cannot hold ns since the epoch). Series go out columnar (``{"t_ns": [...], "value": [...]}``). Bad query
+parameters get 400 with a message naming the parameter and what it allows.
 """
 from __future__ import annotations
 
@@ -25,9 +25,10 @@ from fastapi import APIRouter, Depends, HTTPException
 from perfsight.analysis import cluster, data, memory, resources
 from perfsight.analysis.breakdown import CATEGORIES, step_breakdown
 from perfsight.analysis.summary import run_start_ns
+from perfsight.core.memo import computed
 from perfsight.views.insight.library import LoadedRun
 from perfsight.views.insight.responses import json_response
-from perfsight.views.insight.results import INT32_MAX, INT64_MAX, analysed, integer, relative
+from perfsight.views.insight.results import INT32_MAX, INT64_MAX, integer, relative
 
 #: points of the memory curve by default (``memory.memory_curve_sampled``), and at most
 CURVE_POINTS, MAX_CURVE_POINTS = 4000, 100_000
@@ -52,7 +53,7 @@ def _series(table: pa.Table, keys: tuple[str, ...], columns: dict[str, str]) -> 
 def _memory_point(loaded: LoadedRun, rank: str | None, device: str | None) -> tuple[int, str]:
     """The (rank, device) asked for among those with memory events (a sole rank or device is the
     default), or 400 listing them."""
-    pairs = [(r["rank"], r["device"]) for r in analysed(loaded, memory.memory_peak).to_pylist()]
+    pairs = [(r["rank"], r["device"]) for r in computed(memory.memory_peak, loaded.tables).to_pylist()]
     listing = ", ".join(f"rank {r} device {d}" for r, d in pairs) or "none: this run recorded no memory events"
     ranks = sorted({r for r, _ in pairs})
     number = integer("rank", rank, ranks[0] if len(ranks) == 1 else None, low=0, high=INT32_MAX)
@@ -74,20 +75,20 @@ def router(get_run: Callable[[str], LoadedRun]) -> APIRouter:
     @api.get("/data")
     def data_preparation(loaded: LoadedRun = Depends(get_run)):
         """Verdict per rank, data wait per step, queue summary and queue series."""
-        queues = relative(loaded, analysed(loaded, data.queue_sizes))
+        queues = relative(loaded, computed(data.queue_sizes, loaded.tables))
         return json_response({
-            "verdict": analysed(loaded, data.data_verdict),
-            "steps": relative(loaded, analysed(loaded, data.data_wait)),
-            "queue_summary": analysed(loaded, data.queue_summary),
+            "verdict": computed(data.data_verdict, loaded.tables),
+            "steps": relative(loaded, computed(data.data_wait, loaded.tables)),
+            "queue_summary": computed(data.queue_summary, loaded.tables),
             "queues": _series(queues, ("rank", "series", "queue"), {"t_ns": "ts_ns", "value": "value"}),
         })
 
     @api.get("/resources/host")
     def host(loaded: LoadedRun = Depends(get_run)):
         """Host CPU and memory series (machine and process) with their summary."""
-        usage = relative(loaded, analysed(loaded, resources.host_usage))
+        usage = relative(loaded, computed(resources.host_usage, loaded.tables))
         return json_response({
-            "summary": relative(loaded, analysed(loaded, resources.host_usage_summary)),
+            "summary": relative(loaded, computed(resources.host_usage_summary, loaded.tables)),
             "units": resources.HOST_USAGE_SERIES,
             "series": _series(usage, ("rank", "series"), {"t_ns": "ts_ns", "value": "value"}),
         })
@@ -95,8 +96,8 @@ def router(get_run: Callable[[str], LoadedRun]) -> APIRouter:
     @api.get("/memory")
     def memory_overview(loaded: LoadedRun = Depends(get_run)):
         """The peak of every rank and device with memory events, and allocations per operator type."""
-        return json_response({"devices": relative(loaded, analysed(loaded, memory.memory_peak)),
-                              "by_op": analysed(loaded, memory.allocations_by_op)})
+        return json_response({"devices": relative(loaded, computed(memory.memory_peak, loaded.tables)),
+                              "by_op": computed(memory.allocations_by_op, loaded.tables)})
 
     @api.get("/memory/curve")
     def memory_curve(loaded: LoadedRun = Depends(get_run), rank: str | None = None, device: str | None = None,
@@ -104,9 +105,8 @@ def router(get_run: Callable[[str], LoadedRun]) -> APIRouter:
         """The allocated/reserved curve of one rank and device, at most ``max_points`` points."""
         number, device = _memory_point(loaded, rank, device)
         points = integer("max_points", max_points, CURVE_POINTS, low=10, high=MAX_CURVE_POINTS)
-        events = _of(analysed(loaded, memory.memory_peak), number, device)["events"][0].as_py()
-        thin = (analysed(loaded, memory.memory_curve_sampled, max_points=CURVE_POINTS) if points == CURVE_POINTS
-                else memory.memory_curve_sampled(loaded.tables, max_points=points))   # only the default is kept
+        events = _of(computed(memory.memory_peak, loaded.tables), number, device)["events"][0].as_py()
+        thin = computed(memory.memory_curve_sampled, loaded.tables, max_points=points)
         curve = relative(loaded, _of(thin, number, device))
         names = ("seq", "ts_ns", "bytes", "allocated_bytes", "reserved_bytes", "op_type", "step")
         return json_response({
@@ -118,16 +118,16 @@ def router(get_run: Callable[[str], LoadedRun]) -> APIRouter:
                      t_ns: str | None = None, limit: str | None = None):
         """What is allocated at relative time ``t_ns``: per operator type, and the largest tensors."""
         number, device = _memory_point(loaded, rank, device)
-        origin = analysed(loaded, run_start_ns)
+        origin = computed(run_start_ns, loaded.tables)
         relative_ns = integer("t_ns", t_ns, None, low=0, high=INT64_MAX - origin)   # absolute, it fits int64
         if relative_ns is None:
             raise HTTPException(400, "t_ns is required: an integer >= 0, ns since the run's start")
         count = integer("limit", limit, PAGE, low=1, high=MAX_PAGE)
         at = relative_ns + origin
-        tensors = memory.alive_at(loaded.tables, at, rank=number, device=device)
+        tensors = computed(memory.alive_at, loaded.tables, at, rank=number, device=device)
         return json_response({
             "rank": number, "device": device, "t_ns": relative_ns, "tensor_count": tensors.num_rows,
-            "by_op": memory.alive_by_op_at(loaded.tables, at, rank=number, device=device),
+            "by_op": computed(memory.alive_by_op_at, loaded.tables, at, rank=number, device=device),
             "tensors": relative(loaded, tensors.slice(0, count)),
         })
 
@@ -136,7 +136,7 @@ def router(get_run: Callable[[str], LoadedRun]) -> APIRouter:
                            device: str | None = None, offset: str | None = None, limit: str | None = None):
         """A page of the rank and device's allocations (tensor lifetimes), in allocation order."""
         number, device = _memory_point(loaded, rank, device)
-        lifetimes = _of(analysed(loaded, memory.tensor_lifetimes), number, device)
+        lifetimes = _of(computed(memory.tensor_lifetimes, loaded.tables), number, device)
         start = integer("offset", offset, 0, low=0, high=lifetimes.num_rows)
         count = integer("limit", limit, PAGE, low=1, high=MAX_PAGE)
         return json_response({"rank": number, "device": device, "total": lifetimes.num_rows, "offset": start,
@@ -145,16 +145,17 @@ def router(get_run: Callable[[str], LoadedRun]) -> APIRouter:
     @api.get("/cluster")
     def cluster_steps(loaded: LoadedRun = Depends(get_run)):
         """Per-rank mean breakdown with the slowest rank and straggler, and every rank's steps."""
-        slowest = analysed(loaded, cluster.slowest_rank).to_pylist()
-        steps = analysed(loaded, step_breakdown).drop_columns(["start_ns", "end_ns"])
-        return json_response({"categories": [*CATEGORIES, "idle"], "ranks": analysed(loaded, cluster.rank_breakdown),
+        slowest = computed(cluster.slowest_rank, loaded.tables).to_pylist()
+        steps = computed(step_breakdown, loaded.tables).drop_columns(["start_ns", "end_ns"])
+        return json_response({"categories": [*CATEGORIES, "idle"],
+                              "ranks": computed(cluster.rank_breakdown, loaded.tables),
                               "slowest": slowest[0] if slowest else None,
                               "steps": {name: steps.column(name).to_pylist() for name in steps.column_names}})
 
     @api.get("/cluster/communication")
     def communication(loaded: LoadedRun = Depends(get_run)):
         """The communication matrix (cells with peer null: peers not recorded) and collectives per rank."""
-        return json_response({"matrix": analysed(loaded, cluster.communication_matrix),
-                              "collectives": analysed(loaded, cluster.collective_summary)})
+        return json_response({"matrix": computed(cluster.communication_matrix, loaded.tables),
+                              "collectives": computed(cluster.collective_summary, loaded.tables)})
 
     return api

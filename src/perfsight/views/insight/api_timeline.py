@@ -1,8 +1,8 @@
 """The timeline's HTTP routes, under ``/api/runs/{run_id}/timeline/``: the track tree, windows at screen
 resolution, search, one slice's details, area sums (all answered by the run's ``TimelineIndex``, built
-once per run through the run's memo), and the download of the run's timeline JSON for Perfetto or
-chrome://tracing (perfsight.views.export's timeline file, written to a temporary directory that is removed
-once sent; never into the run's folder).
+once per run through the run's memo, ``core.memo.computed``), and the download of the run's timeline JSON
+for Perfetto or chrome://tracing (perfsight.views.export's timeline file, written to a temporary directory
+that is removed once sent; never into the run's folder).
 
 Times in queries and answers are integer ns relative to the run's ``origin_ns`` (``tracks``), as
 timeline_index.py explains, within its ``MAX_TIME_NS``. Bad parameters get 400 (or FastAPI's 422 for a
@@ -23,11 +23,10 @@ from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import FileResponse, Response
 from starlette.background import BackgroundTask
 
+from perfsight.core.memo import computed
 from perfsight.views.export import export_timeline
 from perfsight.views.insight.results import INT64_MAX, bounded
 from perfsight.views.insight.timeline_index import MAX_TIME_NS, TimelineIndex
-
-MEMO_KEY = "timeline_index"
 
 
 def _json(data) -> Response:
@@ -49,13 +48,13 @@ def _track_ids(text: str | None) -> list[int] | None:
 
 
 def router(get_run: Callable) -> APIRouter:
-    """The timeline routes; ``get_run(run_id)`` returns an object with ``.tables`` and ``.memo(key,
-    factory)``, or raises HTTPException(404)."""
+    """The timeline routes; ``get_run(run_id)`` returns an object with the run's ``.tables``, or raises
+    HTTPException(404)."""
     api = APIRouter(prefix="/api/runs/{run_id}/timeline")
 
     def index(run_id: str) -> TimelineIndex:
         run = get_run(run_id)
-        return run.memo(MEMO_KEY, lambda: TimelineIndex(run.tables))
+        return computed(TimelineIndex, run.tables)
 
     def answer(call, *args, **kwargs) -> Response:
         try:

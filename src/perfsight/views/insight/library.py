@@ -7,8 +7,8 @@ the run, after ``discovery.confine`` found no link out of the base directory) ha
 pool of ``workers`` threads, reporting bytes read as progress. A run that fails to parse keeps its error
 on its own entry; the others are unaffected.
 
-Open runs (their tables, and what pages computed from them, see ``LoadedRun.memo``) are kept for the
-``max_open`` most recently used runs; others are reopened from their cache when asked for again (once,
+Open runs (their tables, and what pages computed from them: the tables' memo, ``core.memo``) are kept for
+the ``max_open`` most recently used runs; others are reopened from their cache when asked for again (once,
 however many requests ask at the same time), so the server's memory is bounded by a few runs whatever
 the number of runs under the directory.
 """
@@ -22,7 +22,6 @@ from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TypeVar
 
 from perfsight.core.errors import PerfsightError
 from perfsight.ingest.common import progress
@@ -30,7 +29,6 @@ from perfsight.run import Run, open_sources
 from perfsight.views.insight.discovery import Candidate, confine, discover
 
 log = logging.getLogger("perfsight.views.insight")
-T = TypeVar("T")
 
 
 class RunNotReady(Exception):
@@ -68,19 +66,10 @@ class Entry:
 
 
 class LoadedRun:
-    """An open run, and a per-run memo for what the pages compute from it (computed once; a factory may
-    itself use the memo)."""
+    """An open run: its list entry, the run and its tables (whose memo keeps what the pages compute)."""
 
     def __init__(self, entry: Entry, run: Run):
         self.entry, self.run, self.tables = entry, run, run.tables
-        self._memo: dict[str, Any] = {}
-        self._lock = threading.RLock()
-
-    def memo(self, key: str, factory: Callable[[], T]) -> T:
-        with self._lock:
-            if key not in self._memo:
-                self._memo[key] = factory()
-            return self._memo[key]
 
 
 class RunLibrary:

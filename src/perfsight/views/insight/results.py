@@ -1,7 +1,7 @@
-"""Analysis results as the page routes serve them: computed once per open run, times of day relative to
-the run's start, and checked query parameters.
+"""Analysis results as the page routes serve them (every one through the run's memo, ``core.memo.computed``:
+computed once per open run and arguments), times of day relative to the run's start, and checked query
+parameters.
 
-* ``analysed(loaded, function, **kwargs)``: ``function(loaded.tables, **kwargs)``, memoised on the run.
 * ``executions(loaded, view)``: the operator executions the operator pages list (``ops.op_instances``):
   the ``device`` tasks or the ``host`` framework operators (``views(loaded)`` says which the run has).
 * ``relative(loaded, table)``: a result with its times of day (columns named ``start_ns``, ``end_ns``,
@@ -12,14 +12,13 @@ the run's start, and checked query parameters.
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import pyarrow as pa
 import pyarrow.compute as pc
 from fastapi import HTTPException
 
 from perfsight.analysis.ops import has_device_tasks, op_instances
 from perfsight.analysis.summary import run_start_ns
+from perfsight.core.memo import computed
 from perfsight.views.insight.library import LoadedRun
 
 #: the operator views: device tasks (kernels, communication, memory copies) or host framework operators
@@ -31,15 +30,9 @@ SHOWN_CHARACTERS = 40
 _TIME_SUFFIXES = ("start_ns", "end_ns", "ts_ns")
 
 
-def analysed(loaded: LoadedRun, function: Callable[..., pa.Table], **kwargs):
-    """``function(loaded.tables, **kwargs)``, computed once per run and arguments."""
-    key = f"{function.__module__}.{function.__qualname__}{sorted(kwargs.items())}"
-    return loaded.memo(key, lambda: function(loaded.tables, **kwargs))
-
-
 def views(loaded: LoadedRun) -> list[str]:
     """The operator views the run has: ``device`` first when it has device tasks, and ``host``."""
-    return list(VIEWS) if loaded.memo("has_device_tasks", lambda: has_device_tasks(loaded.tables)) else ["host"]
+    return list(VIEWS) if computed(has_device_tasks, loaded.tables) else ["host"]
 
 
 def view_param(loaded: LoadedRun, view: str | None) -> str:
@@ -55,12 +48,12 @@ def view_kinds(view: str) -> tuple[str, ...] | None:
 
 def executions(loaded: LoadedRun, view: str) -> pa.Table:
     """``op_instances`` of the view."""
-    return analysed(loaded, op_instances, kinds=view_kinds(view))
+    return computed(op_instances, loaded.tables, kinds=view_kinds(view))
 
 
 def relative(loaded: LoadedRun, table: pa.Table) -> pa.Table:
     """``table`` with its time-of-day columns minus the run's start (module docstring)."""
-    origin = analysed(loaded, run_start_ns)
+    origin = computed(run_start_ns, loaded.tables)
     for i, name in enumerate(table.schema.names):
         if name.endswith(_TIME_SUFFIXES) and pa.types.is_integer(table.schema.field(i).type):
             table = table.set_column(i, name, pc.subtract(table.column(i), pa.scalar(origin, pa.int64())))

@@ -35,6 +35,7 @@ from perfsight.analysis.breakdown import OVERLAP_ROWS, overlap_intervals
 from perfsight.analysis.ops import DEVICE_TASK_KINDS
 from perfsight.analysis.step_spans import STEP_SPANS_CTE
 from perfsight.analysis.summary import run_start_ns
+from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables
 
 #: track groups of a rank, in display order
@@ -106,7 +107,7 @@ class TimelineIndex:
         overlap, virtual = self._overlap_lanes(tables, virtual)
         lanes.append(overlap)
         self._counters, self._memory_tracks = self._counter_series(tables, virtual)
-        self.origin_ns = run_start_ns(tables)
+        self.origin_ns = computed(run_start_ns, tables)
         self._counters = {t: (ts - self.origin_ns, v) for t, (ts, v) in self._counters.items()}
         self._index_lanes({key: np.concatenate([p[key] for p in lanes]) for key in lanes[0]})
         lasts = [int(ts[-1]) for ts, _ in self._counters.values()] + ([int(self._end.max())] if self._end.size else [])
@@ -123,7 +124,7 @@ class TimelineIndex:
     def _overlap_lanes(self, tables: RunTables, virtual: int) -> tuple[dict, int]:
         """The overlap-analysis rows as lane arrays: one new track per (rank, row) from ``virtual``, names
         after the slice names, kind ``overlap``, id -1 (not slices). Returns them and the next free id."""
-        overlap = overlap_intervals(tables)
+        overlap = computed(overlap_intervals, tables)
         rank = overlap.column("rank").to_numpy()
         row = pc.index_in(overlap.column("row"), pa.array(OVERLAP_ROWS)).to_numpy().astype(np.int32)
         track = np.zeros(overlap.num_rows, dtype=np.int64)
