@@ -11,7 +11,7 @@ nothing is counted twice; every category is the union of its slices, so parallel
 ops count once):
 
 1. ``compute``: device tasks of kernel type COMPUTATION (``kernels`` module: kernel slices on a stream
-   that are not NCCL);
+   that are not communication);
 2. ``communication``: device tasks of type COMMUNICATION, while no compute runs;
 3. ``memory``: memcpy/memset device tasks, while neither compute nor communication runs;
 4. ``runtime``: host runtime/driver API calls and device synchronisation (kinds ``runtime``, ``driver``,

@@ -25,9 +25,10 @@ these sources the rank has (so nothing is counted twice):
 2. ``host record``: host ``record_param_comms`` slices with the same metadata (``dur_ns`` null: the host
    slice only enqueues the work). PyTorch's records of ``wait`` (waiting on a work handle, no data) are
    left out.
-3. ``host annotation``: the backend's host ranges (``nccl:all_reduce``, ``gloo:...``) of traces whose
-   PyTorch records no metadata: the collective is the name after the colon, ``in_nelems`` the elements of
-   the recorded input shapes, the dtype the first input's; the group and the output are unknown.
+3. ``host annotation``: the backend's host ranges (``nccl:all_reduce``, ``gloo:...``: core/communication.py's
+   ``BACKENDS``) of traces whose PyTorch records no metadata: the collective is the name after the colon,
+   ``in_nelems`` the elements of the recorded input shapes, the dtype the first input's; the group and the
+   output are unknown.
 
 Sizes: ``in_bytes`` / ``out_bytes`` = elements x the dtype's size (``DTYPE_BYTES``; null for a dtype not
 listed). The group's ranks come from ``Process Group Ranks`` ("[0, 1, 2]"); PyTorch cuts that text past
@@ -57,6 +58,7 @@ import re
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfsight.core.communication import BACKEND_RANGE
 from perfsight.core.tables import RunTables, fits, new_connection
 from perfsight.analysis.breakdown import STEP_BREAKDOWN_AVERAGE, step_breakdown, step_breakdown_average
 
@@ -228,7 +230,6 @@ ORDER BY rank, start_ns, id
 """
 
 SOURCES = ("device", "host record", "host annotation")
-_BACKEND_RANGE = r"^(nccl|rccl|gloo|mpi|ucc|xccl|hccl):"
 _RANK_LIST = re.compile(r"^\s*\[(.*)\]\s*$", re.S)
 
 
@@ -288,7 +289,7 @@ def collectives(tables: RunTables) -> pa.Table:
     ``group_ranks`` (null when not recorded) and ``peer`` (send/recv: the other rank, from ``Dst Rank``
     or ``Src Rank`` as the trace gives them). Sorted by rank, start."""
     con = tables.connect()
-    rows = con.sql(_CANDIDATES_SQL, params={"backend": _BACKEND_RANGE}).to_arrow_table().to_pylist()
+    rows = con.sql(_CANDIDATES_SQL, params={"backend": BACKEND_RANGE}).to_arrow_table().to_pylist()
     best: dict[int, int] = {}
     for row in rows:
         best[row["rank"]] = min(best.get(row["rank"], 4), row["source"])

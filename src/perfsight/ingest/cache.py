@@ -46,10 +46,12 @@ ROW_GROUP_ROWS = 1 << 15  # bounds the writer's buffers (~30% less peak memory t
 
 @functools.cache
 def code_hash() -> str:
-    """A hash of the modules that decide what the tables hold: every reader (this package) and the schema."""
+    """A hash of the modules that decide what the tables hold: every reader (this package), the schema and the
+    communication rule."""
     package = Path(__file__).parent
     digest = hashlib.sha1()
-    for path in sorted([*package.rglob("*.py"), package.parent / "core" / "tables.py"]):
+    core = package.parent / "core"
+    for path in sorted([*package.rglob("*.py"), core / "tables.py", core / "communication.py"]):
         digest.update(str(path.relative_to(package.parent)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfsight.analysis.steps import step_trace
+from perfsight.core.communication import COMM_KIND
 from perfsight.core.tables import RunTables, new_connection
 from perfsight.views.export.catalog import MARK_KINDS, MSPROF_TIMELINE, MSPROF_TX_TIMELINE, STEP_TRACE_TIMELINE, TASK_TIME_TIMELINE
 from perfsight.views.export.output import Staging, staging
@@ -120,9 +121,9 @@ def _metadata_events_sql(processes: str, threads: str) -> str:
 _RUN_VIEWS = """
 CREATE TEMP VIEW placed AS
 SELECT s.*, coalesce(t.rank, 0) AS rank, t.name AS track_name, coalesce(t.sort_index, t.track_id) AS track_order,
-       CASE WHEN s.kind = 'comm' THEN 4 WHEN t.kind = 'stream' THEN 3
+       CASE WHEN s.kind = '{comm}' THEN 4 WHEN t.kind = 'stream' THEN 3
             WHEN s.kind IN ('runtime', 'driver') THEN 2 ELSE 1 END AS layer_order,
-       CASE WHEN s.kind = 'comm' THEN 'Communication'
+       CASE WHEN s.kind = '{comm}' THEN 'Communication'
             WHEN t.kind = 'stream' THEN 'Device tasks ' || coalesce(t.device, '?')
             WHEN s.kind IN ('runtime', 'driver') THEN 'Runtime API'
             ELSE 'Framework (CPU ops, Python)' END AS layer
@@ -177,7 +178,7 @@ def _run_events(con: duckdb.DuckDBPyConnection, slices_where: str = "true", with
     """SQL of the msprof timeline's events (ev, ord, ts): layers, slices, counters, memory, flows; only the
     slices ``slices_where`` keeps (SQL over slices ``s`` and tracks ``t``), the counter and memory samples
     only ``with_samples``."""
-    con.execute(_RUN_VIEWS.format(slices_where=slices_where, with_samples=str(with_samples).lower()))
+    con.execute(_RUN_VIEWS.format(slices_where=slices_where, with_samples=str(with_samples).lower(), comm=COMM_KIND))
     slice_event = _x_event_sql(name="name", cat="kind", pid="pid", tid="track_id", start="start_ns",
                                dur="dur_ns", args=_SLICE_ARGS)
     return f"""

@@ -35,6 +35,7 @@ from perfsight.analysis.breakdown import OVERLAP_ROWS, overlap_intervals
 from perfsight.analysis.ops import DEVICE_TASK_KINDS
 from perfsight.analysis.step_spans import STEP_SPANS_CTE
 from perfsight.analysis.summary import run_start_ns
+from perfsight.core.communication import COMM_KIND, is_comm_stream
 from perfsight.core.tables import RunTables
 
 #: track groups of a rank, in display order
@@ -112,7 +113,7 @@ class TimelineIndex:
         lasts = [int(ts[-1]) for ts, _ in self._counters.values()] + ([int(self._end.max())] if self._end.size else [])
         self._end_ns = max(lasts, default=0)
         self._index_flows(tables.flows)
-        self._tree = self._build_tree(names, kinds, track)
+        self._tree = self._build_tree(kinds, track)
         steps = f"WITH {STEP_SPANS_CTE} SELECT min(start_ns), max(end_ns) FROM steps"
         first, last = tables.connect().execute(steps).fetchone()
         self._profiled = None if first is None else {"start_ns": first - self.origin_ns,
@@ -202,12 +203,10 @@ class TimelineIndex:
                     virtual += 1
         return series, memory_tracks
 
-    def _build_tree(self, names: np.ndarray, kinds: np.ndarray, track: np.ndarray) -> list[dict]:
-        # a stream is a communication stream when most of its device tasks are communication (NCCL/HCCL)
+    def _build_tree(self, kinds: np.ndarray, track: np.ndarray) -> list[dict]:
         code = {k: i for i, k in enumerate(self._kinds)}
         is_task = np.isin(kinds, [code[k] for k in DEVICE_TASK_KINDS if k in code])
-        nccl = np.array([n.startswith("nccl") for n in self._names[:self._slice_names]] + [False])
-        comm = is_task & ((kinds == code.get("comm", -1)) | nccl[names])
+        comm = is_task & (kinds == code.get(COMM_KIND, -1))
         tasks_per_track = dict(zip(*(a.tolist() for a in np.unique(track[is_task], return_counts=True))))
         comm_per_track = dict(zip(*(a.tolist() for a in np.unique(track[comm], return_counts=True))))
         depth = dict(zip(self._lane_track.tolist(), (self._lane_depth + 1).tolist()))   # last lane of a track wins
@@ -223,8 +222,8 @@ class TimelineIndex:
                 group = "counters"
                 entry.update(self._value_range(track_id), unit=counter_unit(t["name"]))
             elif kind == "stream":
-                group = "communication" if 2 * comm_per_track.get(track_id, 0) > tasks_per_track.get(track_id, 0) \
-                    else "device streams"
+                group = "communication" if is_comm_stream(comm_per_track.get(track_id, 0),
+                                                          tasks_per_track.get(track_id, 0)) else "device streams"
                 entry["depth"] = depth.get(track_id, 1)
             else:
                 group = "host threads"
