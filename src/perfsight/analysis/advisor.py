@@ -105,22 +105,21 @@ class Facts:
 
 
 def _uneven_ranks(facts: Facts) -> Advice | None:
-    if not facts.steps.num_rows:
-        return None
-    facts.con.register("profiled_steps", facts.steps)
-    per_rank = facts.rows("SELECT rank, avg(iteration_ns)::DOUBLE AS mean_ns, count(*) AS steps FROM profiled_steps "
-                          "GROUP BY rank ORDER BY mean_ns")
-    if len(per_rank) < 2:
+    """The ranks' mean steps as the Cluster page compares them (``cluster.mean_step_by_rank``)."""
+    from perfsight.analysis.cluster import mean_step_by_rank
+
+    per_rank = sorted(facts.get(mean_step_by_rank).to_pylist(), key=lambda r: (r["step_ns"], r["rank"]))
+    if len(per_rank) < 2 or not per_rank[0]["step_ns"]:
         return None
     fastest, slowest = per_rank[0], per_rank[-1]
-    excess = slowest["mean_ns"] / fastest["mean_ns"] - 1
+    excess = slowest["step_ns"] / fastest["step_ns"] - 1
     if excess < UNEVEN_RANKS_RATIO:
         return None
     return Advice(
         "uneven_ranks", "high" if excess >= 0.25 else "medium", "Ranks are uneven",
-        f"rank {slowest['rank']} takes {_ms(slowest['mean_ns'])} per step, {excess:.0%} more than rank "
-        f"{fastest['rank']} ({_ms(fastest['mean_ns'])}); every rank waits for the slowest at each collective",
-        {"mean_step_ns_by_rank": {str(r["rank"]): round(r["mean_ns"]) for r in per_rank},
+        f"rank {slowest['rank']} takes {_ms(slowest['step_ns'])} per step, {excess:.0%} more than rank "
+        f"{fastest['rank']} ({_ms(fastest['step_ns'])}); every rank waits for the slowest at each collective",
+        {"mean_step_ns_by_rank": {str(r["rank"]): r["step_ns"] for r in per_rank},
          "slowest_rank": slowest["rank"]},
         f"slowest rank's mean step >= {UNEVEN_RANKS_RATIO:.0%} above the fastest's",
         "Compare the slow rank's step breakdown with the others: uneven data shards or sequence lengths, a slower "
