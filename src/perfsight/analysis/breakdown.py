@@ -205,12 +205,18 @@ def step_breakdown_average(breakdown: pa.Table) -> pa.Table:
         total = {n: int(breakdown.column(n).to_numpy()[mine].sum()) for n in ["step_ns", *parts]}
         count = int(mine.sum())
         row = {"rank": r, "steps": count, "step_ns": round(total["step_ns"] / count),
-               "median_step_ns": round(float(np.median(breakdown.column("step_ns").to_numpy()[mine])))}
+               "median_step_ns": round(median(breakdown.column("step_ns").to_numpy()[mine]))}
         row.update(zip(parts, _apportion([total[n] for n in parts], count, row["step_ns"])))
         for c in (*CATEGORIES, "idle"):
             row[f"{c}_pct"] = 100.0 * total[f"{c}_ns"] / total["step_ns"] if total["step_ns"] else None
         rows.append(row)
     return pa.Table.from_pylist(rows, schema=STEP_BREAKDOWN_AVERAGE)
+
+
+def median(values: np.ndarray) -> float | None:
+    """The exact median of ``values``: the middle one, the mean of the middle two for an even count; None
+    for none. Every median perfsight quotes is this one."""
+    return float(np.median(values)) if len(values) else None
 
 
 def _apportion(totals: list[int], count: int, target: int) -> list[int]:
