@@ -110,3 +110,19 @@ def test_the_headline_is_the_median_of_the_profiled_steps(tmp_path):
     print_summary(str(trace), run_summary(perfsight.open(trace).tables), Console(file=out, width=120))
     assert "median step 0.200 ms (median of 3 profiled steps; mean 0.400 ms)" in out.getvalue()
     assert "the collector timed" not in out.getvalue()      # a plain trace has no step-time series
+
+
+def test_the_breakdown_table_shows_every_category_of_the_analysis():
+    """The terminal prints breakdown.CATEGORIES (and idle), not a list of its own that could miss one."""
+    import pyarrow as pa
+
+    from perfsight.analysis.breakdown import CATEGORIES, STEP_BREAKDOWN_AVERAGE
+    from perfsight.views.terminal import _print_breakdown
+
+    parts = (*CATEGORIES, "idle")
+    row = {"rank": 0, "steps": 1, "step_ns": 1_000_000 * len(parts), "median_step_ns": 1_000_000 * len(parts),
+           **{f"{c}_ns": 1_000_000 for c in parts}, **{f"{c}_pct": 100 / len(parts) for c in parts}}
+    out = StringIO()
+    _print_breakdown(pa.Table.from_pylist([row], schema=STEP_BREAKDOWN_AVERAGE), Console(file=out, width=80))
+    shown = [line.split("│")[1].strip() for line in out.getvalue().splitlines() if line.count("│") > 2]
+    assert shown == [c.replace("_", " ") for c in parts] + ["step"]

@@ -13,7 +13,8 @@ canonical value: MindSpore ``op_time: true`` is ``task_time: "l1"``), the type, 
 and the hardware the option needs. :data:`RULES` holds the cross-key rules of the seeds. :func:`resolve`
 checks everything up front and either returns frozen :class:`Options` or raises one
 :class:`~perfsight.core.errors.OptionError` that lists every problem, each naming the key as given, the value
-and what is allowed.
+and what is allowed. ``perfsight export``'s own option values (``STEP_MODEL_ID``, ``EXPORT_FORMATS``) are
+defined and checked here too.
 
 Judgement calls (the seeds leave them open):
 
@@ -516,6 +517,22 @@ RULES: tuple[Requires | Excludes, ...] = (
                                       "aic_metrics", "l2", "runtime_api"), "seed 000: mutually exclusive"),
     Excludes("steps", ("epochs",), "profile a step range or an epoch range, not both"),
 )
+
+
+# --- perfsight export's options (msprof export's) ---------------------------------------------------
+
+#: ``--model-id`` of msprof's step mode ("--model-id=4294967295,为Step模式"): iterations are training steps
+STEP_MODEL_ID = 4294967295
+#: ``--format``: the formats of the summary files
+EXPORT_FORMATS = ("csv", "json")
+
+
+def check_export_format(fmt: object) -> str:
+    """``fmt`` when it is one of ``EXPORT_FORMATS``; else an OptionError naming ``--format``, the value and what
+    is allowed (the one check of the format: the CLI, ``perfsight.export`` and ``export_summary``)."""
+    if fmt not in EXPORT_FORMATS:
+        raise OptionError(f"--format: {fmt!r} is not allowed; allowed: {', '.join(EXPORT_FORMATS)}")
+    return fmt
 
 
 # --- the resolved options -------------------------------------------------------------------------

@@ -206,11 +206,13 @@ MODEL_FLOPS_TOTAL = pa.schema([
     ("steps", pa.int64()),
     ("op_count", pa.int64()),
     ("flops", pa.int64()),
+    ("flops_per_step", pa.float64()),
     ("step_ns", pa.int64()),
 ] + _RATE_COLUMNS)
 
 _MODEL_FLOPS_TOTAL_SQL = """
 SELECT rank, count(*) AS steps, sum(op_count)::BIGINT AS op_count, TRY_CAST(sum(flops) AS BIGINT) AS flops,
+       TRY_CAST(sum(flops) AS BIGINT) / count(*) AS flops_per_step,
        sum(step_ns)::BIGINT AS step_ns, sum(flops) * 1e9 / nullif(sum(step_ns), 0) AS flops_per_s,
        any_value(peak_flops) AS peak_flops, any_value(peak_source) AS peak_source,
        100.0 * sum(flops) * 1e9 / nullif(sum(step_ns), 0) / any_value(peak_flops) AS utilization_percent
@@ -221,9 +223,9 @@ FROM model WHERE step IS NOT NULL AND step_ns IS NOT NULL GROUP BY rank ORDER BY
 def model_flops_total(model: pa.Table) -> pa.Table:
     """Per rank, the profiled steps of a ``model_flops`` table taken together (schema
     ``MODEL_FLOPS_TOTAL``): the number of ``steps`` (rows with a step and a step span), their summed
-    ``op_count``, ``flops`` and ``step_ns``; ``flops_per_s`` = flops x 1e9 / step_ns (the model's FLOPS
-    over all its steps) and ``utilization_percent`` = 100 x flops_per_s / ``peak_flops`` (the rows' peak;
-    null when unknown). Operators outside steps are not counted."""
+    ``op_count``, ``flops`` and ``step_ns``, ``flops_per_step`` = flops / steps; ``flops_per_s`` = flops x
+    1e9 / step_ns (the model's FLOPS over all its steps) and ``utilization_percent`` = 100 x flops_per_s /
+    ``peak_flops`` (the rows' peak; null when unknown). Operators outside steps are not counted."""
 
     con = new_connection()
     con.register("model", model)
