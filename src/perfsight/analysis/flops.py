@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from perfsight.core.tables import RunTables, new_connection
 from perfsight.analysis.flops_shapes import shape_flops
+from perfsight.analysis.ops import DEVICE_TASK_KINDS_SQL
 from perfsight.analysis.peaks import device_peak
 from perfsight.analysis.step_spans import STEP_SPANS_CTE
 from perfsight.analysis.steps import CUT_STEP_SQL
@@ -79,7 +80,7 @@ MODEL_FLOPS = pa.schema([
 ] + _RATE_COLUMNS)
 
 # The counted operators with their rank, time and time source.
-_COUNTED = """
+_COUNTED = f"""
 WITH RECURSIVE counted AS (
     SELECT s.id, s.name, coalesce(s.op_type, s.name) AS op_type, s.track_id, s.parent_id, s.step,
            coalesce(s.flops, e.flops) AS flops, CASE WHEN s.flops IS NULL THEN 'shapes' ELSE 'trace' END
@@ -89,7 +90,7 @@ WITH RECURSIVE counted AS (
 ), device_time AS (
     SELECT coalesce(t.rank, 0)::INTEGER AS rank, s.external_id, sum(s.dur_ns) AS device_ns
     FROM slices s JOIN tracks t USING (track_id)
-    WHERE t.kind = 'stream' AND s.kind IN ('kernel', 'comm', 'memcpy', 'memset') AND s.external_id IS NOT NULL
+    WHERE t.kind = 'stream' AND s.kind IN ({DEVICE_TASK_KINDS_SQL}) AND s.external_id IS NOT NULL
       AND s.external_id IN (SELECT external_id FROM counted)
     GROUP BY ALL
 ), ops AS (

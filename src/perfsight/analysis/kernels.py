@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from perfsight.core.communication import COMM_KIND
 from perfsight.core.tables import RunTables, new_connection
-from perfsight.analysis.ops import DEVICE_TASK_KINDS
+from perfsight.analysis.ops import DEVICE_TASK_KINDS_SQL
 
 KERNEL_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
 
@@ -35,7 +35,7 @@ SELECT s.id, coalesce(t.rank, 0) AS rank, s.track_id, regexp_replace(t.tid, '^st
             ELSE 'COMPUTATION' END AS kernel_type,
        s.start_ns, s.start_ns + s.dur_ns AS end_ns, s.dur_ns, s.step, s.correlation_id
 FROM slices s JOIN tracks t USING (track_id)
-WHERE t.kind = 'stream' AND s.kind IN ({", ".join(f"'{kind}'" for kind in DEVICE_TASK_KINDS)})
+WHERE t.kind = 'stream' AND s.kind IN ({DEVICE_TASK_KINDS_SQL})
 """
 
 KERNEL_BREAKDOWN = pa.schema([

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.analysis.ops import API_KINDS, DEVICE_TASK_KINDS
+from perfsight.analysis.ops import API_KINDS_SQL, DEVICE_TASK_KINDS_SQL
 from perfsight.core.communication import COMM_KIND, is_comm_stream
 from perfsight.core.tables import RunTables
 
@@ -35,15 +35,13 @@ GROUPS = ("host threads", "device streams", "communication", "overlap analysis",
 #: the memory series: (memory table column, series name)
 MEMORY_SERIES_COLUMNS = (("total_allocated", "Memory allocated"), ("total_reserved", "Memory reserved"))
 
-_KINDS = ", ".join(f"'{kind}'" for kind in API_KINDS)
-
 #: SQL columns ``layer_order`` and ``layer`` of slice ``s`` on its track ``t``
 SLICE_LAYER_COLUMNS = f"""
        CASE WHEN s.kind = '{COMM_KIND}' THEN 4 WHEN t.kind = 'stream' THEN 3
-            WHEN s.kind IN ({_KINDS}) THEN 2 ELSE 1 END AS layer_order,
+            WHEN s.kind IN ({API_KINDS_SQL}) THEN 2 ELSE 1 END AS layer_order,
        CASE WHEN s.kind = '{COMM_KIND}' THEN 'Communication'
             WHEN t.kind = 'stream' THEN 'Device tasks ' || coalesce(t.device, '?')
-            WHEN s.kind IN ({_KINDS}) THEN 'Runtime API'
+            WHEN s.kind IN ({API_KINDS_SQL}) THEN 'Runtime API'
             ELSE 'Framework (CPU ops, Python)' END AS layer"""
 
 #: SQL columns ``layer_order`` and ``layer`` of a sample of a series of device ``device``
@@ -63,7 +61,7 @@ SERIES = pa.schema([
 
 _DEVICE_TASKS_PER_TRACK = f"""
 SELECT track_id, count(*) AS tasks, count(*) FILTER (WHERE kind = '{COMM_KIND}') AS comm_tasks
-FROM slices WHERE kind IN ({", ".join(f"'{kind}'" for kind in DEVICE_TASK_KINDS)}) GROUP BY track_id
+FROM slices WHERE kind IN ({DEVICE_TASK_KINDS_SQL}) GROUP BY track_id
 """
 
 
