@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from perfsight.core import layout
 from perfsight.core.errors import InputError
+from perfsight.core.files import file_kind
 from perfsight.core.tables import RunTables
 from perfsight.ingest import cache
 from perfsight.ingest.ascend.detect import find_torch_npu_db, is_mindspore_legacy_dir, is_msprof_dir, is_torch_npu_dir, ranks_in
@@ -135,7 +136,7 @@ def find_runs(path: Path) -> list[RunSource]:
     except OSError as error:
         raise InputError(f"{path}: cannot read it ({error.strerror or error})") from None
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        raise InputError(f"{path}: {layout.file_kind(mode)}, not a file or directory; expected a PROF_ directory, a "
+        raise InputError(f"{path}: {file_kind(mode)}, not a file or directory; expected a PROF_ directory, a "
                          "torch.profiler trace (*.pt.trace.json[.gz]) or a folder holding them")
     if stat.S_ISREG(mode):
         if is_kineto_trace(path):

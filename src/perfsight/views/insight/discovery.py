@@ -22,7 +22,6 @@ nowhere.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from pathlib import Path
 from perfsight.core import layout
 from perfsight.core.errors import InputError
 from perfsight.ingest import RunSource, ascend_runs_at
+from perfsight.ingest.cache import source_stamps
 from perfsight.ingest.jobs import rank_in_name
 from perfsight.ingest.kineto.reader import is_kineto_trace
 
@@ -51,17 +51,11 @@ class Candidate:
     sources: tuple[Path, ...]  # the raw files whose size and mtime say whether the run changed
 
     def fingerprint(self) -> tuple:
-        stats = []
-        for source in self.sources:
-            try:
-                st = source.stat()
-            except OSError:
-                continue
-            stats.append((str(source), st.st_size, st.st_mtime_ns))
-        return tuple(stats)
+        """(path, size, mtime) of each source: ``cache.source_stamps`` without the content hash."""
+        return tuple(tuple(stamp) for stamp in source_stamps(self.sources, content=False))
 
     def size_bytes(self) -> int:
-        return sum(size for _, size, _ in self.fingerprint())
+        return sum(size or 0 for _, size, _ in self.fingerprint())
 
 
 def run_id(relpath: str) -> str:
@@ -172,10 +166,11 @@ def _ascend_entries(base: Path, folder: Path, runs: dict[str, list[RunSource]]) 
 
 
 def _manifest_rank(base: Path, run: Path) -> int | None:
-    manifest = inside(base, run / layout.MANIFEST)
+    if inside(base, run / layout.MANIFEST) is None:
+        return None
     try:
-        rank = json.loads(manifest.read_text(encoding="utf-8")).get("rank") if manifest else None
-    except (OSError, ValueError, AttributeError):
+        rank = layout.read_manifest(run).get("rank")
+    except InputError:
         return None
     return rank if type(rank) is int else None
 
