@@ -1,4 +1,4 @@
-"""A run at a glance: step-time statistics (their medians ``breakdown.median``'s), the profiled steps, the top
+"""A run at a glance: step-time statistics (medians by ``breakdown.median``), the profiled steps, the top
 operators and the advice; the timeline's summary (MindSpore's overview: "总览页展示了Timeline中stream和task的汇总情况")
 and where the run starts (pure functions)."""
 from __future__ import annotations

@@ -6,9 +6,10 @@
   naming communication (``is_comm_category``), a device kernel whose name starts with ``nccl`` or ``rccl``
   in any case (``is_comm_kernel``: NCCL's and RCCL's kernels), a host operator or range named after
   torch.distributed (``c10d::...``), after a backend of ``BACKENDS`` (``nccl:all_reduce``,
-  ``gloo:broadcast``...) or PyTorch's ``record_param_comms`` (``is_comm_host_name``). Everything after
-  the readers (the step breakdown's and HTA's COMMUNICATION kernel type, the collectives, the export's
-  Communication layer, the web timeline) reads ``kind`` and never looks at names again.
+  ``gloo:broadcast``...) or PyTorch's ``record_param_comms`` (``is_comm_host_name``). After the readers,
+  what is communication is ``kind`` alone (the breakdowns' COMMUNICATION kernel type, the collectives, the
+  export's Communication layer, the web timeline); names are read again only to tell communication slices
+  apart (the collectives' backend ranges, ``BACKEND_RANGE``).
 * A stream is a communication stream when more than half of its device tasks are communication slices
   (``is_comm_stream``): the web timeline groups it under "communication".
 

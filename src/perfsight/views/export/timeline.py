@@ -5,8 +5,8 @@ All are Chrome trace-event JSON objects, loadable by Perfetto and chrome://traci
 the layers and events; analysis/timeline.py decides what goes in which layer and makes the counter and
 memory series, as for the web timeline). The event text is built by DuckDB string functions straight from
 the tables, one string per event and no Python object per event, streamed to the file in batches;
-``to_json`` escapes names, and times are written as microseconds with exactly three decimals computed in DECIMAL arithmetic
-from the int64 ns (1_000_000_001 ns -> ``1000000.001``).
+``to_json`` escapes names, and times are written as microseconds with exactly three decimals computed in
+DECIMAL arithmetic from the int64 ns (1_000_000_001 ns -> ``1000000.001``).
 """
 from __future__ import annotations
 
