@@ -1,4 +1,4 @@
-"""Benchmark: the insight timeline's server side (perfsight.views.insight.timeline_index) on a synthetic run of
+"""Benchmark: the insight timeline's server side (perfsight.analysis.timeline_index) on a synthetic run of
 millions of slices: building the TimelineIndex, then window queries at many zoom levels and positions,
 with search and area sums beside them.
 
@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from stats import load_average, quantile  # bench/stats.py (scripts here import their siblings)
 
-from perfsight.views.insight.timeline_index import TimelineIndex
+from perfsight.analysis.timeline_index import TimelineIndex
 from perfsight.core.tables import RunTables, conform, meta_table
 
 FANOUT = (8, 4, 3, 3)                 # children per slice at depths 0..3 (depth 4 = the launches)
@@ -222,7 +222,7 @@ def markdown(result: dict, rows: list[dict], command: str, load_before: str, loa
         "## Insight timeline window queries",
         "",
         "What the web timeline's server side costs on a run of millions of events: building the level-of-detail "
-        "index (`perfsight.views.insight.timeline_index.TimelineIndex`) once, then answering window queries at many "
+        "index (`perfsight.analysis.timeline_index.TimelineIndex`) once, then answering window queries at many "
         "zoom levels and positions. Produced by `bench/timeline_window.py` (its docstring has the details); a "
         "benchmark, not a test.",
         "",

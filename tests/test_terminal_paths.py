@@ -3,6 +3,8 @@ from io import StringIO
 
 from rich.console import Console
 
+import perfsight
+from perfsight.analysis.summary import run_summary
 from perfsight.views.terminal import print_run_summary
 
 from tests.analysis.planted_host import perfsight_run  # noqa: F401  (fixture)
@@ -11,7 +13,8 @@ from tests.analysis.planted_host import perfsight_run  # noqa: F401  (fixture)
 def test_paths_are_not_cut_at_the_terminal_width(perfsight_run):  # noqa: F811
     out = StringIO()
     written = [perfsight_run / "perfsight_output" / "msprof_20260101000000.json"]
-    print_run_summary(perfsight_run, written, Console(file=out, width=60))
+    print_run_summary(perfsight_run, run_summary(perfsight.open(perfsight_run).tables), written,
+                      Console(file=out, width=60))
     lines = out.getvalue().splitlines()
     assert f"exported files in {written[0].parent}:" in lines
     assert f"browse it in the web UI: perfsight insight --summary-base-dir {perfsight_run.parent} --open" in lines

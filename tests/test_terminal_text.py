@@ -122,6 +122,27 @@ def test_the_demo_report_computes_each_analysis_once(shared_data, tmp_path, monk
     trace = Path(shutil.copy(shared_data / "kineto/hta/trace_filter/sampled_rank-0.json.gz", tmp_path))
     calls = count_analyses(monkeypatch)
     out = StringIO()
-    print_run_summary(trace, [], Console(file=out, width=100))
+    from perfsight.core.memo import computed
+
+    from perfsight.analysis import summary as summary_module      # its run_summary is the counting one
+
+    summary = computed(summary_module.run_summary, perfsight.open(trace).tables)      # as cmd_demo gets it
+    print_run_summary(trace, summary, [], Console(file=out, width=100))
     assert "Profiled steps" in out.getvalue() and repeated(calls) == {}
     assert len(calls["summary.run_summary"]) == 1 and len(calls["steps.step_points"]) == 1
+
+
+def test_the_breakdown_table_shows_every_category_of_the_analysis():
+    """The terminal prints breakdown.CATEGORIES (and idle), not a list of its own that could miss one."""
+    import pyarrow as pa
+
+    from perfsight.analysis.breakdown import CATEGORIES, STEP_BREAKDOWN_AVERAGE
+    from perfsight.views.terminal import _print_breakdown
+
+    parts = (*CATEGORIES, "idle")
+    row = {"rank": 0, "steps": 1, "step_ns": 1_000_000 * len(parts), "median_step_ns": 1_000_000 * len(parts),
+           **{f"{c}_ns": 1_000_000 for c in parts}, **{f"{c}_pct": 100 / len(parts) for c in parts}}
+    out = StringIO()
+    _print_breakdown(pa.Table.from_pylist([row], schema=STEP_BREAKDOWN_AVERAGE), Console(file=out, width=80))
+    shown = [line.split("│")[1].strip() for line in out.getvalue().splitlines() if line.count("│") > 2]
+    assert shown == [c.replace("_", " ") for c in parts] + ["step"]

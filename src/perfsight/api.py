@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from perfsight.core.errors import InputError
 from perfsight.core.tables import RunTables
 
 
@@ -29,10 +28,10 @@ def export(path: str | os.PathLike, *, timeline: bool = True, summary: bool = Tr
     run's directory is read-only). ``clear`` removes the Parquet cache afterwards. Each run's files are
     written all or none; a file perfsight did not write is never overwritten.
     """
+    from perfsight.options.export import check_export_format
     from perfsight.views.export import Selection, export_runs, find_export_runs
 
-    if fmt not in ("csv", "json"):
-        raise InputError(f"--format: {fmt!r} is not allowed; allowed: csv, json")
+    check_export_format(fmt)
     selection = Selection(iteration_id=iteration_id, model_id=model_id, iteration_count=iteration_count)
     return export_runs(find_export_runs(path), timeline=timeline, summary=summary, fmt=fmt, selection=selection,
                        clear=clear, output=output)

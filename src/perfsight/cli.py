@@ -9,8 +9,7 @@ import textwrap
 
 from perfsight import __version__
 from perfsight.core.errors import OptionError, PerfsightError
-
-MODEL_ID_STEP_MODE = 4294967295
+from perfsight.options.export import EXPORT_FORMATS, STEP_MODEL_ID
 
 
 def _positive_int(text: str) -> int:
@@ -28,10 +27,10 @@ def _model_id(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; allowed: {MODEL_ID_STEP_MODE} (step mode) "
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; allowed: {STEP_MODEL_ID} (step mode) "
                                          "or a compiled graph id >= 0") from None
     if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative; allowed: {MODEL_ID_STEP_MODE} (step mode) "
+        raise argparse.ArgumentTypeError(f"{value} is negative; allowed: {STEP_MODEL_ID} (step mode) "
                                          "or a compiled graph id >= 0")
     return value
 
@@ -68,11 +67,11 @@ def _add_export(sub) -> None:
         p.add_argument("--iteration-id", type=_positive_int,
                        help="export this iteration only (goes with --model-id)")
         p.add_argument("--model-id", type=_model_id,
-                       help=f"{MODEL_ID_STEP_MODE}: step mode (iteration = training step); other ids: "
+                       help=f"{STEP_MODEL_ID}: step mode (iteration = training step); other ids: "
                             "the id F of a torch.compile region 'Torch-Compiled Region: F/C' (graph mode)")
         p.add_argument("--iteration-count", type=_positive_int, help="number of iterations to export")
         if kind == "summary":
-            p.add_argument("--format", choices=("csv", "json"), default="csv", help="summary file format")
+            p.add_argument("--format", choices=EXPORT_FORMATS, default="csv", help="summary file format")
         p.add_argument("--clear", nargs="?", const=True, default=False, type=_on_off, metavar="on|off",
                        help="remove the parsed-table cache after exporting (default off)")
         p.add_argument("--output", help="write to OUTPUT/<run>/ instead of the run's perfsight_output/")
@@ -312,11 +311,14 @@ def cmd_export(args) -> int:
 
 
 def cmd_demo(args) -> int:
+    from perfsight.analysis.summary import run_summary
+    from perfsight.core.memo import computed
     from perfsight.demo.driver import run_demo
+    from perfsight.run import open as open_run
     from perfsight.views.terminal import print_run_summary
 
     run_dir, written = run_demo(args.output, args.steps)
-    print_run_summary(run_dir, written)
+    print_run_summary(run_dir, computed(run_summary, open_run(run_dir).tables), written)
     return 0
 
 

@@ -112,6 +112,7 @@ class Run:
     op_time_by_step = _Analysis("dynamic_shape")
     op_instance_time_by_step = _Analysis("dynamic_shape")
     op_shapes_by_step = _Analysis("dynamic_shape")
+    mean_step_by_rank = _Analysis("cluster")
     rank_breakdown = _Analysis("cluster")
     slowest_rank = _Analysis("cluster")
     collectives = _Analysis("cluster")

@@ -88,6 +88,29 @@ def test_slowest_rank_row():
     assert cluster.slowest_rank(tables_from_rows(slices=[], tracks=TRACKS)).num_rows == 0
 
 
+def test_the_advisor_and_the_cluster_page_quote_the_same_mean_step():
+    """Rank 0: steps 1, 2, 3 of 10000, 10000 and 40000 ns; rank 1: steps 1, 2 of 12000 ns. Over all its steps
+    rank 0's mean (20000) would make it the slow rank; over the steps both have (1, 2) it is 10000 ns, and
+    rank 1 is 20% slower: what the Cluster page and the uneven-ranks advice both say."""
+    from perfsight.analysis.advisor import advise
+
+    slices = [s("step", f"ProfilerStep#{step}", 0, start, end, step=step)
+              for step, start, end in ((1, 0, 10000), (2, 20000, 30000), (3, 40000, 80000))]
+    slices += [s("step", f"ProfilerStep#{step}", 1, start, start + 12000, step=step)
+               for step, start in ((1, 0), (2, 20000))]
+    tables = tables_from_rows(slices=slices, tracks=TRACKS)
+    assert cluster.mean_step_by_rank(tables).to_pylist() == [
+        {"rank": 0, "steps": 2, "step_ns": 10000, "common_steps": True},
+        {"rank": 1, "steps": 2, "step_ns": 12000, "common_steps": True}]
+    page = {r["rank"]: r["step_ns"] for r in cluster.rank_breakdown(tables).to_pylist()}
+    (slowest,) = cluster.slowest_rank(tables).to_pylist()
+    (advice,) = [a for a in advise(tables).to_pylist() if a["rule"] == "uneven_ranks"]
+    assert page == {0: 10000, 1: 12000}
+    assert (slowest["slowest_rank"], slowest["slowest_step_ns"], slowest["fastest_step_ns"]) == (1, 12000, 10000)
+    assert json.loads(advice["evidence"]) == {"mean_step_ns_by_rank": {"0": 10000, "1": 12000}, "slowest_rank": 1}
+    assert "rank 1 takes 0.012 ms per step, 20% more than rank 0 (0.010 ms)" in advice["finding"]
+
+
 def test_ranks_without_common_steps_compare_their_own():
     tables = job()
     keep = pc.invert(pc.and_(pc.equal(tables.slices["kind"], "step"), pc.equal(tables.slices["track_id"], 11)))

@@ -195,3 +195,9 @@ def test_real_cpu_trace(shared_data):
     steps = flops.model_flops(with_flops).to_pylist()
     assert [(r["step"], r["flops"]) for r in steps] == [(2, 2000), (3, 2000), (4, 2000)]
     assert {r["peak_source"] for r in steps} == {"unknown"}
+
+
+def test_model_total_gives_the_flops_per_step():
+    """The terminal quotes this figure; it divided the FLOPs by the steps itself before."""
+    (row,) = flops.model_flops_total(flops.model_flops(planted())).to_pylist()
+    assert (row["flops"], row["steps"], row["flops_per_step"]) == (5_001_500, 2, 2_500_750.0)

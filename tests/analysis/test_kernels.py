@@ -48,7 +48,7 @@ def test_kernel_breakdown_statistics_per_rank_and_name():
     slices, start = [], 0
     for (rank, name), values in durations.items():
         for dur in values:
-            kind = "memcpy" if name.startswith("Memcpy") else "kernel"
+            kind = "memcpy" if name.startswith("Memcpy") else "comm" if name.startswith("nccl") else "kernel"
             slices.append({"id": len(slices), "kind": kind, "name": name, "op_type": name, "track_id": 2 + rank,
                            "start_ns": start, "dur_ns": dur})
             start += 2000

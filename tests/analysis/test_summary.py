@@ -25,3 +25,20 @@ def test_run_start_is_the_first_slice_counter_or_memory_event():
                                counters=[{"track_id": CPU_COUNTER, "ts_ns": BASE - 500, "value": 1.0}])
     assert run_start_ns(earlier) == BASE - 500
     assert run_start_ns(RunTables()) == 0
+
+
+def test_step_time_medians_are_one_exact_median():
+    """The collector's step times (4 samples: the mean of the middle two) and the profiled steps' median
+    (breakdown.median, rounded to the ns for its int column) come from the one median."""
+    from perfsight.analysis.breakdown import median
+    from perfsight.analysis.summary import run_summary
+    from perfsight.core.tables import STEP_TIME_SERIES
+
+    tables = training_run()
+    tracks = tables.tracks.to_pylist() + [{"track_id": 99, "rank": 0, "pid": "1", "device": "cpu", "kind": "counter",
+                                           "name": STEP_TIME_SERIES}]
+    counters = [{"track_id": 99, "ts_ns": BASE + i, "value": v} for i, v in enumerate((4.0, 1.0, 3.0, None, 2.0))]
+    summary = run_summary(tables_from_rows(slices=tables.slices.to_pylist(), tracks=tracks, counters=counters))
+    assert (summary["steps"]["count"], summary["steps"]["median_ns"], summary["steps"]["mean_ns"]) == (5, 2.5, 2.5)
+    assert median([10000, 10001]) == 10000.5 and median([]) is None
+    assert summary["breakdown"].column("median_step_ns").to_pylist() == [round(median([10000, 10000]))]

@@ -16,7 +16,7 @@ from fastapi.staticfiles import StaticFiles
 
 from perfsight.views.insight import api_timeline
 from tests.views.insight.test_timeline_api import FakeRun
-from tests.views.insight.test_timeline_index import AUTOGRAD, STREAM, THREAD, run, s
+from tests.analysis.test_timeline_index import AUTOGRAD, STREAM, THREAD, run, s
 
 from .harness import AppServer
 

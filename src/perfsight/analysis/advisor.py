@@ -50,7 +50,8 @@ def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
 
 
-def _ms(ns: float) -> str:
+def _duration(ns: float) -> str:
+    """A duration in ns as text with its unit: ``1.234 ms``."""
     return f"{ns / 1e6:.3f} ms"
 
 
@@ -102,22 +103,21 @@ class Facts:
 
 
 def _uneven_ranks(facts: Facts) -> Advice | None:
-    if not facts.steps.num_rows:
-        return None
-    facts.con.register("profiled_steps", facts.steps)
-    per_rank = facts.rows("SELECT rank, avg(iteration_ns)::DOUBLE AS mean_ns, count(*) AS steps FROM profiled_steps "
-                          "GROUP BY rank ORDER BY mean_ns")
-    if len(per_rank) < 2:
+    """The ranks' mean steps as the Cluster page compares them (``cluster.mean_step_by_rank``)."""
+    from perfsight.analysis.cluster import mean_step_by_rank
+
+    per_rank = sorted(facts.get(mean_step_by_rank).to_pylist(), key=lambda r: (r["step_ns"], r["rank"]))
+    if len(per_rank) < 2 or not per_rank[0]["step_ns"]:
         return None
     fastest, slowest = per_rank[0], per_rank[-1]
-    excess = slowest["mean_ns"] / fastest["mean_ns"] - 1
+    excess = slowest["step_ns"] / fastest["step_ns"] - 1
     if excess < UNEVEN_RANKS_RATIO:
         return None
     return Advice(
         "uneven_ranks", "high" if excess >= 0.25 else "medium", "Ranks are uneven",
-        f"rank {slowest['rank']} takes {_ms(slowest['mean_ns'])} per step, {excess:.0%} more than rank "
-        f"{fastest['rank']} ({_ms(fastest['mean_ns'])}); every rank waits for the slowest at each collective",
-        {"mean_step_ns_by_rank": {str(r["rank"]): round(r["mean_ns"]) for r in per_rank},
+        f"rank {slowest['rank']} takes {_duration(slowest['step_ns'])} per step, {excess:.0%} more than rank "
+        f"{fastest['rank']} ({_duration(fastest['step_ns'])}); every rank waits for the slowest at each collective",
+        {"mean_step_ns_by_rank": {str(r["rank"]): r["step_ns"] for r in per_rank},
          "slowest_rank": slowest["rank"]},
         f"slowest rank's mean step >= {UNEVEN_RANKS_RATIO:.0%} above the fastest's",
         "Compare the slow rank's step breakdown with the others: uneven data shards or sequence lengths, a slower "
@@ -134,7 +134,7 @@ def _excessive_sync(facts: Facts) -> Advice | None:
         return None
     return Advice(
         "excessive_synchronisation", "medium", "Excessive synchronisation",
-        f"{sum(r['calls'] for r in rows)} synchronisations take {_ms(total)}, "
+        f"{sum(r['calls'] for r in rows)} synchronisations take {_duration(total)}, "
         f"{total / facts.profiled_ns:.0%} of the profiled time",
         {"calls": {r["name"]: {"count": r["calls"], "total_ns": r["total_ns"]} for r in rows[:5]}},
         f"synchronisation >= {SYNC_SHARE:.0%} of the profiled steps",
@@ -215,7 +215,7 @@ def _amp_unused(facts: Facts) -> Advice | None:
     return Advice(
         "amp_unused", "high" if share >= 0.5 else "medium", "Matmuls and convolutions run in fp32",
         f"fp32 matmul/convolution kernels on the CUDA cores take {share:.0%} of device kernel time "
-        f"({_ms(fp32_ns)}); Tensor Cores run them several times faster in fp16/bf16 (or TF32)",
+        f"({_duration(fp32_ns)}); Tensor Cores run them several times faster in fp16/bf16 (or TF32)",
         {"ops": ops, "top_kernels": _top_kernels(fp32)},
         f"fp32 matmul/conv kernels >= {FP32_MATMUL_SHARE:.0%} of device kernel time",
         "Wrap the forward pass in torch.autocast('cuda', dtype=torch.bfloat16) (or float16 with a GradScaler); "
@@ -248,9 +248,9 @@ def _channels_last_on_device(facts: Facts) -> Advice | None:
         return None
     return Advice(
         "channels_last", "medium", "Convolutions use NCHW memory layout",
-        f"{conv.num_rows} convolution kernels take {_ms(conv_ns)}, {conv_ns / total:.0%} of device kernel time, "
+        f"{conv.num_rows} convolution kernels take {_duration(conv_ns)}, {conv_ns / total:.0%} of device kernel time, "
         f"{nhwc_ns / conv_ns:.0%} of it in NHWC kernels"
-        + (f"; NCHW/NHWC layout transposes take {_ms(transpose_ns)}" if transpose_ns else ""),
+        + (f"; NCHW/NHWC layout transposes take {_duration(transpose_ns)}" if transpose_ns else ""),
         {"convolutions": conv.num_rows, "conv_ns": conv_ns, "nhwc_ns": nhwc_ns, "layout_transpose_ns": transpose_ns,
          "top_kernels": _top_kernels(conv)},
         f"NCHW convolution kernels >= {CONV_SHARE:.0%} of device kernel time", _CHANNELS_LAST_SUGGESTION)
@@ -274,7 +274,7 @@ def _channels_last_on_host(facts: Facts) -> Advice | None:
         return None
     return Advice(
         "channels_last", "medium", "Convolutions use NCHW memory layout",
-        f"{convs} 2-D convolutions on NCHW-contiguous inputs take {_ms(conv_ns)}, "
+        f"{convs} 2-D convolutions on NCHW-contiguous inputs take {_duration(conv_ns)}, "
         f"{conv_ns / facts.profiled_ns:.0%} of the profiled time",
         {"convolutions": convs, "conv_ns": conv_ns},
         f"NCHW convolutions >= {CONV_SHARE:.0%} of the profiled time", _CHANNELS_LAST_SUGGESTION)
@@ -307,7 +307,8 @@ def _low_device_utilisation(facts: Facts) -> Advice | None:
     return Advice(
         "low_device_utilisation", "high" if worst["idle_pct"] >= 50 else "medium", "The device is often idle",
         f"rank {worst['rank']}: the device is idle {worst['idle_pct']:.0f}% of its active span "
-        f"({_ms(worst['idle_ns'])} of {_ms(worst['kernel_time_ns'])}); compute is {worst['compute_pct']:.0f}%",
+        f"({_duration(worst['idle_ns'])} of {_duration(worst['kernel_time_ns'])}); "
+        f"compute is {worst['compute_pct']:.0f}%",
         {"idle_pct_by_rank": {str(r["rank"]): round(r["idle_pct"], 2) for r in idle}},
         f"device idle >= {LOW_UTILISATION_IDLE_PCT:.0f}% of the span from its first to its last task",
         "See the idle-time breakdown: host-wait gaps need less Python/CPU work per step (larger batches, "
@@ -328,8 +329,8 @@ def _launch_bound(facts: Facts) -> Advice | None:
     return Advice(
         "launch_bound", "medium", "Many small kernels: launch-bound",
         f"rank {worst['rank']}: {worst['short_kernels']} of {worst['launches']} kernels ({share:.0%}) run shorter "
-        f"than their launch call ({_ms(worst['short_kernel_gpu_ns'])} of kernel time for "
-        f"{_ms(worst['short_kernel_cpu_ns'])} of launch time)",
+        f"than their launch call ({_duration(worst['short_kernel_gpu_ns'])} of kernel time for "
+        f"{_duration(worst['short_kernel_cpu_ns'])} of launch time)",
         {"ranks": {str(r["rank"]): {"launches": r["launches"], "short_kernels": r["short_kernels"]} for r in rows}},
         f"short kernels (launch <= 50 us and longer than the kernel) >= {SHORT_KERNEL_SHARE:.0%} of launches",
         "Fuse small operations: torch.compile (mode='reduce-overhead' adds CUDA graphs), fused optimizers "
@@ -352,7 +353,7 @@ def _host_bound_gaps(facts: Facts) -> Advice | None:
     worst = max(bound, key=lambda r: r["host_wait_ns"])
     return Advice(
         "host_bound_gaps", "medium", "Device gaps wait for the host",
-        f"rank {worst['rank']}: {_ms(worst['host_wait_ns'])} of {_ms(worst['idle_ns'])} device idle time "
+        f"rank {worst['rank']}: {_duration(worst['host_wait_ns'])} of {_duration(worst['idle_ns'])} device idle time "
         f"({worst['host_wait_ns'] / worst['idle_ns']:.0%}, summed over streams) is the device waiting for "
         "the host to launch work",
         {"ranks": {str(r["rank"]): {"host_wait_ns": r["host_wait_ns"], "idle_ns": r["idle_ns"]} for r in bound}},
@@ -371,7 +372,7 @@ def _communication_not_overlapped(facts: Facts) -> Advice | None:
     worst = max(totals, key=lambda r: r["pure_communication_ns"] / r["span_ns"])
     return Advice(
         "communication_not_overlapped", "high", "Communication is not overlapped with compute",
-        f"rank {worst['rank']}: {_ms(worst['pure_communication_ns'])} of communication "
+        f"rank {worst['rank']}: {_duration(worst['pure_communication_ns'])} of communication "
         f"({worst['pure_communication_ns'] / worst['span_ns']:.0%} of the device span) runs with no compute beside it; "
         f"{worst['comm_comp_overlap_pct'] or 0:.0f}% of communication is overlapped",
         {"ranks": {str(r["rank"]): {"pure_communication_ns": r["pure_communication_ns"], "span_ns": r["span_ns"]}

@@ -11,7 +11,7 @@ nothing is counted twice; every category is the union of its slices, so parallel
 ops count once):
 
 1. ``compute``: device tasks of kernel type COMPUTATION (``kernels`` module: kernel slices on a stream
-   that are not NCCL);
+   that are not communication);
 2. ``communication``: device tasks of type COMMUNICATION, while no compute runs;
 3. ``memory``: memcpy/memset device tasks, while neither compute nor communication runs;
 4. ``runtime``: host runtime/driver API calls and device synchronisation (kinds ``runtime``, ``driver``,
@@ -205,12 +205,18 @@ def step_breakdown_average(breakdown: pa.Table) -> pa.Table:
         total = {n: int(breakdown.column(n).to_numpy()[mine].sum()) for n in ["step_ns", *parts]}
         count = int(mine.sum())
         row = {"rank": r, "steps": count, "step_ns": round(total["step_ns"] / count),
-               "median_step_ns": round(float(np.median(breakdown.column("step_ns").to_numpy()[mine])))}
+               "median_step_ns": round(median(breakdown.column("step_ns").to_numpy()[mine]))}
         row.update(zip(parts, _apportion([total[n] for n in parts], count, row["step_ns"])))
         for c in (*CATEGORIES, "idle"):
             row[f"{c}_pct"] = 100.0 * total[f"{c}_ns"] / total["step_ns"] if total["step_ns"] else None
         rows.append(row)
     return pa.Table.from_pylist(rows, schema=STEP_BREAKDOWN_AVERAGE)
+
+
+def median(values: np.ndarray) -> float | None:
+    """The exact median of ``values``: the middle one, the mean of the middle two for an even count; None
+    for none. Every median perfsight quotes is this one."""
+    return float(np.median(values)) if len(values) else None
 
 
 def _apportion(totals: list[int], count: int, target: int) -> list[int]:

@@ -1,7 +1,8 @@
 """Several ranks of one job (MindSpore Insight's cluster pages): each rank's step breakdown side by side,
 the slowest rank and the straggler, and who communicates with whom.
 
-**Ranks compared** (``rank_breakdown``, ``slowest_rank``): each rank's mean step breakdown
+**Ranks compared** (``mean_step_by_rank``, ``rank_breakdown``, ``slowest_rank``): each rank's mean step
+(``mean_step_by_rank``, which the advisor's uneven-ranks rule quotes too) and mean step breakdown
 (``breakdown.step_breakdown`` averaged by ``breakdown.step_breakdown_average``) over the step numbers
 every rank has (``common_steps`` true); when the ranks share no step number, over each rank's own steps.
 
@@ -25,9 +26,10 @@ these sources the rank has (so nothing is counted twice):
 2. ``host record``: host ``record_param_comms`` slices with the same metadata (``dur_ns`` null: the host
    slice only enqueues the work). PyTorch's records of ``wait`` (waiting on a work handle, no data) are
    left out.
-3. ``host annotation``: the backend's host ranges (``nccl:all_reduce``, ``gloo:...``) of traces whose
-   PyTorch records no metadata: the collective is the name after the colon, ``in_nelems`` the elements of
-   the recorded input shapes, the dtype the first input's; the group and the output are unknown.
+3. ``host annotation``: the backend's host ranges (``nccl:all_reduce``, ``gloo:...``: core/communication.py's
+   ``BACKENDS``) of traces whose PyTorch records no metadata: the collective is the name after the colon,
+   ``in_nelems`` the elements of the recorded input shapes, the dtype the first input's; the group and the
+   output are unknown.
 
 Sizes: ``in_bytes`` / ``out_bytes`` = elements x the dtype's size (``DTYPE_BYTES``; null for a dtype not
 listed). The group's ranks come from ``Process Group Ranks`` ("[0, 1, 2]"); PyTorch cuts that text past
@@ -58,8 +60,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfsight.core.memo import computed
+from perfsight.core.communication import BACKEND_RANGE
 from perfsight.core.tables import RunTables, fits, new_connection
 from perfsight.analysis.breakdown import STEP_BREAKDOWN_AVERAGE, step_breakdown, step_breakdown_average
+from perfsight.analysis.step_spans import STEP_SPANS_CTE
 
 #: bytes per element: PyTorch's scalar type names (record_param_comms' ``dtype``) and the C++ type names
 #: of Kineto's ``Input type`` (lower-cased when looked up)
@@ -138,16 +142,44 @@ COLLECTIVE_SUMMARY = pa.schema([
 ])
 
 
-def _common(breakdown: pa.Table) -> tuple[pa.Table, bool]:
-    """The rows of the step numbers every rank has, or all rows when they share none."""
-    ranks = pc.unique(breakdown["rank"]).to_pylist()
+def _compared(steps: pa.Table) -> tuple[pa.Table, bool]:
+    """The rows (one per rank and step) of the step numbers every rank has, or all rows when they share none;
+    and whether they share some."""
+    ranks = pc.unique(steps["rank"]).to_pylist()
     shared = None
     for r in ranks:
-        steps = set(breakdown.filter(pc.equal(breakdown["rank"], r))["step"].to_pylist())
-        shared = steps if shared is None else shared & steps
+        numbers = set(steps.filter(pc.equal(steps["rank"], r))["step"].to_pylist())
+        shared = numbers if shared is None else shared & numbers
     if not shared:
-        return breakdown, False
-    return breakdown.filter(pc.is_in(breakdown["step"], pa.array(sorted(shared), pa.int32()))), True
+        return steps, False
+    return steps.filter(pc.is_in(steps["step"], pa.array(sorted(shared), pa.int32()))), True
+
+
+MEAN_STEP = pa.schema([("rank", pa.int32()), ("steps", pa.int64()), ("step_ns", pa.int64()),
+                       ("common_steps", pa.bool_())])
+
+_STEP_SPANS_SQL = f"WITH {STEP_SPANS_CTE} SELECT rank, step, end_ns - start_ns AS step_ns FROM steps ORDER BY ALL"
+
+
+def mean_step_by_rank(tables: RunTables) -> pa.Table:
+    """Per rank, its mean step over the compared steps (schema ``MEAN_STEP``): the step numbers every rank
+    has (``common_steps`` true), or each rank's own steps when the ranks share none; ``steps`` compared,
+    ``step_ns`` their mean duration rounded to the ns (steps as ``step_spans`` defines them). Sorted by rank;
+    empty without steps.
+
+    Over shared steps, because ranks are compared: in synchronous training step N of every rank ends at the
+    same collectives, so the ranks' step N are one stretch of the job seen from each rank; a step only some
+    ranks recorded (a profiler window started a step later on one rank, the first step's warm-up) would
+    measure the window, not the rank. The Cluster page and the advisor's uneven-ranks rule quote this."""
+    steps, common = _compared(tables.connect().sql(_STEP_SPANS_SQL).to_arrow_table())
+    ranks = steps.column("rank").to_numpy()
+    durations = steps.column("step_ns").to_numpy()
+    rows = []
+    for r in sorted(set(ranks.tolist())):
+        mine = durations[ranks == r]
+        rows.append({"rank": r, "steps": int(mine.size), "step_ns": round(int(mine.sum()) / mine.size),
+                     "common_steps": common})
+    return pa.Table.from_pylist(rows, schema=MEAN_STEP)
 
 
 def rank_breakdown(tables: RunTables) -> pa.Table:
@@ -155,11 +187,14 @@ def rank_breakdown(tables: RunTables) -> pa.Table:
     ``RANK_BREAKDOWN``: ``breakdown.STEP_BREAKDOWN_AVERAGE``'s columns, then ``common_steps``,
     ``non_communication_ns`` = step_ns - communication_ns, ``gap_ns`` and ``gap_pct`` (mean step over the
     fastest rank's, in ns and percent of the fastest), and the ``slowest`` and ``straggler`` flags). Sorted
-    by rank; empty without steps."""
-    compared, common = _common(computed(step_breakdown, tables))
+    by rank; empty without steps. ``step_ns`` is ``mean_step_by_rank``'s."""
+    compared, common = _compared(computed(step_breakdown, tables))
     rows = step_breakdown_average(compared).to_pylist()
     if not rows:
         return RANK_BREAKDOWN.empty_table()
+    means = {m["rank"]: m for m in computed(mean_step_by_rank, tables).to_pylist()}
+    for r in rows:      # the mean step is mean_step_by_rank's (the average's own, over the same steps, is equal)
+        r.update(steps=means[r["rank"]]["steps"], step_ns=means[r["rank"]]["step_ns"])
     fastest = min(r["step_ns"] for r in rows)
     slowest = max(rows, key=lambda r: r["step_ns"])["rank"]
     straggler = max(rows, key=lambda r: r["step_ns"] - r["communication_ns"])["rank"]
@@ -229,7 +264,6 @@ ORDER BY rank, start_ns, id
 """
 
 SOURCES = ("device", "host record", "host annotation")
-_BACKEND_RANGE = r"^(nccl|rccl|gloo|mpi|ucc|xccl|hccl):"
 _RANK_LIST = re.compile(r"^\s*\[(.*)\]\s*$", re.S)
 
 
@@ -289,7 +323,7 @@ def collectives(tables: RunTables) -> pa.Table:
     ``group_ranks`` (null when not recorded) and ``peer`` (send/recv: the other rank, from ``Dst Rank``
     or ``Src Rank`` as the trace gives them). Sorted by rank, start."""
     con = tables.connect()
-    rows = con.sql(_CANDIDATES_SQL, params={"backend": _BACKEND_RANGE}).to_arrow_table().to_pylist()
+    rows = con.sql(_CANDIDATES_SQL, params={"backend": BACKEND_RANGE}).to_arrow_table().to_pylist()
     best: dict[int, int] = {}
     for row in rows:
         best[row["rank"]] = min(best.get(row["rank"], 4), row["source"])

@@ -36,6 +36,7 @@ import pyarrow as pa
 from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables, new_connection
 from perfsight.analysis.flops_shapes import shape_flops
+from perfsight.analysis.ops import DEVICE_TASK_KINDS_SQL
 from perfsight.analysis.peaks import device_peak
 from perfsight.analysis.step_spans import STEP_SPANS_CTE
 from perfsight.analysis.steps import CUT_STEP_SQL
@@ -80,7 +81,7 @@ MODEL_FLOPS = pa.schema([
 ] + _RATE_COLUMNS)
 
 # The counted operators with their rank, time and time source.
-_COUNTED = """
+_COUNTED = f"""
 WITH RECURSIVE counted AS (
     SELECT s.id, s.name, coalesce(s.op_type, s.name) AS op_type, s.track_id, s.parent_id, s.step,
            coalesce(s.flops, e.flops) AS flops, CASE WHEN s.flops IS NULL THEN 'shapes' ELSE 'trace' END
@@ -90,7 +91,7 @@ WITH RECURSIVE counted AS (
 ), device_time AS (
     SELECT coalesce(t.rank, 0)::INTEGER AS rank, s.external_id, sum(s.dur_ns) AS device_ns
     FROM slices s JOIN tracks t USING (track_id)
-    WHERE t.kind = 'stream' AND s.kind IN ('kernel', 'comm', 'memcpy', 'memset') AND s.external_id IS NOT NULL
+    WHERE t.kind = 'stream' AND s.kind IN ({DEVICE_TASK_KINDS_SQL}) AND s.external_id IS NOT NULL
       AND s.external_id IN (SELECT external_id FROM counted)
     GROUP BY ALL
 ), ops AS (
@@ -207,11 +208,13 @@ MODEL_FLOPS_TOTAL = pa.schema([
     ("steps", pa.int64()),
     ("op_count", pa.int64()),
     ("flops", pa.int64()),
+    ("flops_per_step", pa.float64()),
     ("step_ns", pa.int64()),
 ] + _RATE_COLUMNS)
 
 _MODEL_FLOPS_TOTAL_SQL = """
 SELECT rank, count(*) AS steps, sum(op_count)::BIGINT AS op_count, TRY_CAST(sum(flops) AS BIGINT) AS flops,
+       TRY_CAST(sum(flops) AS BIGINT) / count(*) AS flops_per_step,
        sum(step_ns)::BIGINT AS step_ns, sum(flops) * 1e9 / nullif(sum(step_ns), 0) AS flops_per_s,
        any_value(peak_flops) AS peak_flops, any_value(peak_source) AS peak_source,
        100.0 * sum(flops) * 1e9 / nullif(sum(step_ns), 0) / any_value(peak_flops) AS utilization_percent
@@ -222,9 +225,9 @@ FROM model WHERE step IS NOT NULL AND step_ns IS NOT NULL GROUP BY rank ORDER BY
 def model_flops_total(model: pa.Table) -> pa.Table:
     """Per rank, the profiled steps of a ``model_flops`` table taken together (schema
     ``MODEL_FLOPS_TOTAL``): the number of ``steps`` (rows with a step and a step span), their summed
-    ``op_count``, ``flops`` and ``step_ns``; ``flops_per_s`` = flops x 1e9 / step_ns (the model's FLOPS
-    over all its steps) and ``utilization_percent`` = 100 x flops_per_s / ``peak_flops`` (the rows' peak;
-    null when unknown). Operators outside steps are not counted."""
+    ``op_count``, ``flops`` and ``step_ns``, ``flops_per_step`` = flops / steps; ``flops_per_s`` = flops x
+    1e9 / step_ns (the model's FLOPS over all its steps) and ``utilization_percent`` = 100 x flops_per_s /
+    ``peak_flops`` (the rows' peak; null when unknown). Operators outside steps are not counted."""
 
     con = new_connection()
     con.register("model", model)

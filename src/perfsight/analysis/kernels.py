@@ -7,7 +7,7 @@ Every function reads the canonical tables and returns an Arrow table; times and 
 Device tasks are the slices of kind ``kernel``, ``comm``, ``memcpy`` or ``memset`` on a ``stream`` track
 (``gpu_annotation`` ranges and ``sync`` events are not device work). Their ``kernel_type``, as HTA's:
 
-* ``COMMUNICATION``: kind ``comm`` (the reader's NCCL/HCCL kernels) or a name starting with ``nccl``;
+* ``COMMUNICATION``: kind ``comm`` (communication as core/communication.py decides: NCCL/RCCL/HCCL kernels);
 * ``MEMORY``: kind ``memcpy`` or ``memset``;
 * ``COMPUTATION``: every other device task.
 
@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from perfsight.core.communication import COMM_KIND
 from perfsight.core.tables import RunTables, new_connection
-from perfsight.analysis.ops import DEVICE_TASK_KINDS
+from perfsight.analysis.ops import DEVICE_TASK_KINDS_SQL
 
 KERNEL_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
 
@@ -29,12 +30,12 @@ KERNEL_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
 DEVICE_TASKS_SQL = f"""
 SELECT s.id, coalesce(t.rank, 0) AS rank, s.track_id, regexp_replace(t.tid, '^stream ', '') AS stream,
        s.kind, s.name,
-       CASE WHEN s.kind = 'comm' OR starts_with(s.name, 'nccl') THEN 'COMMUNICATION'
+       CASE WHEN s.kind = '{COMM_KIND}' THEN 'COMMUNICATION'
             WHEN s.kind IN ('memcpy', 'memset') THEN 'MEMORY'
             ELSE 'COMPUTATION' END AS kernel_type,
        s.start_ns, s.start_ns + s.dur_ns AS end_ns, s.dur_ns, s.step, s.correlation_id
 FROM slices s JOIN tracks t USING (track_id)
-WHERE t.kind = 'stream' AND s.kind IN ({", ".join(f"'{kind}'" for kind in DEVICE_TASK_KINDS)})
+WHERE t.kind = 'stream' AND s.kind IN ({DEVICE_TASK_KINDS_SQL})
 """
 
 KERNEL_BREAKDOWN = pa.schema([

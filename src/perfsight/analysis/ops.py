@@ -26,6 +26,9 @@ from perfsight.core.tables import RunTables, new_connection
 DEVICE_TASK_KINDS = ("kernel", "comm", "memcpy", "memset")
 #: slice kinds of host-side runtime and driver API calls
 API_KINDS = ("runtime", "driver")
+#: the two as SQL lists of text literals, for ``kind IN (...)``
+DEVICE_TASK_KINDS_SQL = ", ".join(f"'{kind}'" for kind in DEVICE_TASK_KINDS)
+API_KINDS_SQL = ", ".join(f"'{kind}'" for kind in API_KINDS)
 
 OP_INSTANCES = pa.schema([
     ("id", pa.int64()),

@@ -1,6 +1,6 @@
-"""A run at a glance: step-time statistics, the profiled steps, the top operators and the advice; the
-timeline's summary (MindSpore's overview: "总览页展示了Timeline中stream和task的汇总情况") and where the run
-starts (pure functions)."""
+"""A run at a glance: step-time statistics (medians by ``breakdown.median``), the profiled steps, the top
+operators and the advice; the timeline's summary (MindSpore's overview: "总览页展示了Timeline中stream和task的汇总情况")
+and where the run starts (pure functions)."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 from perfsight.core.memo import computed
 from perfsight.core.tables import DATA_WAIT_SERIES, STEP_TIME_SERIES, RunTables
 from perfsight.analysis.advisor import advise
-from perfsight.analysis.breakdown import overlap, step_breakdown, step_breakdown_average
+from perfsight.analysis.breakdown import median, overlap, step_breakdown, step_breakdown_average
 from perfsight.analysis.data import data_verdict
 from perfsight.analysis.flops import model_flops, model_flops_total
 from perfsight.analysis.memory import memory_peak
@@ -21,15 +21,15 @@ from perfsight.analysis.steps import no_steps_reason, step_points, step_trace, u
 
 
 def _series_stats(tables: RunTables) -> dict:
+    """Count, mean and median (``breakdown.median``) of the collector's step times, and its mean data wait."""
     con = tables.connect()
-    row = con.execute(f"""
-        SELECT count(*) FILTER (WHERE t.name = '{STEP_TIME_SERIES}'),
-               avg(c.value) FILTER (WHERE t.name = '{STEP_TIME_SERIES}'),
-               median(c.value) FILTER (WHERE t.name = '{STEP_TIME_SERIES}'),
-               avg(c.value) FILTER (WHERE t.name = '{DATA_WAIT_SERIES}')
-        FROM counters c JOIN tracks t USING (track_id)
-        WHERE t.name IN ('{STEP_TIME_SERIES}', '{DATA_WAIT_SERIES}')""").fetchone()
-    return {"count": row[0], "mean_ns": row[1], "median_ns": row[2], "data_wait_mean_ns": row[3]}
+    series = con.sql(f"""
+        SELECT t.name, c.value FROM counters c JOIN tracks t USING (track_id)
+        WHERE t.name IN ('{STEP_TIME_SERIES}', '{DATA_WAIT_SERIES}')""").to_arrow_table()
+    step_times = series.filter(pc.equal(series.column("name"), STEP_TIME_SERIES)).column("value")
+    data_waits = series.filter(pc.equal(series.column("name"), DATA_WAIT_SERIES)).column("value")
+    return {"count": len(step_times), "mean_ns": pc.mean(step_times).as_py(),
+            "median_ns": median(pc.drop_null(step_times).to_numpy()), "data_wait_mean_ns": pc.mean(data_waits).as_py()}
 
 
 def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfsight.core import layout
+from perfsight.core.errors import InputError
 from perfsight import options as options_mod
 from perfsight.core.jsonfile import write_json_atomic
 from perfsight.collect.rundir import resolve_output_root
@@ -56,16 +57,15 @@ def settle_runs(runs: list[Path], code: int) -> list[RunOutcome]:
     (what it profiled before is kept and readable)."""
     outcomes = []
     for run_dir in runs:
-        path = run_dir / layout.MANIFEST
         try:
-            manifest = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            manifest = layout.read_manifest(run_dir)
+        except InputError:
             continue
         if 0 < code < 128 and manifest.get("status") == "complete":
             error = f"the program exited with code {code}; what was profiled before that is kept"
             manifest.update(status="failed", errors=[*manifest.get("errors", []), error])
             with contextlib.suppress(OSError):
-                write_json_atomic(path, manifest, indent=2, sort_keys=False)
+                write_json_atomic(run_dir / layout.MANIFEST, manifest, indent=2, sort_keys=False)
         errors = manifest.get("errors") or []
         outcomes.append(RunOutcome(run_dir, str(manifest.get("status")), str(errors[0]) if errors else None))
     return outcomes
@@ -75,8 +75,8 @@ def runs_started_since(root: Path, started_ns: int) -> list[Path]:
     found = []
     for run_dir in layout.find_run_dirs(root):
         try:
-            manifest = json.loads((run_dir / layout.MANIFEST).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            manifest = layout.read_manifest(run_dir)
+        except InputError:
             continue
         if manifest.get("start_ns", 0) >= started_ns:
             found.append(run_dir)

@@ -13,7 +13,6 @@ disk too full for anything to be aged out.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
@@ -25,6 +24,7 @@ from typing import Callable
 import psutil
 
 from perfsight.core import layout
+from perfsight.core.errors import InputError
 
 MB = 1024 * 1024
 MIN_FREE_BYTES = 20 * MB
@@ -106,14 +106,14 @@ def _perfsight_runs(root: Path) -> list[_Run]:
 
 
 def _manifest(run_dir: Path) -> dict | None:
-    path = run_dir / layout.MANIFEST
+    """The run's manifest when it proves perfsight made the run: a regular file (not a link) of its format."""
     try:
-        if not stat.S_ISREG(path.lstat().st_mode):
+        if not stat.S_ISREG((run_dir / layout.MANIFEST).lstat().st_mode):
             return None
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        manifest = layout.read_manifest(run_dir)
+    except (OSError, InputError):
         return None
-    return manifest if isinstance(manifest, dict) and manifest.get("format") == RUN_FORMAT else None
+    return manifest if manifest.get("format") == RUN_FORMAT else None
 
 
 def _run(run_dir: Path, manifest: dict) -> _Run:

@@ -15,12 +15,15 @@ One collecting process writes one ``PROF_{YYYYMMDDhhmmssfff}_{pid}_{random}/`` d
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
-import stat
 import time
 from pathlib import Path
+
+from perfsight.core.errors import InputError
+from perfsight.core.files import read_regular
 
 RUN_DIR_RE = re.compile(r"^PROF_\d{17}_\d+_[0-9A-Za-z]+$")
 MANIFEST = "manifest.json"
@@ -48,6 +51,21 @@ def device_data_dir(run_dir: Path, device_id: int) -> Path:
     return run_dir / f"device_{device_id}" / "data"
 
 
+def read_manifest(run_dir: Path) -> dict:
+    """``run_dir``'s manifest (collect/rundir.py writes it), the one reader of it: the JSON object, or an
+    InputError naming the file when it is missing, not a regular file (a FIFO is never waited on), not JSON or
+    not an object."""
+    path = run_dir / MANIFEST
+    try:
+        manifest = json.loads(read_regular(path).decode("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: not a readable perfsight manifest ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise InputError(f"{path}: not a readable perfsight manifest (a JSON {type(manifest).__name__}, not an "
+                         "object)")
+    return manifest
+
+
 def is_run_dir(path: Path) -> bool:
     """A perfsight run directory: a PROF_ directory holding our manifest."""
     return path.is_dir() and (path / MANIFEST).is_file()
@@ -70,13 +88,3 @@ def find_run_dirs(path: Path) -> list[Path]:
     if not path.is_dir():
         return []
     return sorted(p for p in path.iterdir() if is_run_dir(p))
-
-
-_FILE_KINDS = {stat.S_IFDIR: "a folder", stat.S_IFREG: "a regular file", stat.S_IFIFO: "a FIFO (named pipe)",
-               stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket",
-               stat.S_IFLNK: "a symbolic link"}
-
-
-def file_kind(mode: int) -> str:
-    """What a ``st_mode`` is, in words ("a folder", "a regular file", "a FIFO (named pipe)", ...)."""
-    return _FILE_KINDS.get(stat.S_IFMT(mode), "a special file")

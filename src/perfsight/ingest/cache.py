@@ -34,8 +34,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from perfsight.core import layout
+from perfsight.core.files import open_regular
 from perfsight.core.tables import RunTables, conform
-from perfsight.ingest.common.files import open_regular
 
 CACHE_FORMAT = 3
 FINGERPRINT = "fingerprint.json"
@@ -46,26 +46,37 @@ ROW_GROUP_ROWS = 1 << 15  # bounds the writer's buffers (~30% less peak memory t
 
 @functools.cache
 def code_hash() -> str:
-    """A hash of the modules that decide what the tables hold: every reader (this package) and the schema."""
+    """A hash of the modules that decide what the tables hold: every reader (this package), the schema and the
+    communication rule."""
     package = Path(__file__).parent
     digest = hashlib.sha1()
-    for path in sorted([*package.rglob("*.py"), package.parent / "core" / "tables.py"]):
+    core = package.parent / "core"
+    for path in sorted([*package.rglob("*.py"), core / "tables.py", core / "communication.py"]):
         digest.update(str(path.relative_to(package.parent)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
 def fingerprint(sources: list[Path]) -> dict:
     """What the tables read from ``sources`` depend on."""
-    entries = sorted([str(path.resolve()), *_source_stamp(path)] for path in sources)
-    return {"cache_format": CACHE_FORMAT, "code": code_hash(), "sources": entries}
+    return {"cache_format": CACHE_FORMAT, "code": code_hash(), "sources": source_stamps(sources)}
 
 
-def _source_stamp(path: Path) -> list:
-    """``_content_stamp``, or nulls for a source that is not a readable regular file (its reader says why)."""
+def source_stamps(sources, *, content: bool = True) -> list[list]:
+    """The one stamp of a run's raw files, by resolved path: [path, size, mtime in ns, and with ``content``
+    the hash of the first and last blocks (``_content_stamp``)], nulls for a source that is not a readable
+    regular file (its reader says why). Without ``content`` (insight's run list, which looks every few
+    seconds) nothing is opened."""
+    return sorted([str(path.resolve()), *_source_stamp(path, content)] for path in sources)
+
+
+def _source_stamp(path: Path, content: bool) -> list:
     try:
-        return _content_stamp(path)
+        if content:
+            return _content_stamp(path)
+        status = path.stat()
+        return [status.st_size, status.st_mtime_ns]
     except OSError:
-        return [None, None, None]
+        return [None, None, None] if content else [None, None]
 
 
 def _content_stamp(path: Path) -> list:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from perfsight.core import layout
 from perfsight.core.errors import InputError
+from perfsight.core.files import file_kind
 from perfsight.ingest.ascend.formats import MindSporeLegacyReader, MsprofReader, TorchNpuReader
 from perfsight.ingest.common.reader import Reader, RunSource
 from perfsight.ingest.kineto.perfsight_run import PerfsightRunReader
@@ -78,7 +79,7 @@ def find_runs(path: Path) -> list[RunSource]:
     except OSError as error:
         raise InputError(f"{path}: cannot read it ({error.strerror or error})") from None
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        raise InputError(f"{path}: {layout.file_kind(mode)}, not a file or directory; expected a PROF_ directory, a "
+        raise InputError(f"{path}: {file_kind(mode)}, not a file or directory; expected a PROF_ directory, a "
                          "torch.profiler trace (*.pt.trace.json[.gz]) or a folder holding them")
     if stat.S_ISREG(mode):
         runs = runs_at(path)

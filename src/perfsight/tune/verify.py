@@ -61,7 +61,7 @@ class Verdict:
         low, high = self.speedup_range
         applied = ", ".join(f"{name} x{count}" for name, count in sorted(self.applied.items())) or "none"
         return (f"the tuning bank {self.verdict}: speed-up {self.speedup:.3f}x (p10-p90 of paired rounds "
-                f"{low:.3f}-{high:.3f}); step {_ms(self.untuned)} untuned, {_ms(self.tuned)} tuned; "
+                f"{low:.3f}-{high:.3f}); step {_step_times(self.untuned)} untuned, {_step_times(self.tuned)} tuned; "
                 f"{len(self.ratios)} rounds at {self.threads} thread(s), load {self.load[0]:.2f} -> "
                 f"{self.load[1]:.2f}; winners applied: {applied}")
 
@@ -81,7 +81,7 @@ def milliseconds(t: Timing) -> tuple[float, float, float]:
     return t.median_us / 1e3, quantile(t.samples_ns, 0.1) / 1e6, quantile(t.samples_ns, 0.9) / 1e6
 
 
-def _ms(t: Timing) -> str:
+def _step_times(t: Timing) -> str:
     return "{:.2f} ms (p10-p90 {:.2f}-{:.2f})".format(*milliseconds(t))
 
 

@@ -19,7 +19,9 @@ from rich.table import Table
 NAME_WIDTH = 34
 
 
-def _ms(ns) -> str:
+def _in_ms(ns) -> str:
+    """A duration in ns as a number of milliseconds (``1,234.567``; ``-`` when unknown), for text that names
+    the unit itself."""
     return "-" if ns is None else f"{ns / 1e6:,.3f}"
 
 
@@ -84,14 +86,10 @@ def _kernel_name(name: str) -> str:
     return name
 
 
-def print_run_summary(run_dir: Path, written: list[Path], console: Console | None = None, top: int = 10) -> None:
-    """The demo's report: the run's summary, then the exported files."""
-    from perfsight.analysis.summary import run_summary
-    from perfsight.api import load
-    from perfsight.core.memo import computed
-
+def print_run_summary(run_dir: Path, summary: dict, written: list[Path], console: Console | None = None) -> None:
+    """The demo's report: the run's ``run_summary``, then the exported files."""
     console = console or Console()
-    print_summary(str(run_dir), computed(run_summary, load(run_dir), top=top), console)
+    print_summary(str(run_dir), summary, console)
     if written:
         console.print(f"exported files in {written[0].parent}:", soft_wrap=True)   # paths are never cut
         for path in written:
@@ -114,13 +112,13 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
     averages = summary["breakdown"].to_pylist()
     for row in averages:
         rank = f" of rank {row['rank']}" if len(averages) > 1 else ""
-        console.print(f"median step {_ms(row['median_step_ns'])} ms (median of {row['steps']} profiled steps{rank}; "
-                      f"mean {_ms(row['step_ns'])} ms)")
+        console.print(f"median step {_in_ms(row['median_step_ns'])} ms (median of {row['steps']} profiled steps{rank}; "
+                      f"mean {_in_ms(row['step_ns'])} ms)")
     steps = summary["steps"]
     if steps["count"]:
-        console.print(f"the collector timed {steps['count']} steps: median {_ms(steps['median_ns'])} ms, mean "
-                      f"{_ms(steps['mean_ns'])} ms (with the first step and the profiler's stop); mean "
-                      f"data-loader wait {_ms(steps['data_wait_mean_ns'])} ms")
+        console.print(f"the collector timed {steps['count']} steps: median {_in_ms(steps['median_ns'])} ms, mean "
+                      f"{_in_ms(steps['mean_ns'])} ms (with the first step and the profiler's stop); mean "
+                      f"data-loader wait {_in_ms(steps['data_wait_mean_ns'])} ms")
     profiled = summary["profiled_steps"]
     if profiled.num_rows:
         ranked = len(set(profiled.column("rank").to_pylist())) > 1
@@ -129,8 +127,9 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
         for column in ("rank",) * ranked + ("step", "iteration", "gap", "fwd+bwd", "tail", "data wait"):
             table.add_column(column, justify="right")
         for row in profiled.to_pylist():
-            table.add_row(*(str(row["rank"]),) * ranked, str(row["step"]), _ms(row["iteration_ns"]),
-                          _ms(row["gap_ns"]), _ms(row["fp_bp_ns"]), _ms(row["tail_ns"]), _ms(row["data_wait_ns"]))
+            table.add_row(*(str(row["rank"]),) * ranked, str(row["step"]), _in_ms(row["iteration_ns"]),
+                          _in_ms(row["gap_ns"]), _in_ms(row["fp_bp_ns"]), _in_ms(row["tail_ns"]),
+                          _in_ms(row["data_wait_ns"]))
         console.print(table)
     ops = summary["top_ops"]
     if ops.num_rows:
@@ -144,7 +143,7 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
             table.add_column(column, justify="right")
         for row in ops.to_pylist():
             table.add_row(*(str(row["rank"]),) * ranked, escape(_short(row["op_type"], NAME_WIDTH - 5 * ranked)),
-                          str(row["count"]), _ms(row["self_ns"]), _ms(row["total_ns"]), _ms(row["avg_ns"]))
+                          str(row["count"]), _in_ms(row["self_ns"]), _in_ms(row["total_ns"]), _in_ms(row["avg_ns"]))
         console.print(table)
     _print_breakdown(summary["breakdown"], console)
     _print_overlap(summary["overlap"], console)
@@ -156,7 +155,7 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
         utilisation = ("utilisation unknown: no known peak for this device" if row["utilization_percent"] is None
                        else f"{row['utilization_percent']:.1f}% of the peak ({row['peak_source']})"
                        + (f"; {row['peak_note']}" if row["peak_note"] else ""))
-        console.print(f"FLOPs (rank {row['rank']}): {_decimal(row['flops'] / row['steps'], 'FLOP')} per step, "
+        console.print(f"FLOPs (rank {row['rank']}): {_decimal(row['flops_per_step'], 'FLOP')} per step, "
                       f"{_decimal(row['flops_per_s'], 'FLOP/s')} achieved, {escape(utilisation)}")
     for row in summary["data"].to_pylist():
         console.print(f"data preparation (rank {row['rank']}): {row['verdict']} input-bound; "
@@ -166,11 +165,11 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
     print_advice(summary["advice"], console)
 
 
-BREAKDOWN = ("compute", "communication", "memory", "runtime", "dataloader", "host_ops", "python", "idle")
-
-
 def _print_breakdown(breakdown, console: Console) -> None:
-    """One row per category, one ms and one % column per rank: fits 80 columns up to 3 ranks."""
+    """One row per category (``breakdown.CATEGORIES`` and idle), one ms and one % column per rank: fits 80
+    columns up to 3 ranks."""
+    from perfsight.analysis.breakdown import CATEGORIES
+
     if not breakdown.num_rows:
         return
     rows = breakdown.to_pylist()
@@ -179,21 +178,21 @@ def _print_breakdown(breakdown, console: Console) -> None:
     for row in rows:
         table.add_column(f"rank {row['rank']} ms", justify="right")
         table.add_column("%", justify="right")
-    shown = [c for c in BREAKDOWN if c == "idle" or any(row[f"{c}_ns"] for row in rows)]
+    shown = [c for c in (*CATEGORIES, "idle") if c == "idle" or any(row[f"{c}_ns"] for row in rows)]
     for category in shown:
         cells = []
         for row in rows:
-            cells += [_ms(row[f"{category}_ns"]), f"{row[f'{category}_pct']:.1f}"]
+            cells += [_in_ms(row[f"{category}_ns"]), f"{row[f'{category}_pct']:.1f}"]
         table.add_row(category.replace("_", " "), *cells)
-    table.add_row("[bold]step[/bold]", *[cell for row in rows for cell in (_ms(row["step_ns"]), "100.0")])
+    table.add_row("[bold]step[/bold]", *[cell for row in rows for cell in (_in_ms(row["step_ns"]), "100.0")])
     console.print(table)
 
 
 def _print_overlap(overlap, console: Console) -> None:
     for row in overlap.to_pylist():
-        console.print(f"overlap (rank {row['rank']}, device span {_ms(row['span_ns'])} ms): computation "
-                      f"{_ms(row['computation_ns'])}, communication {_ms(row['communication_ns'])}, pure "
-                      f"communication {_ms(row['pure_communication_ns'])}, free {_ms(row['free_ns'])} ms")
+        console.print(f"overlap (rank {row['rank']}, device span {_in_ms(row['span_ns'])} ms): computation "
+                      f"{_in_ms(row['computation_ns'])}, communication {_in_ms(row['communication_ns'])}, pure "
+                      f"communication {_in_ms(row['pure_communication_ns'])}, free {_in_ms(row['free_ns'])} ms")
 
 
 def print_advice(advice, console: Console) -> None:

@@ -165,6 +165,14 @@ def test_unknown_format(tmp_path):
         export_summary(training_run(), tmp_path, stamp=STAMP, fmt="xml")
 
 
+def test_the_python_api_checks_the_format_as_the_export_does(tmp_path):
+    """One check, one error type: ``perfsight.export`` raised an InputError of its own before reading anything."""
+    import perfsight
+
+    with pytest.raises(OptionError, match="--format: 'xml' is not allowed; allowed: csv, json"):
+        perfsight.export(tmp_path, fmt="xml")
+
+
 def test_variance_and_call_stacks_are_written(tmp_path):
     from analysis.test_operator_details import stacked_run
 

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from perfsight.views.insight import api_timeline
 
-from .test_timeline_index import BASE, STREAM, THREAD, run
+from tests.analysis.test_timeline_index import BASE, STREAM, THREAD, run
 
 EVIL = '<img src=x onerror="alert(1)">'
 
@@ -107,7 +107,7 @@ def test_unknown_run_is_404(client):
 def test_download_streams_the_timeline_and_removes_its_temp_dir(tmp_path, monkeypatch):
     from analysis.planted import tables_from_rows
 
-    from .test_timeline_index import TRACKS, s
+    from tests.analysis.test_timeline_index import TRACKS, s
 
     made = []
     real_mkdtemp = tempfile.mkdtemp

@@ -27,8 +27,8 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from perfsight.core.errors import InputError
+from perfsight.core.files import UnreadableFile, open_regular, read_regular
 from perfsight.core.tables import new_connection
-from perfsight.ingest.common.files import UnreadableFile, open_regular, read_regular
 from perfsight.ingest.common.columns import exact_ns, flat
 
 #: canonical name -> the headers it is written as (first: torch_npu's current spelling)

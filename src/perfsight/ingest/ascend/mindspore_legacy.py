@@ -48,8 +48,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfsight.core.errors import InputError
+from perfsight.core.files import read_regular
 from perfsight.core.tables import RunTables
-from perfsight.ingest.common.files import read_regular
 from perfsight.ingest.common.chrome_json import TraceStream
 from perfsight.ingest.common.events import event_tables
 from perfsight.ingest.common.build import RunBuilder, add_steps

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from perfsight.core.errors import InputError
-from perfsight.ingest.common.files import read_regular
+from perfsight.core.files import read_regular
 from perfsight.ingest.common.build import RunBuilder
 from perfsight.ingest.ascend.ascend_csv import numbers, read_csv
 

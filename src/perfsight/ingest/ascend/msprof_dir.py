@@ -41,8 +41,8 @@ import pyarrow.compute as pc
 
 from perfsight.core import layout
 from perfsight.core.errors import InputError
+from perfsight.core.files import read_regular
 from perfsight.core.tables import RunTables, meta_table
-from perfsight.ingest.common.files import read_regular
 from perfsight.ingest.common.build import RunBuilder, add_steps
 from perfsight.ingest.ascend.ascend_csv import numbers
 from perfsight.ingest.ascend.detect import MSPROF_DEVICE_DIR, is_msprof_dir

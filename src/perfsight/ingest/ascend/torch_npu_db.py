@@ -31,8 +31,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfsight.core.errors import InputError
+from perfsight.core.files import read_regular
 from perfsight.core.tables import TRACKS, RunTables, conform, meta_table, new_connection
-from perfsight.ingest.common.files import read_regular
 from perfsight.ingest.common.nesting import Nesting, ids_or_null, overlap_warning, take_or_missing
 from perfsight.ingest.ascend.detect import DB_NAME, OUTPUT_DIR, find_torch_npu_db
 from perfsight.ingest.ascend.torch_npu_db_device import read_device

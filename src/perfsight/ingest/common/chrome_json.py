@@ -30,8 +30,8 @@ import msgspec
 from isal import isal_zlib
 
 from perfsight.core.errors import InputError, OptionError
+from perfsight.core.files import open_regular
 from perfsight.ingest.common import progress
-from perfsight.ingest.common.files import open_regular
 
 ABSENT = msgspec.Raw(b"")
 EMPTY_OBJECT = msgspec.Raw(b"{}")

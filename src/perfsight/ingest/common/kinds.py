@@ -3,6 +3,7 @@
 Owns the mapping from a (category, name) pair to those facts, for the current format (``cpu_op``,
 ``kernel``, ``cuda_runtime``, ...), the 2021 format (``Operator``, ``Kernel``, ``Runtime``, ...) and AMD
 ROCm traces, and its vectorised application: classification runs once per distinct pair, not per event.
+Which events are communication is core/communication.py's rule.
 """
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.ingest.common.columns import dictionary
+from perfsight.core.communication import COMM_KIND, is_comm_category, is_comm_host_name, is_comm_kernel
 from perfsight.core.tables import fits
+from perfsight.ingest.common.columns import dictionary
 
 #: category (lower-cased) -> slice kind, before the name-based refinements below
 CATEGORY_KINDS = {
@@ -41,8 +43,6 @@ TASK_TYPES = {"kernel": "KERNEL", "comm": "COMM", "memcpy": "MEMCPY", "memset": 
 
 STEP_NAME = re.compile(r"ProfilerStep#(\d+)")
 DATALOADER_NAME = re.compile(r"enumerate\(DataLoader\)|## DataLoader")
-HOST_COMM_NAME = re.compile(r"(c10d::|nccl:|rccl:|gloo:)|record_param_comms$")
-DEVICE_COMM_NAME = re.compile(r"(nccl|rccl)", re.IGNORECASE)
 RENAMEABLE_HOST_KINDS = ("cpu_op", "annotation")
 
 
@@ -60,8 +60,8 @@ def classify(category: str | None, name: str) -> Classification:
     on_device = category in DEVICE_CATEGORIES
     kind = CATEGORY_KINDS.get(category, "other")
     step = None
-    if "comm" in category or (on_device and kind == "kernel" and DEVICE_COMM_NAME.match(name)):
-        kind = "comm"
+    if is_comm_category(category) or (on_device and kind == "kernel" and is_comm_kernel(name)):
+        kind = COMM_KIND
     elif kind in RENAMEABLE_HOST_KINDS:
         kind, step = _host_kind(kind, name)
     elif kind == "runtime" and "Synchronize" in name:
@@ -76,8 +76,8 @@ def _host_kind(kind: str, name: str) -> tuple[str, int | None]:
         return "step", int(step.group(1))
     if DATALOADER_NAME.match(name):
         return "dataloader", None
-    if HOST_COMM_NAME.match(name):
-        return "comm", None
+    if is_comm_host_name(name):
+        return COMM_KIND, None
     return kind, None
 
 

@@ -22,9 +22,9 @@ import pyarrow.csv as pacsv
 
 from perfsight.core import layout
 from perfsight.core.errors import InputError
+from perfsight.core.files import read_regular
 from perfsight.core.tables import (DATA_WAIT_SERIES, STEP_NUMBER_SERIES, STEP_TIME_SERIES, RunTables, conform, meta_table,
                       next_id)
-from perfsight.ingest.common.files import read_regular
 from perfsight.ingest.common.reader import Reader, RunSource
 from perfsight.ingest.kineto.reader import read_kineto
 
@@ -38,7 +38,7 @@ def sources(run_dir: Path) -> list[Path]:
 
 
 def read_run(run_dir: Path) -> RunTables:
-    manifest = _read_manifest(run_dir)
+    manifest = layout.read_manifest(run_dir)
     host = run_dir / layout.HOST_DATA
     traces = [p for p in sorted(host.glob(layout.TRACE_GLOB)) if not p.name.endswith(".partial")]
     tables = read_kineto(traces, rank=manifest.get("rank")) if traces else RunTables()
@@ -86,8 +86,8 @@ class PerfsightRunReader(Reader):
         if (run.path / layout.MANIFEST).is_symlink():
             return None
         try:
-            rank = _read_manifest(run.path).get("rank")
-        except (InputError, AttributeError):
+            rank = layout.read_manifest(run.path).get("rank")
+        except InputError:
             return None
         return rank if type(rank) is int else None
 
@@ -110,14 +110,6 @@ def _demote_cut_steps(slices: pa.Table, cut_steps: list[int]) -> pa.Table:
     step = pc.if_else(unfinished, pa.scalar(None, pa.int32()), slices.column("step"))
     slices = slices.set_column(slices.schema.get_field_index("kind"), "kind", kind)
     return slices.set_column(slices.schema.get_field_index("step"), "step", step)
-
-
-def _read_manifest(run_dir: Path) -> dict:
-    path = run_dir / layout.MANIFEST
-    try:
-        return json.loads(read_regular(path).decode("utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: not a readable perfsight manifest ({exc})") from None
 
 
 def _parse_warnings(facts: dict, manifest: dict, traces: list[Path]) -> list[str]:

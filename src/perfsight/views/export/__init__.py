@@ -13,9 +13,10 @@
 Files without data are not written. catalog.py names and describes every file and column; output.py owns
 how files land in a folder (checks, all-or-nothing writes, never overwriting a file perfsight did not write).
 """
+from perfsight.options.export import STEP_MODEL_ID
 from perfsight.views.export.readme import write_readme
 from perfsight.views.export.runs import export_runs, find_export_runs
-from perfsight.views.export.select import STEP_MODEL_ID, Selection, select
+from perfsight.views.export.select import Selection, select
 from perfsight.views.export.summary import export_summary
 from perfsight.views.export.timeline import export_timeline
 

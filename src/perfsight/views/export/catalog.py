@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from perfsight.views.export.select import STEP_MODEL_ID
+from perfsight.options.export import STEP_MODEL_ID
 
 #: what msprof writes where a field has no value, and perfsight where a field has no meaning off Ascend
 NA = "N/A"

@@ -29,6 +29,7 @@ import duckdb
 
 from perfsight.core import layout
 from perfsight.core.errors import OutputError
+from perfsight.core.files import file_kind
 
 #: the ledger of the files perfsight wrote in an output folder (name -> size and mtime when written)
 LEDGER = ".perfsight_export_files.json"
@@ -46,7 +47,7 @@ def describe_kind(path: Path) -> str:
         mode = path.stat().st_mode
     except OSError:
         return "a broken symbolic link" if _exists(path) else "missing"
-    return layout.file_kind(mode)
+    return file_kind(mode)
 
 
 def prepare_folder(folder: Path) -> list[Path]:

@@ -31,9 +31,7 @@ import pyarrow.compute as pc
 
 from perfsight.core.errors import OptionError
 from perfsight.core.tables import RunTables, meta_table
-
-#: --model-id value that selects training steps instead of graphs
-STEP_MODEL_ID = 4294967295
+from perfsight.options.export import STEP_MODEL_ID
 
 
 @dataclass(frozen=True)

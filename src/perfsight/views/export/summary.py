@@ -13,13 +13,13 @@ from pathlib import Path
 
 from perfsight.analysis import advisor, ops, steps
 from perfsight.analysis.operator_details import operator_details
-from perfsight.core.errors import OptionError
 from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables
+from perfsight.options.export import check_export_format
 from perfsight.views.export import catalog
 from perfsight.views.export.fields import with_msprof_fields
 from perfsight.views.export.output import Staging, staging
-from perfsight.views.export.writer import FORMATS, write_rows
+from perfsight.views.export.writer import write_rows
 
 
 def export_summary(tables: RunTables, out_dir: Path, *, stamp: str, fmt: str = "csv",
@@ -27,7 +27,7 @@ def export_summary(tables: RunTables, out_dir: Path, *, stamp: str, fmt: str = "
     """Write the summary files that have data into ``out_dir`` in ``fmt`` (csv or json), all or none;
     returns their paths. ``fp_point``/``bp_point`` name the step trace's forward-start / backward-end
     operators."""
-    _check_format(fmt)
+    check_export_format(fmt)
     with staging(out_dir) as stage:
         stage_summary(tables, stage, stamp=stamp, fmt=fmt, fp_point=fp_point, bp_point=bp_point)
         return stage.commit()
@@ -36,7 +36,7 @@ def export_summary(tables: RunTables, out_dir: Path, *, stamp: str, fmt: str = "
 def stage_summary(tables: RunTables, stage: Staging, *, stamp: str, fmt: str = "csv",
                   fp_point: str | None = None, bp_point: str | None = None) -> None:
     """Write the summary files that have data into ``stage`` (``export_summary`` without the commit)."""
-    _check_format(fmt)
+    check_export_format(fmt)
     per_thread_calls = computed(ops.api_statistic, tables, by=("name", "pid", "tid"))
     results = (
         (catalog.STEP_TRACE_SUMMARY, computed(steps.step_trace, tables, fp_point=fp_point, bp_point=bp_point)),
@@ -63,7 +63,3 @@ def stage_summary(tables: RunTables, stage: Staging, *, stamp: str, fmt: str = "
 def _rows_writer(table, columns, fmt: str):
     return lambda path: write_rows(table, columns, path, fmt)
 
-
-def _check_format(fmt: str) -> None:
-    if fmt not in FORMATS:
-        raise OptionError(f"--format: {fmt!r} is not allowed; allowed: {', '.join(FORMATS)}")

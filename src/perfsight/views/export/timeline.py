@@ -2,10 +2,11 @@
 device tasks alone (``task_time_{stamp}.json``) and the user's marks alone (``msprof_tx.json``).
 
 All are Chrome trace-event JSON objects, loadable by Perfetto and chrome://tracing (catalog.py describes
-the layers and events). The event text is built by DuckDB string functions straight from the tables, one
-string per event and no Python object per event, streamed to the file in batches; ``to_json`` escapes
-names, and times are written as microseconds with exactly three decimals computed in DECIMAL arithmetic
-from the int64 ns (1_000_000_001 ns -> ``1000000.001``).
+the layers and events; analysis/timeline.py decides what goes in which layer and makes the counter and
+memory series, as for the web timeline). The event text is built by DuckDB string functions straight from
+the tables, one string per event and no Python object per event, streamed to the file in batches;
+``to_json`` escapes names, and times are written as microseconds with exactly three decimals computed in
+DECIMAL arithmetic from the int64 ns (1_000_000_001 ns -> ``1000000.001``).
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfsight.analysis.steps import step_trace
+from perfsight.analysis.timeline import (SAMPLE_LAYER_COLUMNS, SERIES, SLICE_LAYER_COLUMNS, counter_series,
+                                        memory_series)
 from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables, new_connection
 from perfsight.views.export.catalog import MARK_KINDS, MSPROF_TIMELINE, MSPROF_TX_TIMELINE, STEP_TRACE_TIMELINE, TASK_TIME_TIMELINE
@@ -42,12 +45,13 @@ def stage_timeline(tables: RunTables, stage: Staging, *, stamp: str, fp_point: s
     """Write the timeline files that have data into ``stage`` (``export_timeline`` without the commit)."""
     meta = tables.meta_dict()
     if tables.slices.num_rows or tables.counters.num_rows or tables.memory.num_rows:
-        _stage_trace(stage, MSPROF_TIMELINE.name(stamp, "json"), tables, meta, _run_events)
+        _stage_trace(stage, MSPROF_TIMELINE.name(stamp, "json"), tables, meta,
+                     lambda con: _run_events(con, tables))
     for kind, where in ((TASK_TIME_TIMELINE, _DEVICE_TASKS), (MSPROF_TX_TIMELINE, _MARKS)):
         if tables.connect().sql(f"SELECT count(*) FROM slices s JOIN tracks t USING (track_id) WHERE {where}"
                                 ).fetchall()[0][0]:
             _stage_trace(stage, kind.name(stamp, "json"), tables, meta,
-                         lambda con, where=where: _run_events(con, where, with_samples=False),
+                         lambda con, where=where: _run_events(con, tables, where, with_samples=False),
                          replaceable=not kind.stamped)
     steps = computed(step_trace, tables, fp_point=fp_point, bp_point=bp_point)
     if steps.num_rows:
@@ -121,32 +125,11 @@ def _metadata_events_sql(processes: str, threads: str) -> str:
 _RUN_VIEWS = """
 CREATE TEMP VIEW placed AS
 SELECT s.*, coalesce(t.rank, 0) AS rank, t.name AS track_name, coalesce(t.sort_index, t.track_id) AS track_order,
-       CASE WHEN s.kind = 'comm' THEN 4 WHEN t.kind = 'stream' THEN 3
-            WHEN s.kind IN ('runtime', 'driver') THEN 2 ELSE 1 END AS layer_order,
-       CASE WHEN s.kind = 'comm' THEN 'Communication'
-            WHEN t.kind = 'stream' THEN 'Device tasks ' || coalesce(t.device, '?')
-            WHEN s.kind IN ('runtime', 'driver') THEN 'Runtime API'
-            ELSE 'Framework (CPU ops, Python)' END AS layer
+       {slice_layer}
 FROM slices s JOIN tracks t USING (track_id)
 WHERE {slices_where};
 
-CREATE TEMP VIEW samples AS
-WITH memory_series AS (
-    SELECT m.ts_ns, m.device, coalesce(t.rank, 0) AS rank, 'Memory allocated' AS series, m.total_allocated AS value
-    FROM memory m LEFT JOIN tracks t USING (track_id) WHERE m.total_allocated IS NOT NULL
-    UNION ALL
-    SELECT m.ts_ns, m.device, coalesce(t.rank, 0), 'Memory reserved', m.total_reserved
-    FROM memory m LEFT JOIN tracks t USING (track_id) WHERE m.total_reserved IS NOT NULL
-), all_series AS (
-    SELECT c.ts_ns, t.device, coalesce(t.rank, 0) AS rank, t.name AS series, c.value
-    FROM counters c JOIN tracks t USING (track_id) WHERE isfinite(c.value)
-    UNION ALL
-    SELECT ts_ns, device, rank, series, CAST(value AS DOUBLE) FROM memory_series
-)
-SELECT ts_ns, rank, series, value, 5 AS layer_order,
-       CASE WHEN coalesce(device, 'cpu') = 'cpu' THEN 'Host counters' ELSE 'Device counters ' || device END AS layer
-FROM all_series
-WHERE {with_samples};
+CREATE TEMP VIEW samples AS SELECT ts_ns, rank, series, value, {sample_layer} FROM series;
 
 CREATE TEMP TABLE layers AS
 WITH used AS (SELECT DISTINCT rank, layer_order, layer FROM placed
@@ -174,11 +157,15 @@ def _flow_event_sql(phase: str, end: str, extra: str) -> str:
             f"""|| ',"ts":' || {_ts(f'{end}.start_ns')} || '{extra}}}'""")
 
 
-def _run_events(con: duckdb.DuckDBPyConnection, slices_where: str = "true", with_samples: bool = True) -> str:
-    """SQL of the msprof timeline's events (ev, ord, ts): layers, slices, counters, memory, flows; only the
-    slices ``slices_where`` keeps (SQL over slices ``s`` and tracks ``t``), the counter and memory samples
-    only ``with_samples``."""
-    con.execute(_RUN_VIEWS.format(slices_where=slices_where, with_samples=str(with_samples).lower()))
+def _run_events(con: duckdb.DuckDBPyConnection, tables: RunTables, slices_where: str = "true",
+                with_samples: bool = True) -> str:
+    """SQL of the msprof timeline's events (ev, ord, ts) over ``tables`` on ``con``: layers, slices, counters,
+    memory, flows (analysis/timeline.py places them); only the slices ``slices_where`` keeps (SQL over slices
+    ``s`` and tracks ``t``), the counter and memory samples only ``with_samples``."""
+    con.register("series", pa.concat_tables([computed(counter_series, tables), computed(memory_series, tables)]) if with_samples
+                 else SERIES.empty_table())
+    con.execute(_RUN_VIEWS.format(slices_where=slices_where, slice_layer=SLICE_LAYER_COLUMNS,
+                                  sample_layer=SAMPLE_LAYER_COLUMNS))
     slice_event = _x_event_sql(name="name", cat="kind", pid="pid", tid="track_id", start="start_ns",
                                dur="dur_ns", args=_SLICE_ARGS)
     return f"""

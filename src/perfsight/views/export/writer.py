@@ -16,8 +16,6 @@ import pyarrow as pa
 from perfsight.core.tables import new_connection
 from perfsight.views.export.catalog import HOST, Column
 
-FORMATS = ("csv", "json")
-
 
 def us_sql(ns_expr: str) -> str:
     """SQL for int64 ns -> exact microseconds, DECIMAL with 3 decimals (1000000001 -> 1000000.001)."""

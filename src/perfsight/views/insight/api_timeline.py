@@ -5,7 +5,7 @@ for Perfetto or chrome://tracing (perfsight.views.export's timeline file, writte
 that is removed once sent; never into the run's folder).
 
 Times in queries and answers are integer ns relative to the run's ``origin_ns`` (``tracks``), as
-timeline_index.py explains, within its ``MAX_TIME_NS``. Bad parameters get 400 (or FastAPI's 422 for a
+analysis/timeline_index.py explains, within its ``MAX_TIME_NS``. Bad parameters get 400 (or FastAPI's 422 for a
 wrong type or for a width or limit out of range) with a message naming the parameter; an unknown run or
 slice, 404.
 """
@@ -26,7 +26,7 @@ from starlette.background import BackgroundTask
 from perfsight.core.memo import computed
 from perfsight.views.export import export_timeline
 from perfsight.views.insight.results import INT64_MAX, bounded
-from perfsight.views.insight.timeline_index import MAX_TIME_NS, TimelineIndex
+from perfsight.analysis.timeline_index import MAX_TIME_NS, TimelineIndex
 
 
 def _json(data) -> Response:

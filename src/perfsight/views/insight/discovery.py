@@ -25,6 +25,7 @@ from pathlib import Path
 
 from perfsight.core.errors import InputError
 from perfsight.ingest import RunSource
+from perfsight.ingest.cache import source_stamps
 from perfsight.ingest.jobs import jobs_in
 from perfsight.ingest.registry import runs_at, searched
 
@@ -45,17 +46,11 @@ class Candidate:
     sources: tuple[Path, ...]  # the raw files whose size and mtime say whether the run changed
 
     def fingerprint(self) -> tuple:
-        stats = []
-        for source in self.sources:
-            try:
-                st = source.stat()
-            except OSError:
-                continue
-            stats.append((str(source), st.st_size, st.st_mtime_ns))
-        return tuple(stats)
+        """(path, size, mtime) of each source: ``cache.source_stamps`` without the content hash."""
+        return tuple(tuple(stamp) for stamp in source_stamps(self.sources, content=False))
 
     def size_bytes(self) -> int:
-        return sum(size for _, size, _ in self.fingerprint())
+        return sum(size or 0 for _, size, _ in self.fingerprint())
 
 
 def run_id(relpath: str) -> str:

@@ -120,7 +120,7 @@ class RunLibrary:
                 if entry is not None and entry.fingerprint == fingerprint:
                     continue
                 entry = self._entries[run_id] = Entry(candidate, fingerprint,
-                                                      bytes_total=sum(size for _, size, _ in fingerprint))
+                                                      bytes_total=sum(size or 0 for _, size, _ in fingerprint))
                 self._open.pop(run_id, None)
                 self._pool.submit(self._parse, entry)
             self._scanned_at = time.monotonic()

@@ -1,4 +1,5 @@
-"""Opening what a reader is given: regular files only, checked before a read can block or never end.
+"""Opening what perfsight is given to read (traces, side files, caches, manifests): regular files only,
+checked before a read can block or never end; and ``file_kind``, what a path is in words.
 
 A FIFO opened for reading waits for a writer and a device (``/dev/zero``) never ends, so a path that is
 neither a regular file nor a directory is refused with an error that says what it is. ``open_regular``
@@ -14,7 +15,16 @@ from pathlib import Path
 from typing import BinaryIO
 
 from perfsight.core.errors import InputError
-from perfsight.core.layout import file_kind
+
+_FILE_KINDS = {stat.S_IFDIR: "a folder", stat.S_IFREG: "a regular file", stat.S_IFIFO: "a FIFO (named pipe)",
+               stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket",
+               stat.S_IFLNK: "a symbolic link"}
+
+
+def file_kind(mode: int) -> str:
+    """What a ``st_mode`` is, in words ("a folder", "a regular file", "a FIFO (named pipe)", ...)."""
+    return _FILE_KINDS.get(stat.S_IFMT(mode), "a special file")
+
 
 class UnreadableFile(InputError, OSError):
     """A path that cannot be opened, or is not a regular file."""

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from analysis.planted import tables_from_rows
-from perfsight.views.insight.timeline_index import MAX_FLOWS, TimelineIndex, counter_unit
+from perfsight.analysis.timeline_index import MAX_FLOWS, TimelineIndex, counter_unit
 
 BASE = 1_700_000_000_000_000_000          # ns since the epoch: beyond a double's exact integers
 THREAD, AUTOGRAD, STREAM, NCCL, COUNTER = 1, 2, 3, 4, 5

@@ -1,7 +1,8 @@
-"""The timeline's server side: a level-of-detail index over one run's tables that answers the web
-timeline's questions (which track rows exist, what to draw in a time window at a pixel width, search,
-one slice's details, the sums over a selected area) in time that depends on what is drawn, not on the
-size of the trace. Pure numpy/pyarrow: no web framework here (api_timeline.py serves it).
+"""The web timeline's level-of-detail index over one run's tables: it answers the timeline's questions
+(which track rows exist, what to draw in a time window at a pixel width, search, one slice's details, the
+sums over a selected area) in time that depends on what is drawn, not on the size of the trace. Pure
+numpy/pyarrow: no web framework here (views/insight/api_timeline.py serves it). What goes in which group
+and the counter and memory series are analysis/timeline.py's, which the msprof timeline export reads too.
 
 ``TimelineIndex(tables)`` is built once per run. A *lane* is one track at one nesting depth; every lane's
 slices are kept sorted by start in flat numpy arrays (one set for the whole run, lanes being contiguous
@@ -32,19 +33,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfsight.analysis.breakdown import OVERLAP_ROWS, overlap_intervals
-from perfsight.analysis.ops import DEVICE_TASK_KINDS
 from perfsight.analysis.step_spans import STEP_SPANS_CTE
 from perfsight.analysis.summary import run_start_ns
+from perfsight.analysis.timeline import GROUPS, counter_series, memory_series, track_groups
 from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables
 
-#: track groups of a rank, in display order
-GROUPS = ("host threads", "device streams", "communication", "overlap analysis", "counters")
 #: at most this many flow arrows in one window answer
 MAX_FLOWS = 2000
 #: times asked about are within this many ns of the origin (146 years), so a window's span fits int64
 MAX_TIME_NS = 2**62
-_MEMORY_SERIES = (("total_allocated", "Memory allocated"), ("total_reserved", "Memory reserved"))
 _COUNTER_UNITS = (("bytes", re.compile(r"[ _.]bytes\b")), ("ns", re.compile(r"[ _.]ns\b")),
                   ("percent", re.compile(r"percent")))
 
@@ -65,6 +63,17 @@ def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
     """Dictionary-encode a string column: (int32 codes, the distinct values)."""
     encoded = pc.dictionary_encode(column.combine_chunks())
     return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32), encoded.dictionary.to_pylist()
+
+
+def _run_starts(table: pa.Table, columns) -> np.ndarray:
+    """The first row of each run of rows with equal ``columns`` values (nulls equal) in ``table``."""
+    change = np.zeros(table.num_rows, dtype=bool)
+    change[:1] = True
+    for column in columns:
+        codes = pc.dictionary_encode(table.column(column).combine_chunks(), null_encoding="encode").indices
+        codes = codes.to_numpy(zero_copy_only=False)
+        change[1:] |= codes[1:] != codes[:-1]
+    return np.flatnonzero(change)
 
 
 def _ints(column: pa.ChunkedArray, fill: int = 0) -> np.ndarray:
@@ -113,7 +122,7 @@ class TimelineIndex:
         lasts = [int(ts[-1]) for ts, _ in self._counters.values()] + ([int(self._end.max())] if self._end.size else [])
         self._end_ns = max(lasts, default=0)
         self._index_flows(tables.flows)
-        self._tree = self._build_tree(names, kinds, track)
+        self._tree = self._build_tree(tables)
         steps = f"WITH {STEP_SPANS_CTE} SELECT min(start_ns), max(end_ns) FROM steps"
         first, last = tables.connect().execute(steps).fetchone()
         self._profiled = None if first is None else {"start_ns": first - self.origin_ns,
@@ -168,67 +177,42 @@ class TimelineIndex:
         self._by_src = np.argsort(self._flow_src, kind="stable")
         self._by_dst = np.argsort(self._flow_dst, kind="stable")
 
-    def _counter_series(self, tables: RunTables, virtual: int) -> tuple[dict, dict]:
-        """({track id: (ts_ns absolute, values)}, memory tracks): a series for each counter track, and one
-        for each memory total per (rank, device) under new track ids from ``virtual`` (memory tracks:
-        {id: (rank, device, label)}). Samples without a finite value are left out."""
+    @staticmethod
+    def _counter_series(tables: RunTables, virtual: int) -> tuple[dict, dict]:
+        """({track id: (ts_ns absolute, values)}, memory tracks): analysis/timeline.py's counter series under
+        their track ids and its memory series under new track ids from ``virtual`` (memory tracks: {id:
+        (rank, device, label)}; an unknown device is ``?``)."""
         series, memory_tracks = {}, {}
-        counters = tables.counters
-        track, ts = _ints(counters.column("track_id")), _ints(counters.column("ts_ns"))
-        values = pc.fill_null(counters.column("value"), np.nan).to_numpy()
-        for t in np.unique(track).tolist():
-            mine = (track == t) & np.isfinite(values)
-            order = np.argsort(ts[mine], kind="stable")
-            series[t] = (ts[mine][order], values[mine][order])
-        memory = tables.memory
-        if not memory.num_rows:
-            return series, memory_tracks
-        rank_of = np.zeros(virtual + 1, dtype=np.int64)         # track id -> rank; index -1: unknown track
-        for t, info in self._track_info.items():
-            rank_of[t] = info["rank"] or 0
-        owner = _ints(memory.column("track_id"), -1)
-        ranks = rank_of[np.where(owner < virtual, owner, -1)]
-        devices, device_names = _codes(pc.fill_null(memory.column("device"), "?"))
-        ts = memory.column("ts_ns").to_numpy()
-        totals = [(pc.fill_null(memory.column(column).cast(pa.float64()), np.nan).to_numpy(), label)
-                  for column, label in _MEMORY_SERIES]
-        for r, d in sorted({(int(r), int(d)) for r, d in zip(*np.unique(np.stack([ranks, devices]), axis=1))}):
-            mine = (ranks == r) & (devices == d)
-            for values, label in totals:
-                keep = mine & np.isfinite(values)
-                if keep.any():
-                    order = np.argsort(ts[keep], kind="stable")
-                    series[virtual] = (ts[keep][order], values[keep][order])
-                    memory_tracks[virtual] = (r, device_names[d], f"{label} ({device_names[d]})")
+        for part, numbered in ((computed(counter_series, tables), False), (computed(memory_series, tables), True)):
+            if not part.num_rows:
+                continue
+            ts, values = part.column("ts_ns").to_numpy(), part.column("value").to_numpy()
+            columns = ("track_id", "rank", "device", "series")
+            firsts = _run_starts(part, columns)
+            for first, last in zip(firsts.tolist(), np.append(firsts[1:], part.num_rows).tolist()):
+                track_id, rank, device, name = (part.column(c)[first].as_py() for c in columns)
+                if numbered:
+                    track_id, device = virtual, device or "?"
+                    memory_tracks[track_id] = (rank, device, f"{name} ({device})")
                     virtual += 1
+                series[track_id] = (ts[first:last], values[first:last])
         return series, memory_tracks
 
-    def _build_tree(self, names: np.ndarray, kinds: np.ndarray, track: np.ndarray) -> list[dict]:
-        # a stream is a communication stream when most of its device tasks are communication (NCCL/HCCL)
-        code = {k: i for i, k in enumerate(self._kinds)}
-        is_task = np.isin(kinds, [code[k] for k in DEVICE_TASK_KINDS if k in code])
-        nccl = np.array([n.startswith("nccl") for n in self._names[:self._slice_names]] + [False])
-        comm = is_task & ((kinds == code.get("comm", -1)) | nccl[names])
-        tasks_per_track = dict(zip(*(a.tolist() for a in np.unique(track[is_task], return_counts=True))))
-        comm_per_track = dict(zip(*(a.tolist() for a in np.unique(track[comm], return_counts=True))))
+    def _build_tree(self, tables: RunTables) -> list[dict]:
+        """The groups of analysis/timeline.py's ``track_groups`` (with the overlap rows and memory series),
+        per rank in ``GROUPS`` order; tracks by device, sort index and id."""
         depth = dict(zip(self._lane_track.tolist(), (self._lane_depth + 1).tolist()))   # last lane of a track wins
-
+        group_of = dict(zip(*(computed(track_groups, tables).column(c).to_pylist() for c in ("track_id", "group"))))
         groups: dict[tuple[int, str], list[dict]] = {}
         for t in sorted(self._track_info.values(), key=lambda t: (t["device"] or "", t["sort_index"] or 0,
                                                                   t["track_id"])):
-            track_id, kind = t["track_id"], t["kind"]
-            entry = {"id": track_id, "name": t["name"], "kind": kind, "device": t["device"], "depth": 1}
-            if kind == "counter":
-                if track_id not in self._counters:
-                    continue
-                group = "counters"
+            track_id, group = t["track_id"], group_of.get(t["track_id"])
+            if group is None:
+                continue
+            entry = {"id": track_id, "name": t["name"], "kind": t["kind"], "device": t["device"], "depth": 1}
+            if group == "counters":
                 entry.update(self._value_range(track_id), unit=counter_unit(t["name"]))
-            elif kind == "stream":
-                group = "communication" if 2 * comm_per_track.get(track_id, 0) > tasks_per_track.get(track_id, 0) \
-                    else "device streams"
-                entry["depth"] = depth.get(track_id, 1)
             else:
-                group = "host threads"
                 entry["depth"] = depth.get(track_id, 1)
             groups.setdefault((t["rank"] or 0, group), []).append(entry)
         for track_id, (rank, row) in self._overlap_tracks.items():
@@ -243,7 +227,7 @@ class TimelineIndex:
 
     def _value_range(self, track_id: int) -> dict:
         values = self._counters[track_id][1]
-        return {"min": float(values.min()), "max": float(values.max())} if values.size else {"min": 0.0, "max": 0.0}
+        return {"min": float(values.min()), "max": float(values.max())}
 
     # --- shared lookups ----------------------------------------------------------------------------------------
 

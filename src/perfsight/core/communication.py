@@ -1,0 +1,56 @@
+"""Which work is communication: the one rule the readers, the analyses and both timelines apply.
+
+* A slice is communication when its ``kind`` is ``comm`` (``COMM_KIND``), and only then. The readers set
+  it: Ascend's readers from the task type (HCCL: ``ingest/ascend/ascend_kinds.COMMUNICATION``), the Kineto
+  classification (``ingest/common/kinds.py``, also torch_npu's host side) from the event: a category
+  naming communication (``is_comm_category``), a device kernel whose name starts with ``nccl`` or ``rccl``
+  in any case (``is_comm_kernel``: NCCL's and RCCL's kernels), a host operator or range named after
+  torch.distributed (``c10d::...``), after a backend of ``BACKENDS`` (``nccl:all_reduce``,
+  ``gloo:broadcast``...) or PyTorch's ``record_param_comms`` (``is_comm_host_name``). After the readers,
+  what is communication is ``kind`` alone (the breakdowns' COMMUNICATION kernel type, the collectives, the
+  export's Communication layer, the web timeline); names are read again only to tell communication slices
+  apart (the collectives' backend ranges, ``BACKEND_RANGE``).
+* A stream is a communication stream when more than half of its device tasks are communication slices
+  (``is_comm_stream``): the web timeline groups it under "communication".
+
+Names no rule here covers are compute, as they were before this rule was written down in one place: a
+custom all-reduce kernel, torch's symmetric-memory ``multimem`` kernels, an ``hccl...`` kernel in a
+Kineto trace, ``mpi:`` or ``ucc:`` host ranges.
+"""
+from __future__ import annotations
+
+import re
+
+#: slices.kind of communication
+COMM_KIND = "comm"
+
+#: torch.distributed backends whose host ranges the Kineto trace names ``<backend>:<collective>``
+BACKENDS = ("nccl", "rccl", "gloo")
+
+#: a regular expression (Python and DuckDB) matching a backend's host range, the collective after the colon
+BACKEND_RANGE = rf"^({'|'.join(BACKENDS)}):"
+
+_HOST_NAME = re.compile(rf"(c10d::|{'|'.join(f'{backend}:' for backend in BACKENDS)})|record_param_comms$")
+_KERNEL_NAME = re.compile(r"(nccl|rccl)", re.IGNORECASE)
+
+
+def is_comm_category(category: str) -> bool:
+    """Whether a Kineto category (lower-cased) says its events are communication."""
+    return "comm" in category
+
+
+def is_comm_kernel(name: str) -> bool:
+    """Whether a device kernel is a collective library's (its name starts with nccl or rccl, any case)."""
+    return _KERNEL_NAME.match(name) is not None
+
+
+def is_comm_host_name(name: str) -> bool:
+    """Whether a host operator or range is communication: ``c10d::...``, ``<backend>:...`` or
+    ``record_param_comms``."""
+    return _HOST_NAME.match(name) is not None
+
+
+def is_comm_stream(comm_tasks, tasks):
+    """Whether a stream with ``tasks`` device tasks, ``comm_tasks`` of them communication, is a communication
+    stream (numbers or numpy arrays of them)."""
+    return 2 * comm_tasks > tasks
