@@ -14,7 +14,7 @@ import sys
 import perfsight.analysis
 
 #: the modules whose references are wrapped, imported first so none binds a wrapper after the test
-CONSUMERS = ("perfsight.run", "perfsight.api", "perfsight.cli", "perfsight.views.terminal",
+CONSUMERS = ("perfsight.run", "perfsight.cli", "perfsight.views.terminal",
              "perfsight.views.export", "perfsight.views.export.summary", "perfsight.views.export.timeline",
              "perfsight.views.insight.server")
 

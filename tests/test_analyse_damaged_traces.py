@@ -73,7 +73,7 @@ def test_values_of_the_wrong_type_or_size_give_results(tmp_path, header):
     from rich.console import Console
 
     from perfsight.analysis.summary import run_summary
-    from perfsight.api import export
+    from perfsight.views.export import export
     from perfsight.views.terminal import print_summary
     from tests.ingest.conftest import trace_text
 

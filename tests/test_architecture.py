@@ -17,6 +17,11 @@ FORBIDDEN = {
     "analysis": {"launch", "collect", "ingest", "views", "tune", "demo", "run", "cli"},
     "collect": {"ingest", "analysis", "views", "tune", "demo", "cli"},
 }
+#: crossings allowed on purpose, with the reason
+ALLOWED = {
+    ("perfsight.collect.profiler", "perfsight.views.export"):
+        "Profiler.analyse() exports the run it collected, as MindSpore's Profiler.analyse does (seed 002)",
+}
 
 
 def modules() -> dict[str, Path]:
@@ -89,7 +94,7 @@ def test_no_import_cycle(graph):
 
 def test_each_stage_imports_only_what_it_may(graph):
     crossings = sorted(f"{module} imports {target}" for module, targets in graph.items() for target in targets
-                       if stage(target) in FORBIDDEN.get(stage(module), ()))
+                       if stage(target) in FORBIDDEN.get(stage(module), ()) and (module, target) not in ALLOWED)
     assert crossings == []
 
 

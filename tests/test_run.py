@@ -115,7 +115,7 @@ def _bp_ends(run) -> list[int]:
 def test_step_points_from_the_environment_reach_every_surface(shared_data, tmp_path, monkeypatch):
     """PERFSIGHT_BP_END names the backward end for the Python API, the summary and the exported files."""
     from perfsight.analysis.summary import run_summary
-    from perfsight.api import export
+    from perfsight.views.export import export
 
     trace = shared_data / CPU_TRACE
     automatic = perfsight.open(trace)

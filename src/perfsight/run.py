@@ -130,6 +130,11 @@ def open(path: str | os.PathLike, *, use_cache: bool = True) -> Run:  # noqa: A0
     return open_sources(path, ingest.find_runs(path), use_cache=use_cache)
 
 
+def load(path: str | os.PathLike, *, use_cache: bool = True) -> RunTables:
+    """The canonical tables of what ``open(path)`` opens (``perfsight.load``)."""
+    return open(path, use_cache=use_cache).tables
+
+
 def open_sources(path: Path, sources: list[ingest.RunSource], *, use_cache: bool = True) -> Run:
     """The run made of ``sources`` (one run, or the ranks of one job, already found: insight opens what its
     discovery listed and nothing else), known as ``path``."""

@@ -125,7 +125,7 @@ class Profiler:
 
     def analyse(self, *, export_format: str = "csv") -> Path:
         """Stop collecting, then export the timeline and summaries; returns the perfsight_output dir."""
-        from perfsight.api import export_run
+        from perfsight.views.export import export_run
 
         self.close()
         if self.run is None:

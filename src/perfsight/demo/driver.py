@@ -21,7 +21,7 @@ def demo_options(output: str, steps: int) -> dict:
 
 def run_demo(output: str, steps: int) -> tuple[Path, list[Path]]:
     """Train with profiling on; returns the run directory and the exported files."""
-    from perfsight.api import export
+    from perfsight.views.export import export
 
     code, runs = run_profiled([sys.executable, str(TRAIN_SCRIPT), "--steps", str(steps)], demo_options(output, steps))
     if code != 0 or not runs:

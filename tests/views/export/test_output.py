@@ -210,7 +210,7 @@ def test_a_folder_without_runs_anywhere_below(tmp_path, capsys):
 
 def test_timeline_and_json_summary_in_one_export(shared_data, tmp_path):
     """As Profiler.analyse exports: both kinds with one stamp, every file under its own name."""
-    from perfsight.api import export
+    from perfsight.views.export import export
 
     trace = shutil.copy(shared_data / "kineto/hta/trace_filter/sampled_rank-0.json.gz", tmp_path)
     [files] = export(trace, timeline=True, summary=True, fmt="json").values()

@@ -1,5 +1,7 @@
 """msprof-shaped export: ``perfsight export timeline|summary``.
 
+    export(path, timeline=, summary=, ...)    every run at path exported (``perfsight.export``)
+    export_run(run_dir, ...)                  one perfsight run into its perfsight_output/ (Profiler.analyse)
     find_export_runs(path)                    the runs ``-dir path`` exports (also runs/<job>/PROF_*)
     export_runs(runs, timeline=, summary=...) each run's files into its output folder, all or none
     select(tables, Selection(...))            the iterations asked for (--iteration-id/--model-id/--iteration-count)
@@ -15,10 +17,10 @@ how files land in a folder (checks, all-or-nothing writes, never overwriting a f
 """
 from perfsight.options.export import STEP_MODEL_ID
 from perfsight.views.export.readme import write_readme
-from perfsight.views.export.runs import export_runs, find_export_runs
+from perfsight.views.export.runs import export, export_run, export_runs, find_export_runs
 from perfsight.views.export.select import Selection, select
 from perfsight.views.export.summary import export_summary
 from perfsight.views.export.timeline import export_timeline
 
 __all__ = ["STEP_MODEL_ID", "Selection", "select", "export_timeline", "export_summary", "write_readme",
-           "export_runs", "find_export_runs"]
+           "export", "export_run", "export_runs", "find_export_runs"]

@@ -18,6 +18,7 @@ from pathlib import Path
 from perfsight import ingest
 from perfsight.core.errors import InputError, OutputError
 from perfsight.ingest import RunSource
+from perfsight.options.export import check_export_format
 from perfsight.run import with_step_points_from_env
 from perfsight.views.export.output import describe_kind, staging
 from perfsight.views.export.readme import stage_readme
@@ -76,3 +77,24 @@ def _free_stamp(out_dir: Path) -> str:
     while any(out_dir.glob(f"*_{candidate}.*")):
         candidate, n = f"{stamp}_{n}", n + 1
     return candidate
+
+
+def export(path: str | Path, *, timeline: bool = True, summary: bool = True, fmt: str = "csv",
+           iteration_id: int | None = None, model_id: int | None = None, iteration_count: int | None = None,
+           clear: bool = False, output: str | Path | None = None) -> dict[Path, list[Path]]:
+    """Export every run at ``path`` the msprof way; returns the files written per run.
+
+    ``path`` is a run, or a folder holding runs (also further down: ``runs/<job>/PROF_*``). ``output``
+    puts the files in ``output/<run name>/`` instead of the run's own perfsight_output/ (needed when the
+    run's directory is read-only). ``clear`` removes the Parquet cache afterwards. Each run's files are
+    written all or none; a file perfsight did not write is never overwritten.
+    """
+    check_export_format(fmt)
+    selection = Selection(iteration_id=iteration_id, model_id=model_id, iteration_count=iteration_count)
+    return export_runs(find_export_runs(path), timeline=timeline, summary=summary, fmt=fmt, selection=selection,
+                       clear=clear, output=output)
+
+
+def export_run(run_dir: Path, *, timeline: bool, summary: bool, fmt: str = "csv") -> list[Path]:
+    """Export one perfsight run into its own perfsight_output/ (Profiler.analyse)."""
+    return export(run_dir, timeline=timeline, summary=summary, fmt=fmt)[run_dir]
