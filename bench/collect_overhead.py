@@ -93,11 +93,11 @@ ISOLATION_NOTE = (
 def run_round(config: str, *, steps: int, first: int, last: int, batch: int, threads: int, seed: int) -> dict:
     """Train ``steps`` steps under ``config``; per-step wall and CPU times in seconds, and the one-off costs."""
     import torch
+    import torch.profiler  # noqa: F401
     from torch import nn
     from torch.utils.data import DataLoader
 
     import perfsight  # noqa: F401 - imported before timing: setup is making the profiler, not importing it
-    import torch.profiler  # noqa: F401
     from perfsight.demo.train import SmallCNN, SyntheticImages
 
     torch.set_num_threads(threads)

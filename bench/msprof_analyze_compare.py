@@ -35,7 +35,6 @@ import time
 from pathlib import Path
 
 import psutil
-
 from stats import load_average, spread  # bench/stats.py (scripts here import their siblings)
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -32,7 +32,6 @@ import time
 import numpy as np
 import orjson
 import pyarrow as pa
-
 from stats import load_average, quantile  # bench/stats.py (scripts here import their siblings)
 
 from perfsight.analysis.timeline_index import TimelineIndex

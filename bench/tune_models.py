@@ -37,7 +37,6 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-
 from collect_overhead import machine_facts  # bench/ scripts import their siblings
 from stats import load_average
 

@@ -9,9 +9,9 @@ import pytest
 
 from perfsight.analysis.cluster import collectives
 from perfsight.analysis.kernels import kernel_breakdown
+from perfsight.analysis.timeline_index import TimelineIndex
 from perfsight.ingest.kineto.reader import read_kineto
 from perfsight.views.export import export_timeline
-from perfsight.analysis.timeline_index import TimelineIndex
 
 GPU, MAIN = 0, 100
 #: device work, one stream each: (category, name)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from perfsight.core.errors import OptionError
-from perfsight.options import (SPECS, CollectEnvironment, Options, describe, from_env, resolve)
+from perfsight.options import SPECS, CollectEnvironment, Options, describe, from_env, resolve
 
 CPU = CollectEnvironment(has_cuda=False)
 

@@ -9,10 +9,9 @@ import pyarrow.compute as pc
 import pytest
 
 import perfsight
-from perfsight.core.errors import InputError
 from perfsight.analysis.steps import step_trace
+from perfsight.core.errors import InputError
 from perfsight.ingest.kineto.reader import read_kineto
-
 from tests.analysis.planted_host import perfsight_run  # noqa: F401  (fixture)
 
 

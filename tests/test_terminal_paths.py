@@ -6,7 +6,6 @@ from rich.console import Console
 import perfsight
 from perfsight.analysis.summary import run_summary
 from perfsight.views.terminal import print_run_summary
-
 from tests.analysis.planted_host import perfsight_run  # noqa: F401  (fixture)
 
 

@@ -122,9 +122,8 @@ def test_the_demo_report_computes_each_analysis_once(shared_data, tmp_path, monk
     trace = Path(shutil.copy(shared_data / "kineto/hta/trace_filter/sampled_rank-0.json.gz", tmp_path))
     calls = count_analyses(monkeypatch)
     out = StringIO()
+    from perfsight.analysis import summary as summary_module  # its run_summary is the counting one
     from perfsight.core.memo import computed
-
-    from perfsight.analysis import summary as summary_module      # its run_summary is the counting one
 
     summary = computed(summary_module.run_summary, perfsight.open(trace).tables)      # as cmd_demo gets it
     print_run_summary(trace, summary, [], Console(file=out, width=100))

@@ -7,10 +7,10 @@ import pyarrow.compute as pc
 import pytest
 
 import perfsight
-from perfsight.core import layout
 from perfsight.analysis import data
-from perfsight.ingest.kineto.reader import read_kineto
+from perfsight.core import layout
 from perfsight.core.tables import RunTables, conform
+from perfsight.ingest.kineto.reader import read_kineto
 
 from .planted import training_run
 from .planted_host import counter_track, host_only, perfsight_run, series  # noqa: F401  (fixture)

@@ -1,8 +1,8 @@
 """op_time_by_step / op_instance_time_by_step / op_shapes_by_step on a planted two-step run whose
 aten::addmm changes shapes, and on the real (static) CPU MLP trace."""
 from perfsight.analysis import dynamic_shape
-from perfsight.ingest.kineto.reader import read_kineto
 from perfsight.core.tables import RunTables
+from perfsight.ingest.kineto.reader import read_kineto
 
 from .planted import BASE, MAIN
 from .planted_host import CPU_TRACE, host_only

@@ -9,8 +9,8 @@ import pyarrow.compute as pc
 import pytest
 
 from perfsight.analysis import flops, peaks
-from perfsight.ingest.kineto.reader import read_kineto
 from perfsight.core.tables import RunTables
+from perfsight.ingest.kineto.reader import read_kineto
 
 from .planted import BASE, MAIN, STREAM
 from .planted_host import CPU_TRACE, host_only, raw_events

@@ -3,8 +3,8 @@ top of the planted training run, and the real CPU trace's [memory] events."""
 import pytest
 
 from perfsight.analysis import memory
-from perfsight.ingest.kineto.reader import read_kineto
 from perfsight.core.tables import RunTables, conform
+from perfsight.ingest.kineto.reader import read_kineto
 
 from .planted import AUTOGRAD, BASE, MAIN, training_run
 from .planted_host import CPU_TRACE, raw_events

@@ -1,9 +1,8 @@
 """operator_details: each framework operator's host time, the device time of what it launched, its call stack;
 the per-thread API statistics and their variance."""
+from analysis.planted import BASE, MAIN, STREAM, TRACKS, _slice, tables_from_rows, training_run
 from perfsight.analysis.operator_details import operator_details
 from perfsight.analysis.ops import api_statistic
-
-from analysis.planted import BASE, MAIN, STREAM, TRACKS, _slice, tables_from_rows, training_run
 
 
 def stacked_run():

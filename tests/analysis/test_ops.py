@@ -5,8 +5,7 @@ import pytest
 from perfsight.analysis import ops
 from perfsight.core.tables import RunTables
 
-from .planted import (ADDMM_SHAPES, BASE, LINEAR_SHAPES, MAIN, STREAM, TRACKS, _slice, tables_from_rows,
-                      training_run)
+from .planted import ADDMM_SHAPES, BASE, LINEAR_SHAPES, MAIN, STREAM, TRACKS, _slice, tables_from_rows, training_run
 
 
 def test_instances_are_the_device_tasks_with_waits_and_launcher_shapes():

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import perfsight
-from perfsight.core import layout
 from perfsight.analysis import resources
+from perfsight.core import layout
 from perfsight.core.tables import RunTables
 
 from .planted import BASE

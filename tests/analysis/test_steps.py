@@ -108,7 +108,7 @@ def test_data_wait_is_the_union_of_the_loaders_inside_the_step():
     in step 2 that runs past its end [19500, 20700): each ns inside the step counts once."""
     from perfsight.analysis.data import data_wait
 
-    from .planted import AUTOGRAD, LOADER, MAIN, _slice, tables_from_rows, TRACKS
+    from .planted import AUTOGRAD, LOADER, MAIN, TRACKS, _slice, tables_from_rows
 
     tables = training_run()
     extra = tables_from_rows(slices=[_slice(101, "dataloader", LOADER, AUTOGRAD, 600, 1600, 0, step=1),

@@ -15,8 +15,8 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from perfsight.views.insight import api_timeline
-from tests.views.insight.test_timeline_api import FakeRun
 from tests.analysis.test_timeline_index import AUTOGRAD, STREAM, THREAD, run, s
+from tests.views.insight.test_timeline_api import FakeRun
 
 from .harness import AppServer
 

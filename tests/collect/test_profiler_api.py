@@ -8,8 +8,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import perfsight  # noqa: E402
-from perfsight.core import layout
 from perfsight.collect.callbacks import HuggingFaceCallback, LightningCallback  # noqa: E402
+from perfsight.core import layout  # noqa: E402
 
 
 def train(profiler, steps, on_step=None):

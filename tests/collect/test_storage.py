@@ -5,8 +5,8 @@ import json
 import os
 import socket
 
-from perfsight.core import layout
 from perfsight.collect.storage import MB, MIN_FREE_BYTES, StorageGuard
+from perfsight.core import layout
 
 OLD = 1_000_000  # an mtime long before any run (1970): the oldest files of all are the user's
 HOST = socket.gethostname()

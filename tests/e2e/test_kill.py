@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from perfsight.core import layout
 from perfsight.collect.launch import child_environment
+from perfsight.core import layout
 
 from .conftest import manifest, perfsight, run_dirs, script
 

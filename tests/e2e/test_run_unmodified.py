@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from perfsight.core import layout
 from perfsight import open as open_run
+from perfsight.core import layout
 
 from .conftest import manifest, perfsight, run_dirs, script
 

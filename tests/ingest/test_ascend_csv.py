@@ -7,7 +7,7 @@ import csv
 import pytest
 
 from perfsight.core.errors import InputError
-from perfsight.ingest.ascend.ascend_csv import bytes_from, numbers, ns_from_us, read_csv
+from perfsight.ingest.ascend.ascend_csv import bytes_from, ns_from_us, numbers, read_csv
 
 OUTPUT = "ascend/torch_npu/text/level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT"
 DIALECTS = ["ascend/msprof_analyze_fixtures/ut/advisor/advisor_backend/compute_advice/kernel_details.csv",

@@ -17,8 +17,8 @@ import pytest
 from perfsight.core.errors import InputError, OptionError
 from perfsight.ingest import find_runs
 from perfsight.ingest.common import chrome_json as kineto_decode
-from perfsight.ingest.kineto.reader import is_kineto_trace, read_kineto
 from perfsight.ingest.common.chrome_json import MAX_INFLATED_ENV, TraceStream
+from perfsight.ingest.kineto.reader import is_kineto_trace, read_kineto
 
 MB = 1 << 20
 

@@ -6,8 +6,8 @@ from decimal import Decimal
 import pytest
 from conftest import number
 
-from perfsight.ingest.kineto.reader import read_kineto
 from perfsight.core.tables import conform
+from perfsight.ingest.kineto.reader import read_kineto
 
 T0 = Decimal("1736413971558972")  # microseconds: 1e15 magnitude, where float64 has no ns digits left
 HOST, MAIN, BACKWARD, GPU, STREAM = 100, 100, 101, 0, 7

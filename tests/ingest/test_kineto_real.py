@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from perfsight.ingest.kineto.reader import is_kineto_trace, read_kineto
 from perfsight.core.tables import conform
+from perfsight.ingest.kineto.reader import is_kineto_trace, read_kineto
 from tests.conftest import SHARED_DATA
 
 KINETO = SHARED_DATA / "kineto"

@@ -36,11 +36,11 @@ import pytest
 
 from perfsight.analysis import breakdown, cluster, memory, ops
 from perfsight.core.errors import InputError
+from perfsight.core.tables import RunTables, conform
 from perfsight.ingest.ascend.detect import find_torch_npu_db
 from perfsight.ingest.ascend.torch_npu_db import read_torch_npu_db
 from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text
 from perfsight.ingest.jobs import merge
-from perfsight.core.tables import RunTables, conform
 
 DB = "ascend/torch_npu/db"
 REFERENCE = "ascend/msprof_analyze_reference"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 from collections import Counter
 from decimal import Decimal
-import shutil
 from functools import lru_cache
 from pathlib import Path
 
@@ -18,12 +18,12 @@ import pytest
 
 from perfsight.analysis import cluster, ops
 from perfsight.core.errors import InputError
+from perfsight.core.tables import SCHEMAS
 from perfsight.ingest.ascend.ascend_kinds import api_kind, collective_name, process_role, task_kind, torch_dtype
 from perfsight.ingest.ascend.detect import is_torch_npu_dir
 from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text
-from perfsight.ingest.jobs import merge
 from perfsight.ingest.common.chrome_json import TraceStream
-from perfsight.core.tables import SCHEMAS
+from perfsight.ingest.jobs import merge
 from tests.conftest import SHARED_DATA
 
 TEXT = SHARED_DATA / "ascend" / "torch_npu" / "text"
@@ -311,8 +311,8 @@ def test_names_of_processes_apis_collectives_and_dtypes():
 
 def test_trace_args_that_are_not_objects_are_skipped_and_counted(tmp_path):
     """An event whose args is not a JSON object does not fail the read: its args are ignored and counted."""
-    from perfsight.ingest.common.build import RunBuilder
     from perfsight.ingest.ascend.torch_npu_trace import read_trace
+    from perfsight.ingest.common.build import RunBuilder
 
     events = [{"ph": "M", "name": "process_name", "pid": 7, "args": {"name": "Ascend Hardware"}},
               {"ph": "X", "name": "MatMul", "pid": 7, "tid": 3, "ts": "1.000", "dur": 2,

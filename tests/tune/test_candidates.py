@@ -5,8 +5,16 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from perfsight.tune import candidates
-from perfsight.tune.candidates import (COMPILED_MIN_US, DEFAULT, SCHEDULE_MIN_US, Candidate, call_key,
-                                       candidates_for, run, signature)
+from perfsight.tune.candidates import (
+    COMPILED_MIN_US,
+    DEFAULT,
+    SCHEDULE_MIN_US,
+    Candidate,
+    call_key,
+    candidates_for,
+    run,
+    signature,
+)
 
 THREADS_2 = Candidate("threads_2", "Schedule", {"threads": 2})
 NATIVE = Candidate("contiguous+native", "Impl", {"format": "contiguous", "onednn": False})

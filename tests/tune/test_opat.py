@@ -7,7 +7,7 @@ import torch
 
 from perfsight.tune import opat
 from perfsight.tune.bank import Bank
-from perfsight.tune.candidates import DEFAULT, _COMPILED, candidates_for
+from perfsight.tune.candidates import _COMPILED, DEFAULT, candidates_for
 from perfsight.tune.capture import Capture, OpRecord, capture, train_step
 from perfsight.tune.report import OpatReport
 from tests.tune.models import example
@@ -181,9 +181,9 @@ def test_attention_of_a_real_transformer_layer_in_training_is_captured_and_measu
 
 
 def test_a_task_without_winners_says_so_and_shows_why_per_signature(tmp_path, monkeypatch):
-    import perfsight.tune
     from rich.console import Console
 
+    import perfsight.tune
     from perfsight.views.terminal import print_tuning
 
     torch.set_num_threads(1)

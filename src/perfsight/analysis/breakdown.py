@@ -35,10 +35,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.core.tables import RunTables
 from perfsight.analysis import intervals
 from perfsight.analysis.kernels import DEVICE_TASKS_SQL, KERNEL_TYPES
 from perfsight.analysis.step_spans import STEP_SPANS_CTE
+from perfsight.core.tables import RunTables
 
 #: the categories of the priority sweep, highest priority first (idle is the remainder)
 CATEGORIES = ("compute", "communication", "memory", "runtime", "dataloader", "host_ops", "python")

@@ -59,11 +59,11 @@ import re
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.core.memo import computed
-from perfsight.core.communication import BACKEND_RANGE
-from perfsight.core.tables import RunTables, fits, new_connection
 from perfsight.analysis.breakdown import STEP_BREAKDOWN_AVERAGE, step_breakdown, step_breakdown_average
 from perfsight.analysis.step_spans import STEP_SPANS_CTE
+from perfsight.core.communication import BACKEND_RANGE
+from perfsight.core.memo import computed
+from perfsight.core.tables import RunTables, fits, new_connection
 
 #: bytes per element: PyTorch's scalar type names (record_param_comms' ``dtype``) and the C++ type names
 #: of Kineto's ``Input type`` (lower-cased when looked up)

@@ -40,9 +40,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from perfsight.analysis.step_spans import DATA_WAIT_CTE, STEP_SPANS_CTE
 from perfsight.core.memo import computed
 from perfsight.core.tables import DATA_WAIT_SERIES, STEP_NUMBER_SERIES, STEP_TIME_SERIES, RunTables, new_connection
-from perfsight.analysis.step_spans import DATA_WAIT_CTE, STEP_SPANS_CTE
 
 #: input-bound thresholds, percent of step time (or of queue samples that are empty)
 HIGHLY_PERCENT = 30.0

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
+from perfsight.analysis.ops import op_instances
 from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables, new_connection
-from perfsight.analysis.ops import op_instances
 
 OP_TIME_BY_STEP = pa.schema([
     ("rank", pa.int32()),

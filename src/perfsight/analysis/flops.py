@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from perfsight.core.memo import computed
-from perfsight.core.tables import RunTables, new_connection
 from perfsight.analysis.flops_shapes import shape_flops
 from perfsight.analysis.ops import DEVICE_TASK_KINDS_SQL
 from perfsight.analysis.peaks import device_peak
 from perfsight.analysis.step_spans import STEP_SPANS_CTE
 from perfsight.analysis.steps import CUT_STEP_SQL
+from perfsight.core.memo import computed
+from perfsight.core.tables import RunTables, new_connection
 
 _RATE_COLUMNS = [
     ("flops_per_s", pa.float64()),

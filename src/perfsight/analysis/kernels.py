@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from perfsight.analysis.ops import DEVICE_TASK_KINDS_SQL
 from perfsight.core.communication import COMM_KIND
 from perfsight.core.tables import RunTables, new_connection
-from perfsight.analysis.ops import DEVICE_TASK_KINDS_SQL
 
 KERNEL_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
 

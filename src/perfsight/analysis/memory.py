@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from perfsight.analysis.step_spans import STEP_SPANS_CTE
 from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables, new_connection
-from perfsight.analysis.step_spans import STEP_SPANS_CTE
 
 MEMORY_CURVE = pa.schema([
     ("rank", pa.int32()),

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfsight.analysis.ops import DEVICE_TASK_KINDS, op_instances
 from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables
-from perfsight.analysis.ops import DEVICE_TASK_KINDS, op_instances
 
 OPERATOR_DETAILS = pa.schema([
     ("id", pa.int64()),

@@ -43,9 +43,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfsight.analysis.step_spans import DATA_WAIT_CTE
 from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables, new_connection
-from perfsight.analysis.step_spans import DATA_WAIT_CTE
 
 STEP_TRACE = pa.schema([
     ("rank", pa.int32()),

@@ -8,8 +8,6 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.core.memo import computed
-from perfsight.core.tables import DATA_WAIT_SERIES, STEP_TIME_SERIES, RunTables
 from perfsight.analysis.advisor import advise
 from perfsight.analysis.breakdown import median, overlap, step_breakdown, step_breakdown_average
 from perfsight.analysis.data import data_verdict
@@ -17,7 +15,8 @@ from perfsight.analysis.flops import model_flops, model_flops_total
 from perfsight.analysis.memory import memory_peak
 from perfsight.analysis.ops import DEVICE_TASK_KINDS, op_statistic
 from perfsight.analysis.steps import no_steps_reason, step_points, step_trace, unmatched_step_points
-
+from perfsight.core.memo import computed
+from perfsight.core.tables import DATA_WAIT_SERIES, STEP_TIME_SERIES, RunTables
 
 
 def _series_stats(tables: RunTables) -> dict:

@@ -15,11 +15,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfsight import options as options_mod
+from perfsight.collect.rundir import resolve_output_root
 from perfsight.core import layout
 from perfsight.core.errors import InputError
-from perfsight import options as options_mod
 from perfsight.core.jsonfile import write_json_atomic
-from perfsight.collect.rundir import resolve_output_root
 from perfsight.launch.child import boot_environment, run_child
 
 #: set in the child's environment: the launcher reports the runs, so the profiler in the child does not

@@ -17,15 +17,22 @@ import threading
 import time
 from pathlib import Path
 
-from perfsight.core import layout
 from perfsight import options as options_mod
-from perfsight.core.errors import PerfsightError
 from perfsight.collect.failsafe import Failsafe
 from perfsight.collect.launch import LAUNCHER_ENV
-from perfsight.collect.rundir import RunDirectory, device_facts, distributed_identity, resolve_output_root, run_report, versions
+from perfsight.collect.rundir import (
+    RunDirectory,
+    device_facts,
+    distributed_identity,
+    resolve_output_root,
+    run_report,
+    versions,
+)
 from perfsight.collect.sampler import HostSampler, series_for
 from perfsight.collect.steps import DataLoaderTimer, StepRecorder
 from perfsight.collect.storage import MB, MIN_FREE_BYTES, StorageGuard
+from perfsight.core import layout
+from perfsight.core.errors import PerfsightError
 
 _active_lock = threading.Lock()
 _active: "Profiler | None" = None

@@ -48,9 +48,9 @@ import msgspec
 import msgspec.inspect
 
 from perfsight.core.errors import TuneBankError
+from perfsight.core.jsonfile import write_json_atomic
 from perfsight.tune.device import device_facts, device_fingerprint, library_versions
 from perfsight.tune.env import TuneSettings, process_rank
-from perfsight.core.jsonfile import write_json_atomic
 
 KINDS = ("op", "subgraph")
 STORES = {"op": "opat.json", "subgraph": "sgat.json"}

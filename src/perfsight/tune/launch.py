@@ -18,8 +18,8 @@ import tempfile
 from pathlib import Path
 
 from perfsight import options as options_mod
-from perfsight.launch.child import boot_environment, run_child
 from perfsight.core.errors import OptionError, TuneBankError, TunePreconditionError
+from perfsight.launch.child import boot_environment, run_child
 from perfsight.tune.autostart import VARIABLE
 from perfsight.tune.session import check_disk, plan
 

@@ -21,8 +21,8 @@ import time
 from decimal import ROUND_DOWN, Decimal
 from pathlib import Path
 
-from perfsight.tune.bank import RepoSummary
 from perfsight.core.jsonfile import write_json_atomic
+from perfsight.tune.bank import RepoSummary
 
 FILE_PREFIX = "aoe_result_opat"
 SUCCESSFUL = "tuning successful"

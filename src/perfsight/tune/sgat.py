@@ -44,6 +44,7 @@ from perfsight.tune.measure import EXPECTED_STEPS, Measurement, entry, first_cal
 from perfsight.tune.regions import Region, find_regions
 from perfsight.tune.variants import own_code, tensor_specs, variant_call, variants
 
+
 def _outputs(value) -> list[torch.Tensor]:
     return [t for t in torch.utils._pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
 

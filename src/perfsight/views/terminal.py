@@ -15,7 +15,6 @@ from rich.markup import escape
 from rich.padding import Padding
 from rich.table import Table
 
-
 NAME_WIDTH = 34
 
 

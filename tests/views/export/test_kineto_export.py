@@ -3,8 +3,16 @@ import csv
 import json
 import re
 
-from perfsight.views.export import STEP_MODEL_ID, Selection, catalog, export_summary, export_timeline, select, write_readme
 from perfsight.ingest.kineto import reader as kineto
+from perfsight.views.export import (
+    STEP_MODEL_ID,
+    Selection,
+    catalog,
+    export_summary,
+    export_timeline,
+    select,
+    write_readme,
+)
 
 CPU_TRACE = "kineto/generated_torch213_cpu/cpu_mlp_rs_mem_stack.pt.trace.json.gz"
 GPU_TRACE = "kineto/hta/trace_filter/sampled_rank-0.json.gz"

@@ -22,7 +22,6 @@ import pytest
 
 from perfsight import cli
 from perfsight.views.export import catalog
-
 from tests.views.export.test_ascend_export import exported
 
 GPU_TRACE = "kineto/hta/trace_filter/sampled_rank-0.json.gz"

@@ -1,10 +1,10 @@
 """README.txt lists exactly the files written (merging earlier exports) and describes every column."""
 import re
 
+from analysis.planted import training_run
+
 from perfsight.views.export import export_summary, export_timeline, write_readme
 from perfsight.views.export.catalog import OP_SUMMARY, STEP_TRACE_SUMMARY
-
-from analysis.planted import training_run
 
 
 def listed(readme):

@@ -1,10 +1,9 @@
 """Iteration selection: step mode (model 4294967295), graph mode (torch.compile regions) and the errors."""
 import pytest
+from analysis.planted import BASE, CPU_COUNTER, MAIN, STREAM, compiled_run, training_run
 
 from perfsight.core.errors import OptionError, PerfsightError
 from perfsight.views.export import STEP_MODEL_ID, Selection, select
-
-from analysis.planted import BASE, CPU_COUNTER, MAIN, STREAM, compiled_run, training_run
 
 
 def ids(tables):

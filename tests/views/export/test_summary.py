@@ -5,13 +5,12 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
+from analysis.planted import STREAM, training_run
 
 from perfsight.core.errors import OptionError
+from perfsight.core.tables import RunTables
 from perfsight.views.export import export_summary
 from perfsight.views.export.catalog import OP_SUMMARY
-from perfsight.core.tables import RunTables
-
-from analysis.planted import STREAM, training_run
 
 STAMP = "20240102030405"
 #: a GPU trace with steps, device tasks, runtime calls and NCCL kernels

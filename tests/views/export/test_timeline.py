@@ -2,10 +2,10 @@
 import json
 import re
 
-from perfsight.views.export import export_timeline
-from perfsight.core.tables import RunTables
-
 from analysis.planted import STREAM, training_run
+
+from perfsight.core.tables import RunTables
+from perfsight.views.export import export_timeline
 
 STAMP = "20240102030405"
 

@@ -16,7 +16,6 @@ from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables
 from perfsight.views.insight import api_resources
 from perfsight.views.insight.library import LoadedRun
-
 from tests.analysis.test_cluster import job
 from tests.analysis.test_data import queue_run
 from tests.analysis.test_memory import B, C, planted

@@ -61,9 +61,8 @@ def test_runs_parse_in_the_background_and_a_broken_one_keeps_its_error(library, 
 
 def test_a_gzip_bomb_dropped_into_the_folder_is_an_error_on_its_row(library, tmp_path, monkeypatch):
     """insight parses what lands in its folder on its own: a bomb gets the reader's bound, not the memory."""
-    from tests.ingest.test_kineto_hostile import whitespace_bomb
-
     from perfsight.ingest.common.chrome_json import MAX_INFLATED_ENV
+    from tests.ingest.test_kineto_hostile import whitespace_bomb
 
     monkeypatch.setenv(MAX_INFLATED_ENV, "2")
     whitespace_bomb(tmp_path / "bomb.pt.trace.json.gz", 8 << 20)

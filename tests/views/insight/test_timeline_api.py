@@ -11,7 +11,6 @@ from fastapi import FastAPI, HTTPException
 from fastapi.testclient import TestClient
 
 from perfsight.views.insight import api_timeline
-
 from tests.analysis.test_timeline_index import BASE, STREAM, THREAD, run
 
 EVIL = '<img src=x onerror="alert(1)">'

@@ -11,8 +11,13 @@ from pathlib import Path
 
 from perfsight.core import layout
 from perfsight.core.tables import RunTables
-from perfsight.ingest.ascend.detect import (find_torch_npu_db, is_mindspore_legacy_dir, is_msprof_dir,
-                                            is_torch_npu_dir, ranks_in)
+from perfsight.ingest.ascend.detect import (
+    find_torch_npu_db,
+    is_mindspore_legacy_dir,
+    is_msprof_dir,
+    is_torch_npu_dir,
+    ranks_in,
+)
 from perfsight.ingest.common.reader import Reader, RunSource
 
 

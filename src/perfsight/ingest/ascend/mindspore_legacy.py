@@ -50,12 +50,12 @@ import pyarrow.compute as pc
 from perfsight.core.errors import InputError
 from perfsight.core.files import read_regular
 from perfsight.core.tables import RunTables
-from perfsight.ingest.common.chrome_json import TraceStream
-from perfsight.ingest.common.events import event_tables
-from perfsight.ingest.common.build import RunBuilder, add_steps
 from perfsight.ingest.ascend.ascend_csv import json_object, numbers, read_csv, read_json
 from perfsight.ingest.ascend.detect import MINDSPORE_FILE, ranks_in
 from perfsight.ingest.ascend.mindspore_minddata import add_cpu_utilization, add_device_queue, add_pipeline
+from perfsight.ingest.common.build import RunBuilder, add_steps
+from perfsight.ingest.common.chrome_json import TraceStream
+from perfsight.ingest.common.events import event_tables
 
 _OP_NUMBER = re.compile(r"-op\d+$")
 _PIDS = {9000: "ai_cpu", 10000: "comm", 11000: "host", 12000: "skip", 13000: "skip"}

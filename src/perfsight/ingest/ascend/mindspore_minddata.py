@@ -25,8 +25,8 @@ import numpy as np
 
 from perfsight.core.errors import InputError
 from perfsight.core.files import read_regular
-from perfsight.ingest.common.build import RunBuilder
 from perfsight.ingest.ascend.ascend_csv import numbers, read_csv
+from perfsight.ingest.common.build import RunBuilder
 
 _MS = 1_000_000
 _TIME_KINDS = {0: "push_time_ns", 1: "batch_time_ns", 2: "pipeline_time_ns"}

@@ -21,8 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.ingest.common.build import RunBuilder
 from perfsight.ingest.ascend.ascend_csv import bytes_from, ns_from_us, numbers, read_csv, row_json
+from perfsight.ingest.common.build import RunBuilder
 
 _TASK_TIME_USED = {"name", "kernel_name", "task_type", "kernel_type", "start_us", "duration_us", "stream_id"}
 

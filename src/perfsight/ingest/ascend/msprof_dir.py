@@ -43,12 +43,12 @@ from perfsight.core import layout
 from perfsight.core.errors import InputError
 from perfsight.core.files import read_regular
 from perfsight.core.tables import RunTables, meta_table
-from perfsight.ingest.common.build import RunBuilder, add_steps
 from perfsight.ingest.ascend.ascend_csv import numbers
 from perfsight.ingest.ascend.detect import MSPROF_DEVICE_DIR, is_msprof_dir
 from perfsight.ingest.ascend.msprof_csv import add_npu_mem, statistic_rows, step_rows, task_kernels
 from perfsight.ingest.ascend.torch_npu_kernels import enrich, read_kernels, tasks_from_kernels
 from perfsight.ingest.ascend.torch_npu_trace import read_trace
+from perfsight.ingest.common.build import RunBuilder, add_steps
 
 OUTPUT_DIR = "mindstudio_profiler_output"
 _EXPORT = re.compile(r"^(?P<kind>[a-z][a-z_]*?)(?:_slice_(?P<slice>\d+))?_(?P<stamp>\d[\d_]*)\.(?P<ext>csv|json)$")

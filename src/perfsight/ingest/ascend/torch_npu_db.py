@@ -33,7 +33,6 @@ import pyarrow.compute as pc
 from perfsight.core.errors import InputError
 from perfsight.core.files import read_regular
 from perfsight.core.tables import TRACKS, RunTables, conform, meta_table, new_connection
-from perfsight.ingest.common.nesting import Nesting, ids_or_null, overlap_warning, take_or_missing
 from perfsight.ingest.ascend.detect import DB_NAME, OUTPUT_DIR, find_torch_npu_db
 from perfsight.ingest.ascend.torch_npu_db_device import read_device
 from perfsight.ingest.ascend.torch_npu_db_host import INT, TEXT, read_host
@@ -41,6 +40,7 @@ from perfsight.ingest.ascend.torch_npu_db_links import link
 from perfsight.ingest.ascend.torch_npu_db_memory import read_counters, read_memory
 from perfsight.ingest.ascend.torch_npu_db_source import Database
 from perfsight.ingest.ascend.torch_npu_links import memory_operators
+from perfsight.ingest.common.nesting import Nesting, ids_or_null, overlap_warning, take_or_missing
 
 _SEP = "\x1f"
 

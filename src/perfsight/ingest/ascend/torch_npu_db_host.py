@@ -23,10 +23,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.ingest.common.kinds import classify_columns
 from perfsight.ingest.ascend.ascend_csv import dtypes_json, shapes_json
 from perfsight.ingest.ascend.ascend_kinds import api_kind
 from perfsight.ingest.ascend.torch_npu_db_source import Database
+from perfsight.ingest.common.kinds import classify_columns
 
 INT = pa.int64()
 TEXT = pa.string()

@@ -20,10 +20,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfsight.core.tables import new_connection
-from perfsight.ingest.common.columns import dictionary
-from perfsight.ingest.common.build import RunBuilder
 from perfsight.ingest.ascend.ascend_csv import dtypes_json, ns_from_us, numbers, read_csv, row_json, shapes_json
 from perfsight.ingest.ascend.ascend_kinds import task_kinds
+from perfsight.ingest.common.build import RunBuilder
+from perfsight.ingest.common.columns import dictionary
 
 MATCH_TOLERANCE_NS = 1000
 _USED = {"name", "op_type", "task_type", "start_us", "duration_us", "step", "input_shapes", "input_dtypes"}

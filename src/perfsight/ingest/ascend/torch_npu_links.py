@@ -24,8 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfsight.core.tables import flows_table
-from perfsight.ingest.kineto.reader import pair_flow_ends
 from perfsight.ingest.common.nesting import Nesting, take_or_missing
+from perfsight.ingest.kineto.reader import pair_flow_ends
 
 
 @dataclass

@@ -21,9 +21,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.ingest.common.columns import dictionary
-from perfsight.ingest.common.build import RunBuilder
 from perfsight.ingest.ascend.ascend_csv import bytes_from, ns_from_us, read_csv
+from perfsight.ingest.common.build import RunBuilder
+from perfsight.ingest.common.columns import dictionary
 
 ALLOCATOR_COMPONENTS = ("PTA", "MindSpore", "MS")
 _TOTALS = {"allocated": "total_allocated_mb", "reserved": "total_reserved_mb", "active": "total_active_mb"}

@@ -26,14 +26,14 @@ import pyarrow.compute as pc
 
 from perfsight.core.errors import InputError
 from perfsight.core.tables import RunTables, conform
-from perfsight.ingest.common.build import RunBuilder
+from perfsight.ingest.ascend.detect import OUTPUT_DIR, TIMED_FILES, is_torch_npu_dir
 from perfsight.ingest.ascend.torch_npu_comm import describe
 from perfsight.ingest.ascend.torch_npu_kernels import enrich, read_kernels, tasks_from_kernels
 from perfsight.ingest.ascend.torch_npu_links import host_tracks, link, memory_operators
 from perfsight.ingest.ascend.torch_npu_memory import read_memory
-from perfsight.ingest.ascend.detect import OUTPUT_DIR, TIMED_FILES, is_torch_npu_dir
 from perfsight.ingest.ascend.torch_npu_meta import read_facts
 from perfsight.ingest.ascend.torch_npu_trace import read_trace
+from perfsight.ingest.common.build import RunBuilder
 
 _SLICE_COLUMNS = ("track", "kind", "name", "op_type", "task_type", "start_ns", "dur_ns", "step", "correlation_id",
                   "external_id", "input_shapes", "input_dtypes", "args")

@@ -35,13 +35,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.ingest.common.columns import dictionary
-from perfsight.ingest.common.chrome_json import TraceStream
-from perfsight.ingest.common.events import TraceMetadata, decode_args, event_tables
-from perfsight.ingest.common.kinds import classify_columns
-from perfsight.ingest.common.build import RunBuilder
 from perfsight.ingest.ascend.ascend_csv import dtypes_json, shapes_json
 from perfsight.ingest.ascend.ascend_kinds import api_kinds, process_role, task_kinds
+from perfsight.ingest.common.build import RunBuilder
+from perfsight.ingest.common.chrome_json import TraceStream
+from perfsight.ingest.common.columns import dictionary
+from perfsight.ingest.common.events import TraceMetadata, decode_args, event_tables
+from perfsight.ingest.common.kinds import classify_columns
 
 #: host event categories of torch_npu that Kineto does not know -> slice kind
 HOST_CATEGORY_KINDS = {"enqueue": "annotation", "dequeue": "annotation"}

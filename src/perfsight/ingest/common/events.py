@@ -17,9 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.ingest.common.columns import (ZERO, int_column, micros_to_ns, raw_text_column,
-                                             scalar_text, text_column)
 from perfsight.ingest.common.chrome_json import ABSENT, Event, TraceStream
+from perfsight.ingest.common.columns import ZERO, int_column, micros_to_ns, raw_text_column, scalar_text, text_column
 
 #: runtime -> device flow categories (current, 2021 and 2022 Kineto); slices' correlation ids carry these links
 LAUNCH_FLOW_CATEGORIES = ("ac2g", "async", "async_cpu_to_gpu")

@@ -23,8 +23,15 @@ import pyarrow.csv as pacsv
 from perfsight.core import layout
 from perfsight.core.errors import InputError
 from perfsight.core.files import read_regular
-from perfsight.core.tables import (DATA_WAIT_SERIES, STEP_NUMBER_SERIES, STEP_TIME_SERIES, RunTables, conform, meta_table,
-                      next_id)
+from perfsight.core.tables import (
+    DATA_WAIT_SERIES,
+    STEP_NUMBER_SERIES,
+    STEP_TIME_SERIES,
+    RunTables,
+    conform,
+    meta_table,
+    next_id,
+)
 from perfsight.ingest.common.reader import Reader, RunSource
 from perfsight.ingest.kineto.reader import read_kineto
 

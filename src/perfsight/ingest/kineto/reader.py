@@ -31,15 +31,15 @@ import pyarrow.compute as pc
 
 from perfsight.core import layout
 from perfsight.core.errors import InputError
-from perfsight.ingest.common.columns import dictionary, flat
+from perfsight.core.tables import RunTables, conform, fits, flows_table, meta_table
 from perfsight.ingest.common.chrome_json import TraceStream, json_pieces
+from perfsight.ingest.common.columns import dictionary, flat
 from perfsight.ingest.common.events import GROUPS, EventTables, TraceMetadata, event_tables
 from perfsight.ingest.common.kinds import classify_columns
 from perfsight.ingest.common.nesting import Nesting, ids_or_null, take_or_missing
 from perfsight.ingest.common.reader import Reader, RunSource
 from perfsight.ingest.jobs import rank_in_name
 from perfsight.ingest.kineto.tracks import Tracks, build_tracks
-from perfsight.core.tables import RunTables, conform, fits, flows_table, meta_table
 
 SNIFF_BYTES = 1 << 16
 _TRACE_NAME = (".pt.trace.json", ".pt.trace.json.gz")

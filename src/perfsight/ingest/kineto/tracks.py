@@ -13,9 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfsight.core.tables import TRACKS, fits
 from perfsight.ingest.common.columns import dictionary, flat
 from perfsight.ingest.common.events import TraceMetadata
-from perfsight.core.tables import TRACKS, fits
 
 _KEY_SEPARATOR = "\x1f"
 _GPU_LABEL = re.compile(r"GPU (\d+)")

@@ -18,11 +18,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfsight.analysis.steps import step_trace
-from perfsight.analysis.timeline import (SAMPLE_LAYER_COLUMNS, SERIES, SLICE_LAYER_COLUMNS, counter_series,
-                                        memory_series)
+from perfsight.analysis.timeline import SAMPLE_LAYER_COLUMNS, SERIES, SLICE_LAYER_COLUMNS, counter_series, memory_series
 from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables, new_connection
-from perfsight.views.export.catalog import MARK_KINDS, MSPROF_TIMELINE, MSPROF_TX_TIMELINE, STEP_TRACE_TIMELINE, TASK_TIME_TIMELINE
+from perfsight.views.export.catalog import (
+    MARK_KINDS,
+    MSPROF_TIMELINE,
+    MSPROF_TX_TIMELINE,
+    STEP_TRACE_TIMELINE,
+    TASK_TIME_TIMELINE,
+)
 from perfsight.views.export.output import Staging, staging
 from perfsight.views.export.writer import us_sql
 

@@ -27,8 +27,17 @@ from perfsight.analysis.peaks import PRECISIONS
 from perfsight.core.memo import computed
 from perfsight.views.insight.library import LoadedRun
 from perfsight.views.insight.responses import json_response
-from perfsight.views.insight.results import (INT32_MAX, INT64_MAX, choice, executions, integer, relative, view_kinds,
-                                             view_param, views)
+from perfsight.views.insight.results import (
+    INT32_MAX,
+    INT64_MAX,
+    choice,
+    executions,
+    integer,
+    relative,
+    view_kinds,
+    view_param,
+    views,
+)
 
 #: operator types in the pie and bar of the operators page (MindSpore's "统计前20个")
 TOP_TYPES = 20

@@ -23,10 +23,10 @@ from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import FileResponse, Response
 from starlette.background import BackgroundTask
 
+from perfsight.analysis.timeline_index import MAX_TIME_NS, TimelineIndex
 from perfsight.core.memo import computed
 from perfsight.views.export import export_timeline
 from perfsight.views.insight.results import INT64_MAX, bounded
-from perfsight.analysis.timeline_index import MAX_TIME_NS, TimelineIndex
 
 
 def _json(data) -> Response:
