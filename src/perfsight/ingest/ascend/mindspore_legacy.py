@@ -30,7 +30,8 @@ counter, as MindInsight reads them): per step a ``step`` slice from start_point 
 ``dataloader`` slice ``iteration_interval`` [start_point, fp_point) (the seed: the iteration gap
 "主要负责从数据队列中读取数据"), annotations ``fp_and_bp`` [fp_point, bp_point) and ``tail`` [bp_point,
 end_point); each ``stream_S_parallel_P`` all-reduce span is an annotation on the row ``Step Trace reduce
-stream S`` (spans of different streams overlap); the average row (``-``) is skipped. Meta ``fp_point``/``bp_point`` name ``fp_and_bp``, so ``step_trace`` gives MindSpore's phases.
+stream S`` (spans of different streams overlap); the average row (``-``) is skipped. Meta
+``fp_point``/``bp_point`` name ``fp_and_bp``, so ``step_trace`` gives MindSpore's phases.
 
 Data pipeline queues and CPU utilisation: mindspore_minddata. Kept in meta as the source's own figures:
 ``aicore_intermediate_N_type.csv`` rows (``mindspore_op_type_statistic``), ``flops_summary_N.json``,
