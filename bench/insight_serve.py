@@ -7,8 +7,9 @@ rescan and parses it: the *first parse*, timed by the server as the run entry's 
 cache written), takes the RSS after the parse, loads the Overview page's API calls (the shell's run
 entry, then what pages/overview.js fetches, as the browser does) once cold and ``--warm`` times warm, and
 finally requests every page's routes (each parameterless GET route of every router, with typical
-parameters: the whole timeline at 1500 px, the busiest allocator at its peak) while sampling the server's RSS every 10 ms (its peak *while serving all pages*). Rounds run
-one after another, each on its own server; latencies are reported as p50/p95 over all rounds.
+parameters: the whole timeline at 1500 px, the busiest allocator at its peak) while sampling the server's
+RSS every 10 ms (its peak *while serving all pages*). Rounds run one after another, each on its own server;
+latencies are reported as p50/p95 over all rounds.
 
     PYTHONPATH=src python bench/insight_serve.py [--rounds 5] [--warm 20] [--trace PATH] [--markdown]
 """
@@ -144,7 +145,8 @@ def load_overview(server: Server, run_id: str, routes: list[str]) -> dict:
     timings = {"run entry": get(f"{server.url}/api/runs/{run_id}")}
     with_threads = []
     for route in routes:
-        thread = threading.Thread(target=lambda r=route: timings.__setitem__(r, get(f"{server.url}/api/runs/{run_id}{r}")))
+        thread = threading.Thread(
+            target=lambda r=route: timings.__setitem__(r, get(f"{server.url}/api/runs/{run_id}{r}")))
         thread.start()
         with_threads.append(thread)
     for thread in with_threads:

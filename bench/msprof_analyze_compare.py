@@ -136,7 +136,8 @@ def markdown(rounds: list[dict], args) -> str:
         "",
         "| measurement | wall time, median (p10-p90) | peak memory of the process tree, median (p10-p90) |",
         "|---|---:|---:|",
-        f"| msprof-analyze `cluster -m all` | {cell('peer', 'wall_s', 's', 2)} | {cell('peer', 'peak_mib', 'MiB', 0)} |",
+        f"| msprof-analyze `cluster -m all` | {cell('peer', 'wall_s', 's', 2)} | "
+        f"{cell('peer', 'peak_mib', 'MiB', 0)} |",
         f"| perfsight, first open + step overlap, rank breakdown, collectives, matrix (CSV) | "
         f"{cell('perfsight_first', 'wall_s', 's', 2)} | {cell('perfsight_first', 'peak_mib', 'MiB', 0)} |",
         f"| perfsight, the same from its cache | {cell('perfsight_reopen', 'wall_s', 's', 2)} | "

@@ -139,7 +139,8 @@ def run(args) -> list[dict]:
         stages = result.stages
         rows.append({"model": name, "description": description, "tuning_s": tuning_s,
                      "summaries": {stage: r.repo_summary for stage, r in stages.items()},
-                     "winners": {f"{where} ({stage})": w for stage, r in stages.items() for where, w in r.winners.items()},
+                     "winners": {f"{where} ({stage})": w
+                                 for stage, r in stages.items() for where, w in r.winners.items()},
                      "verdict": verdict, "empty": empty})
         if not args.quiet:
             print(f"{name}: {verdict}\n{name}, empty bank: {empty}", file=sys.stderr)
@@ -178,24 +179,42 @@ def markdown(rows: list[dict], args, load_before: str, wall_s: float) -> str:
     applied = "; ".join(f"{row['model']}: " + (", ".join(f"{n} x{c}" for n, c in sorted(row["verdict"].applied.items()))
                                                or "none") for row in rows)
     command = "PYTHONPATH=src python bench/tune_models.py " + " ".join(args.argv_shown)
-    return f"""{TITLE}
-
-Tuning (`perfsight.tune.tune`, mode {args.mode}{", subgraph first" if args.mode == "both" else ""}; torch.compile modes tried per region: {", ".join(args.compile_modes)}) of one training step (zero_grad, forward, cross-entropy, backward, SGD step) of two bundled models, each into a fresh temporary bank, then the end-to-end check (`perfsight.tune.verify.verify` with the model): whole training steps with and without the bank's operator and subgraph winners, {args.rounds} interleaved rounds (the first side alternating) after {args.warmup} warm-up round(s), torch pinned to 1 thread. Produced by `bench/tune_models.py`; a benchmark, not a test.
-
-{models_text}
-
-*tuning s* is the wall time of `perfsight.tune.tune` (capture of 2 steps, every candidate of every region and operator signature timed {args.tune_repeats} times after {args.tune_warmup} warm-up run(s), compiles included, bank, result files); *tuned (per stage)* the total_num of each stage, in the order they ran. The speed-up is the untuned median over the tuned median, with the p10-p90 of the per-round paired ratios; the bank "wins end to end" only when the tuned median beats the untuned one by more than the noise of both (half their IQR), the tuner's own rule. *empty bank speed-up* is the same check against an empty bank, run right after: what running under a bank costs by itself when no winner applies (it patches only the functions the bank has winners for).
-
-{table(rows)}
-
-repo_summary: {summaries}. Winner calls applied during the timed and warm-up tuned steps: {applied}.
-
-Machine: {facts['cpu']}, {facts['cores']} cores ({facts['usable_cores']} usable), torch {facts['torch']}, 1 torch thread, Python {facts['python']}, {facts['platform']}. Load average (1, 5, 15 min) before / after: {load_before} / {load_average()}. Benchmark wall time: {wall_s:.0f} s.
-
-Reproduce (from the repository root):
-
-    {command}
-"""
+    stage_order = ", subgraph first" if args.mode == "both" else ""
+    return "\n".join([
+        TITLE,
+        "",
+        f"Tuning (`perfsight.tune.tune`, mode {args.mode}{stage_order}; torch.compile modes tried per region: "
+        f"{', '.join(args.compile_modes)}) of one training step (zero_grad, forward, cross-entropy, backward, SGD "
+        f"step) of two bundled models, each into a fresh temporary bank, then the end-to-end check "
+        f"(`perfsight.tune.verify.verify` with the model): whole training steps with and without the bank's "
+        f"operator and subgraph winners, {args.rounds} interleaved rounds (the first side alternating) after "
+        f"{args.warmup} warm-up round(s), torch pinned to 1 thread. Produced by `bench/tune_models.py`; a "
+        f"benchmark, not a test.",
+        "",
+        models_text,
+        "",
+        f"*tuning s* is the wall time of `perfsight.tune.tune` (capture of 2 steps, every candidate of every region "
+        f"and operator signature timed {args.tune_repeats} times after {args.tune_warmup} warm-up run(s), compiles "
+        f"included, bank, result files); *tuned (per stage)* the total_num of each stage, in the order they ran. "
+        f"The speed-up is the untuned median over the tuned median, with the p10-p90 of the per-round paired "
+        f"ratios; the bank \"wins end to end\" only when the tuned median beats the untuned one by more than the "
+        f"noise of both (half their IQR), the tuner's own rule. *empty bank speed-up* is the same check against "
+        f"an empty bank, run right after: what running under a bank costs by itself when no winner applies (it "
+        f"patches only the functions the bank has winners for).",
+        "",
+        table(rows),
+        "",
+        f"repo_summary: {summaries}. Winner calls applied during the timed and warm-up tuned steps: {applied}.",
+        "",
+        f"Machine: {facts['cpu']}, {facts['cores']} cores ({facts['usable_cores']} usable), torch {facts['torch']}, "
+        f"1 torch thread, Python {facts['python']}, {facts['platform']}. Load average (1, 5, 15 min) before / "
+        f"after: {load_before} / {load_average()}. Benchmark wall time: {wall_s:.0f} s.",
+        "",
+        "Reproduce (from the repository root):",
+        "",
+        f"    {command}",
+        "",
+    ])
 
 
 def main(argv=None) -> int:

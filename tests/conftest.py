@@ -1,6 +1,7 @@
 """Shared test helpers: the real traces of ../shared/data, which every test reads from a copy (``SHARED_DATA``,
 made once per session: caches and exports land beside the copies, never in ../shared), and the
-summary-base-dirs the insight API and browser tests serve (``runs_dir``, ``flops_dir``).
+summary-base-dirs the insight API and browser tests serve (``runs_dir``, ``flops_dir``), and a real perfsight
+run made once per session (``perfsight_run``).
 
 The suite needs ../shared/data beside the checkout: without it the run stops with an error instead of
 skipping a third of the tests; and at its end it fails if anything under ../shared/data changed."""
@@ -51,6 +52,14 @@ def pytest_sessionfinish(session, exitstatus):
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def perfsight_run(tmp_path_factory) -> Path:
+    """The run directory of a 4-step perfsight run (tiny MLP, DataLoader, memory and host sampling)."""
+    from tests.analysis.planted_host import _train
+
+    return _train(tmp_path_factory.mktemp("perfsight_run"))
 
 
 @pytest.fixture(scope="session")

@@ -397,7 +397,8 @@ def test_fp_bp_point_need_training_trace_on_when_it_is_given(key):
 @pytest.mark.parametrize("task_time", ["l0", "off"])
 def test_record_shapes_and_with_flops_true_need_l1(key, task_time):
     assert error_of({key: True, "task_time": task_time}) == (
-        f'{key}: true requires task_time l1, but task_time is "{task_time}" (operator details are collected only at l1)')
+        f'{key}: true requires task_time l1, but task_time is "{task_time}" '
+        "(operator details are collected only at l1)")
 
 
 def test_steps_and_epochs_exclude_each_other():

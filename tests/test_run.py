@@ -12,7 +12,6 @@ import perfsight
 from perfsight.analysis.steps import step_trace
 from perfsight.core.errors import InputError
 from perfsight.ingest.kineto.reader import read_kineto
-from tests.analysis.planted_host import perfsight_run  # noqa: F401  (fixture)
 
 
 def test_a_folder_of_rank_traces_opens_as_one_job(shared_data):
@@ -131,7 +130,7 @@ def test_step_points_from_the_environment_reach_every_surface(shared_data, tmp_p
     assert exported == expected
 
 
-def test_a_runs_own_points_are_used_and_missing_ones_are_said(perfsight_run, tmp_path):  # noqa: F811
+def test_a_runs_own_points_are_used_and_missing_ones_are_said(perfsight_run, tmp_path):
     from perfsight.analysis.summary import run_summary
 
     run_dir = tmp_path / perfsight_run.name

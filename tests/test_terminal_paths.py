@@ -6,10 +6,9 @@ from rich.console import Console
 import perfsight
 from perfsight.analysis.summary import run_summary
 from perfsight.views.terminal import print_run_summary
-from tests.analysis.planted_host import perfsight_run  # noqa: F401  (fixture)
 
 
-def test_paths_are_not_cut_at_the_terminal_width(perfsight_run):  # noqa: F811
+def test_paths_are_not_cut_at_the_terminal_width(perfsight_run):
     out = StringIO()
     written = [perfsight_run / "perfsight_output" / "msprof_20260101000000.json"]
     print_run_summary(perfsight_run, run_summary(perfsight.open(perfsight_run).tables), written,

@@ -99,7 +99,8 @@ def hta_view(tables: RunTables, *, sync_as_device_work: bool = False) -> RunTabl
     base = tables.meta_dict().get("base_time_ns") or "0"
     base = json.loads(base)
     base = base[0] if isinstance(base, list) else base     # traces of one job share their base
-    slices = tables.connect().sql(_HTA_SLICES, params={"base": int(base or 0), "sync": sync_as_device_work}).to_arrow_table()
+    params = {"base": int(base or 0), "sync": sync_as_device_work}
+    slices = tables.connect().sql(_HTA_SLICES, params=params).to_arrow_table()
     slices = slices.select(tables.slices.schema.names).cast(tables.slices.schema)
     return RunTables(slices=slices, tracks=tables.tracks, counters=tables.counters, flows=tables.flows,
                      memory=tables.memory, meta=tables.meta)

@@ -7,12 +7,9 @@ import json
 import time
 from pathlib import Path
 
-import pytest
-
 from .planted import BASE, TRACKS, tables_from_rows
 
 CPU_TRACE = "kineto/generated_torch213_cpu/cpu_mlp_rs_mem_stack.pt.trace.json.gz"
-_RUNS: dict[str, Path] = {}
 
 
 def raw_events(path: Path) -> list[dict]:
@@ -56,11 +53,3 @@ def _train(run_root: Path) -> Path:
             time.sleep(0.03)              # >= 1 host sample (50 Hz) per step, however fast the machine
             prof.step()
     return prof.run_dir
-
-
-@pytest.fixture(scope="session")
-def perfsight_run(tmp_path_factory) -> Path:
-    """The run directory of a 4-step perfsight run (made once per test session)."""
-    if "run" not in _RUNS:
-        _RUNS["run"] = _train(tmp_path_factory.mktemp("perfsight_run"))
-    return _RUNS["run"]

@@ -15,7 +15,8 @@ def run(slices: list[dict], tracks: list[dict] | None = None) -> RunTables:
                         {"track_id": STREAM, "rank": 0, "kind": "stream", "name": "cuda:0 stream 7",
                          "device": "cuda:0"}]
     rows = [{"id": i, "depth": 0, **s} for i, s in enumerate(slices)]
-    return RunTables(slices=pa.Table.from_pylist(rows, schema=SLICES), tracks=conform("tracks", pa.Table.from_pylist(tracks)))
+    return RunTables(slices=pa.Table.from_pylist(rows, schema=SLICES),
+                     tracks=conform("tracks", pa.Table.from_pylist(tracks)))
 
 
 def step(n, start, dur, track=HOST):
@@ -88,7 +89,8 @@ def test_fp32_kernel_names_suggest_autocast_without_dtypes_unless_on_tensor_core
 
 
 def test_nchw_convolutions_suggest_channels_last_on_a_cpu():
-    conv = {"kind": "cpu_op", "name": "aten::conv2d", "track_id": HOST, "input_shapes": "[[8, 3, 32, 32], [16, 3, 3, 3]]"}
+    conv = {"kind": "cpu_op", "name": "aten::conv2d", "track_id": HOST,
+            "input_shapes": "[[8, 3, 32, 32], [16, 3, 3, 3]]"}
     nchw = '{"Input Strides": [[3072, 1024, 32, 1], [27, 9, 3, 1]]}'
     nhwc = '{"Input Strides": [[3072, 1, 96, 3], [27, 1, 9, 3]]}'
     cpu_only = [{"track_id": HOST, "rank": 0, "kind": "thread", "name": "main", "device": "cpu"}]
@@ -131,7 +133,8 @@ def test_real_gpu_trace_gets_amp_advice_with_evidence(shared_data):
     ("kineto/hta/df_index_resolver", {"communication_not_overlapped", "low_device_utilisation", "host_bound_gaps",
                                       "amp_unused"},
      {"data_loader_bound"}),
-    ("kineto/generated_torch213_cpu/cpu_mlp_rs_mem_stack.pt.trace.json.gz", set(), {"low_device_utilisation", "launch_bound", "amp_unused"}),
+    ("kineto/generated_torch213_cpu/cpu_mlp_rs_mem_stack.pt.trace.json.gz", set(),
+     {"low_device_utilisation", "launch_bound", "amp_unused"}),
 ])
 def test_rules_on_real_traces(shared_data, trace, expected, absent):
     import perfsight

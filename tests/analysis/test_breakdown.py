@@ -168,7 +168,8 @@ def test_temporal_breakdown_and_overlap_agree_with_hta(shared_data, dataset):
         for mine, theirs in (("idle_ns", "idle_time(us)"), ("compute_ns", "compute_time(us)"),
                              ("non_compute_ns", "non_compute_time(us)"), ("kernel_time_ns", "kernel_time(us)")):
             assert _close(row[mine] / 1000, ref[theirs]), (dataset, mine, row[mine], ref[theirs])
-    totals = {r["rank"]: r for r in breakdown.overlap(tables).to_pylist() if r["step"] is None}   # the relabelled syncs do not change it
+    # the relabelled syncs do not change it
+    totals = {r["rank"]: r for r in breakdown.overlap(tables).to_pylist() if r["step"] is None}
     for ref in hta.reference(shared_data, dataset, "comm_comp_overlap.csv"):
         pct = totals[int(ref["rank"])]["comm_comp_overlap_pct"]
         if ref["comp_comm_overlap_pctg"] is None:                # HTA: NaN without communication

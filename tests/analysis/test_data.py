@@ -13,7 +13,7 @@ from perfsight.core.tables import RunTables, conform
 from perfsight.ingest.kineto.reader import read_kineto
 
 from .planted import training_run
-from .planted_host import counter_track, host_only, perfsight_run, series  # noqa: F401  (fixture)
+from .planted_host import counter_track, host_only, series
 
 STEP_TIME, DATA_WAIT, DATA_Q, HOST_Q, STEP_NUMBER = 10, 11, 12, 13, 14
 RESNET = "kineto/kineto_tb_plugin/samples/resnet50_num_workers_{}"

@@ -124,7 +124,8 @@ def test_alive_at_a_time_takes_every_event_up_to_it():
     assert alive(3299, device="cuda:0") == [("cuda:0", A, 1000, 1649, 1.0)]
     # both events at 3300 have happened: B allocated, A freed; 500 of 500 allocated
     assert alive(3300, device="cuda:0") == [("cuda:0", B, 500, 0, 1.0)]
-    assert alive(12000, device="cuda:0") == [("cuda:0", C, 3000, 500, 3000 / 3500), ("cuda:0", B, 500, 8700, 500 / 3500)]
+    assert alive(12000, device="cuda:0") == [("cuda:0", C, 3000, 500, 3000 / 3500),
+                                             ("cuda:0", B, 500, 8700, 500 / 3500)]
     assert alive(12000, device="cpu") == [("cpu", E, 64, 7500, 64 / 1064)]
     assert alive(12000, rank=1) == []
     # at the peak's time it is alive_at_peak
@@ -134,7 +135,8 @@ def test_alive_at_a_time_takes_every_event_up_to_it():
 
 def test_alive_by_op_at():
     rows = memory.alive_by_op_at(planted(), BASE + 11500, device="cuda:0").to_pylist()
-    assert [(r["op_type"], r["tensors"], r["bytes"]) for r in rows] == [("aten::linear", 1, 3000), ("aten::relu", 1, 500)]
+    assert [(r["op_type"], r["tensors"], r["bytes"]) for r in rows] == [("aten::linear", 1, 3000),
+                                                                        ("aten::relu", 1, 500)]
     assert sum(r["share"] for r in rows) == pytest.approx(1.0)
     assert memory.alive_by_op_at(RunTables(), 0).num_rows == 0
 
@@ -166,5 +168,6 @@ def test_sampled_curve_of_many_events_bounds_points_and_keeps_extremes():
     values = thin["allocated_bytes"].to_numpy()
     assert thin.num_rows <= 502
     assert values.max() == totals.max() and values.min() == totals.min()
-    assert thin["seq"].to_pylist()[thin["allocated_bytes"].to_pylist().index(totals.max())] == int(np.argmax(totals)) + 1
+    peak_at = thin["allocated_bytes"].to_pylist().index(totals.max())
+    assert thin["seq"].to_pylist()[peak_at] == int(np.argmax(totals)) + 1
     assert thin["seq"].to_pylist()[0] == 1 and thin["seq"].to_pylist()[-1] == sizes.size

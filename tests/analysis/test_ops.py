@@ -10,13 +10,15 @@ from .planted import ADDMM_SHAPES, BASE, LINEAR_SHAPES, MAIN, STREAM, TRACKS, _s
 
 def test_instances_are_the_device_tasks_with_waits_and_launcher_shapes():
     rows = ops.op_instances(training_run()).to_pylist()
-    assert [(r["id"], r["name"], r["task_type"], r["start_ns"], r["dur_ns"], r["wait_ns"], r["step"]) for r in rows] == [
+    assert [(r["id"], r["name"], r["task_type"], r["start_ns"], r["dur_ns"], r["wait_ns"], r["step"])
+            for r in rows] == [
         (7, "gemm_kernel", "KERNEL", BASE + 2001, 500, 0, 1),
         (8, "Memcpy DtoH", "MEMCPY", BASE + 3101, 100, 600, 1),
         (27, "gemm_kernel", "KERNEL", BASE + 12001, 300, 8800, 2),
     ]
     assert [r["input_shapes"] for r in rows] == [ADDMM_SHAPES, None, LINEAR_SHAPES]
-    assert {(r["category"], r["rank"], r["device"], r["track"]) for r in rows} == {("device", 0, "cuda:0", "cuda:0 stream 7")}
+    assert {(r["category"], r["rank"], r["device"], r["track"]) for r in rows} == {
+        ("device", 0, "cuda:0", "cuda:0 stream 7")}
 
 
 def test_host_instances_wait_on_same_thread_and_depth():
@@ -29,7 +31,8 @@ def test_host_instances_wait_on_same_thread_and_depth():
 def test_op_statistic_device_counts_totals_ratios():
     rows = ops.op_statistic(training_run()).to_pylist()
     assert [(r["op_type"], r["task_type"], r["count"], r["total_ns"], r["avg_ns"], r["min_ns"], r["max_ns"])
-            for r in rows] == [("gemm_kernel", "KERNEL", 2, 800, 400, 300, 500), ("Memcpy DtoH", "MEMCPY", 1, 100, 100, 100, 100)]
+            for r in rows] == [("gemm_kernel", "KERNEL", 2, 800, 400, 300, 500),
+                               ("Memcpy DtoH", "MEMCPY", 1, 100, 100, 100, 100)]
     assert [r["ratio"] for r in rows] == pytest.approx([800 / 9, 100 / 9])
     assert [r["self_ns"] for r in rows] == [800, 100]                   # device tasks do not nest
     assert {r["category"] for r in rows} == {"device"}

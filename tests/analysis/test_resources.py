@@ -10,7 +10,7 @@ from perfsight.core import layout
 from perfsight.core.tables import RunTables
 
 from .planted import BASE
-from .planted_host import counter_track, host_only, perfsight_run, series  # noqa: F401  (fixture)
+from .planted_host import counter_track, host_only, series
 
 PROC, SYS, RSS, GPU_UTIL, STEP_TIME = 10, 11, 12, 13, 14
 CPU = [10, 20, 30, 40, 100]

@@ -58,7 +58,8 @@ def test_step_phases_per_step_and_average_first():
 def test_step_phases_average_only_the_known_values():
     average = step_phases(step_trace(training_run(), fp_point="aten::relu", bp_point="aten::mm")).to_pylist()[0]
     # step 2 has neither point: the phase averages are step 1's, the step time and data wait both steps'
-    assert (average["steps"], average["fp_offset_ns"], average["bp_offset_ns"], average["fp_bp_ns"]) == (2, 3200, 5800, 2600)
+    assert (average["steps"], average["fp_offset_ns"], average["bp_offset_ns"], average["fp_bp_ns"]) == (
+        2, 3200, 5800, 2600)
     assert (average["iteration_ns"], average["data_wait_ns"]) == (10000, 750)
 
 

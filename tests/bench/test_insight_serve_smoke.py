@@ -34,7 +34,8 @@ def test_one_round(shared_data, tmp_path):
     out = done.stdout
     assert out.startswith("## insight: serving the largest real trace (issue 5)\n")
     assert "PYTHONPATH=src python bench/insight_serve.py --rounds 1 --warm 2 --markdown" in out
-    rows = {line.split("|")[1].strip(): line for line in out.splitlines() if line.startswith("| ") and "---" not in line}
+    rows = {line.split("|")[1].strip(): line for line in out.splitlines()
+            if line.startswith("| ") and "---" not in line}
     for label in ("first parse (server's `parse_seconds`: read, tables, Parquet cache)",
                   "Overview load, cold (first after the parse)", "Overview load, warm", "server RSS at idle (no run)",
                   "peak RSS while serving all pages"):

@@ -104,7 +104,8 @@ def test_hostile_names_render_as_text_on_every_page(serve, page, tmp_path):
     # path traversal through the page's own URLs: an error message, nothing served
     open_view(page, f"{server.url}/#/run/..%2F..%2Fhostile_job/overview")
     assert page.locator("body").get_attribute("data-state") == "error"
-    assert page.locator("main").inner_text() in ("Not Found", "no run with id '../../hostile_job' under the summary-base-dir")
+    assert page.locator("main").inner_text() in (
+        "Not Found", "no run with id '../../hostile_job' under the summary-base-dir")
     for target in ("/static/%2e%2e/server.py", "/api/runs/..%2Fhostile_job/data", "/static/..%2F..%2Fcli.py"):
         assert page.goto(server.url + target).status in (400, 404), target
     page.console_errors.clear()               # the refused loads above log their 404s

@@ -54,9 +54,10 @@ def test_a_full_disk_rewrites_the_manifest_in_place(tmp_path, monkeypatch):
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
     monkeypatch.setattr(rundir, "write_json_atomic", full)
-    run.update(status="failed", errors=["writing trace window trace_0000.pt.trace.json failed"])
+    error = "writing trace window trace_0000.pt.trace.json failed"
+    run.update(status="failed", errors=[error])
     written = json.loads((run.path / "manifest.json").read_text())
-    assert written["status"] == "failed" and written["errors"] == ["writing trace window trace_0000.pt.trace.json failed"]
+    assert written["status"] == "failed" and written["errors"] == [error]
     monkeypatch.setattr(rundir, "write_json_atomic", lambda *a, **k: (_ for _ in ()).throw(PermissionError(13, "no")))
     with pytest.raises(PermissionError):       # other errors are not hidden
         run.update(status="complete")

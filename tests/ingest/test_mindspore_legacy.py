@@ -11,9 +11,12 @@ from pathlib import Path
 import pytest
 
 from perfsight.analysis import data, dynamic_shape, flops, ops, steps
+from perfsight.core import layout
 from perfsight.core.errors import InputError
 from perfsight.ingest.ascend.detect import is_mindspore_legacy_dir, ranks_in
+from perfsight.ingest.ascend.formats import MindSporeLegacyReader
 from perfsight.ingest.ascend.mindspore_legacy import legacy_sources, read_mindspore_legacy
+from perfsight.ingest.common.reader import RunSource
 from tests.ingest.ascend_planted import assert_valid, rows
 
 PROFILER = "ascend/mindspore_legacy/profiler"
@@ -180,6 +183,20 @@ def test_planted_step_trace_phases_and_reduces(planted):
     assert (lane["name"], lane["kind"], lane["device"]) == ("Step Trace reduce stream 7", "thread", "npu:3")
     assert series(tables, "minddata host_queue size") == [(1, 3.0), (2, 0.0)]          # no time: batch number
     assert series(tables, "minddata batch_time_ns") == [(2, 7_000_000.0)]
+
+
+def test_a_run_without_a_rank_is_the_folders_one_rank_for_its_sources_and_cache(planted, shared_data):
+    # read_mindspore_legacy reads the one rank of a folder when none is given; the reader's sources (the cache's
+    # fingerprint) and cache folder must be that rank's too, not [] and "..._rankNone" (a cache never stale)
+    reader = MindSporeLegacyReader()
+    unranked, rank_3 = RunSource(reader, planted), RunSource(reader, planted, 3)
+    assert unranked.sources() == rank_3.sources() == sorted(planted.iterdir())
+    assert unranked.cache_dir == rank_3.cache_dir == planted / f"{layout.CACHE_DIR}_rank3"
+    assert unranked.default_output_dir == rank_3.default_output_dir
+    several = RunSource(reader, shared_data / PROFILER)
+    for where in (several.sources, lambda: several.cache_dir):
+        with pytest.raises(InputError, match=r"holds the files of ranks 0, 1, 10; read one at a time"):
+            where()
 
 
 def test_a_missing_required_column_names_the_file_and_the_column(planted):

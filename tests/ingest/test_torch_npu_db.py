@@ -311,11 +311,11 @@ PLANTED = {
     "RANK_DEVICE_MAP": ("rankId deviceId", [(6, 3)]),
     "PYTORCH_API": (("startNs endNs globalTid connectionId name sequenceNumber fwdThreadId inputDtypes inputShapes "
                      "callchainId type"), [        # times as texts, as torch_npu writes them
-                        ("1736410576000001000", "1736410576000100000", MAIN, None, 1, None, None, None, None, None, 50001),
-                        # the samples' swap: the shapes text under inputDtypes, the dtypes under inputShapes
-                        ("1736410576000002000", "1736410576000005000", MAIN, 0, 2, 7, 0, 8, 9, None, 50001),
-                        ("1736410576000002500", "1736410576000002600", MAIN, 1, 18, None, None, None, None, None, 50002),
-                        ("1736410576000002700", "1736410576000003900", QUEUE, 2, 19, None, None, None, None, None, 50002)]),
+        ("1736410576000001000", "1736410576000100000", MAIN, None, 1, None, None, None, None, None, 50001),
+        # the samples' swap: the shapes text under inputDtypes, the dtypes under inputShapes
+        ("1736410576000002000", "1736410576000005000", MAIN, 0, 2, 7, 0, 8, 9, None, 50001),
+        ("1736410576000002500", "1736410576000002600", MAIN, 1, 18, None, None, None, None, None, 50002),
+        ("1736410576000002700", "1736410576000003900", QUEUE, 2, 19, None, None, None, None, None, 50002)]),
     "CONNECTION_IDS": ("id connectionId", [(0, 100), (1, 77), (2, 77)]),
     "CANN_API": ("startNs endNs type globalTid connectionId name", [
         (1736410576000003000, 1736410576000003500, 10000, QUEUE, 100, 3),
@@ -329,7 +329,8 @@ PLANTED = {
                            "inputShapes outputFormats outputDataTypes outputShapes attrInfo waitNs"),
                           [(4, 2, 8, 0, 5, 6, None, 11, 10, None, None, None, None, 0)]),
     "COMMUNICATION_OP": (("opName startNs endNs connectionId groupName opId relay retry dataType algType count opType "
-                          "waitNs"), [(13, 1736410576000006000, 1736410576000009000, 200, 14, 1, 0, 0, 4, 15, 1024, 15, 0)]),
+                          "waitNs"),
+                         [(13, 1736410576000006000, 1736410576000009000, 200, 14, 1, 0, 0, 4, 15, 1024, 15, 0)]),
     "COMMUNICATION_TASK_INFO": (("name globalTaskId taskType planeId groupName notifyId rdmaType srcRank dstRank "
                                  "transportType size dataType linkType opId"),
                                 [(13, 4, 17, 0, 14, 0, 65535, 1, 0, 0, 4096, 4, 1, 1)]),

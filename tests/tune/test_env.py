@@ -36,7 +36,8 @@ def test_perfsight_names_come_first(tmp_path):
     assert settings.work_path == tmp_path / "a"
 
 
-@pytest.mark.parametrize("value, expected", [("True", True), ("true", True), ("1", True), ("FALSE", False), ("0", False)])
+@pytest.mark.parametrize("value, expected",
+                         [("True", True), ("true", True), ("1", True), ("FALSE", False), ("0", False)])
 def test_repeat_tune_switch(value, expected):
     assert TuneSettings.from_env({"REPEAT_TUNE": value}).repeat_tune is expected
 

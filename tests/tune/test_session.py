@@ -45,7 +45,8 @@ def test_dynamic_shapes_are_refused(tmp_path):
 
     def step():
         model(torch.randn(2, 3, next(sizes), 8)).mean().backward()
-    with pytest.raises(TunePreconditionError, match=r"static shapes: FAILED \(found \d+ ops change shape \(first: Small/"):
+    with pytest.raises(TunePreconditionError,
+                       match=r"static shapes: FAILED \(found \d+ ops change shape \(first: Small/"):
         perfsight.tune.tune(model, step=step, bank=tmp_path / "bank", result_dir=tmp_path / "out")
 
 

@@ -135,7 +135,7 @@ def temporal_breakdown(tables: RunTables) -> pa.Table:
     ``memory_ns`` (memcpy/memset while neither runs). ``*_pct`` are percent of ``kernel_time_ns``. A rank
     without device tasks has no row (HTA crashes on such traces)."""
     ranks = _ranks(tables, host=False)
-    rows = []
+    rows: list[dict] = []
     for r, data in sorted(ranks.items()):
         span = data.device_span()
         if span is None:
@@ -166,7 +166,7 @@ def step_breakdown(tables: RunTables) -> pa.Table:
     ``communication_ns``, ``memory_ns``, ``runtime_ns``, ``dataloader_ns``, ``host_ops_ns``, ``python_ns``,
     ``idle_ns``); they add up exactly to ``step_ns``. No step slices: an empty table."""
     ranks, steps = _ranks(tables), _steps(tables)
-    columns = {name: [] for name in STEP_BREAKDOWN.names}
+    columns: dict[str, list] = {name: [] for name in STEP_BREAKDOWN.names}
     for r in sorted(set(steps.column("rank").to_pylist())):
         mine = steps.filter(pc.equal(steps["rank"], r))
         starts, ends = mine.column("start_ns").to_numpy(), mine.column("end_ns").to_numpy()
@@ -204,8 +204,9 @@ def step_breakdown_average(breakdown: pa.Table) -> pa.Table:
         mine = ranks == r
         total = {n: int(breakdown.column(n).to_numpy()[mine].sum()) for n in ["step_ns", *parts]}
         count = int(mine.sum())
+        middle = median(breakdown.column("step_ns").to_numpy()[mine])
         row = {"rank": r, "steps": count, "step_ns": round(total["step_ns"] / count),
-               "median_step_ns": round(median(breakdown.column("step_ns").to_numpy()[mine]))}
+               "median_step_ns": None if middle is None else round(middle)}
         row.update(zip(parts, _apportion([total[n] for n in parts], count, row["step_ns"])))
         for c in (*CATEGORIES, "idle"):
             row[f"{c}_pct"] = 100.0 * total[f"{c}_ns"] / total["step_ns"] if total["step_ns"] else None

@@ -99,7 +99,7 @@ def kernel_type_breakdown(tables: RunTables) -> pa.Table:
     from perfsight.analysis import intervals
 
     rank, type_index, start, end = _device_task_arrays(tables)
-    rows = {"rank": [], "kernel_type": [], "sum_ns": [], "pct": []}
+    rows: dict[str, list] = {"rank": [], "kernel_type": [], "sum_ns": [], "pct": []}
     for r in sorted(set(rank.tolist())):
         mine = rank == r
         sets = {name: (start[mine & (type_index == i)], end[mine & (type_index == i)])

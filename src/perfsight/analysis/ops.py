@@ -213,7 +213,8 @@ def op_statistic(tables: RunTables, *, by: str | Sequence[str] = "op_type", kind
 
 def _first_per_group(stats: pa.Table, n: int) -> pa.Table:
     """The first ``n`` rows of each (rank, category) group of a table sorted by them (statistics are small)."""
-    keep, seen = [], {}
+    keep: list[int] = []
+    seen: dict[tuple, int] = {}
     for index, group in enumerate(zip(stats["rank"].to_pylist(), stats["category"].to_pylist())):
         seen[group] = seen.get(group, 0) + 1
         if seen[group] <= n:

@@ -55,7 +55,7 @@ GPU_PEAKS: list[tuple[tuple[str, ...], dict[str, float | None]]] = [
 ]
 
 #: (computeMajor, computeMinor, numSms) of an AMD GPU ROCm names generically -> the GPU_PEAKS name it is
-AMD_BY_COMPUTE_UNITS = {
+AMD_BY_COMPUTE_UNITS: dict[tuple, str] = {   # (looked up with whatever deviceProperties holds)
     (9, 0, 104): "AMD Instinct MI210 / MI250 (one GCD)",   # gfx90a, 104 CUs
     (9, 0, 110): "AMD Instinct MI250X (one GCD)",          # gfx90a, 110 CUs
 }
@@ -173,6 +173,6 @@ def device_peak(meta: dict[str, str], precision: str = "fp32",
         freq, what = _cpu_freq_hz(device) or (None, "")
         flags = device.get("cpu_flags")
         estimate = cpu_peak(cores, freq, flags if isinstance(flags, list) else None, precision)
-        if estimate:
+        if estimate and freq:      # (an estimate has a frequency)
             return estimate[0], f"estimate:cpu {cores} cores x {freq / 1e9:g} GHz ({what}) x {estimate[1]}"
     return None, "unknown"

@@ -27,6 +27,7 @@ JSON; names go out as data, never as markup (the page sets them as text).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -317,7 +318,7 @@ class TimelineIndex:
             big = a + np.flatnonzero(long_enough)
             small = ~long_enough if visible is None else ~long_enough & visible
             small_at = np.flatnonzero(small)
-            entry = {"track": int(self._lane_track[lane]), "depth": int(self._lane_depth[lane])}
+            entry: dict[str, Any] = {"track": int(self._lane_track[lane]), "depth": int(self._lane_depth[lane])}
             if big.size:
                 entry["slices"] = {"id": self._id[big], "start": self._start[big],
                                    "dur": self._end[big] - self._start[big], "name": self._name[big],
@@ -410,7 +411,9 @@ class TimelineIndex:
         else:                                         # before it descending, then from the run's end
             first = (starts < at) | ((starts == at) & (ids < position))
             sign, bases = -1, (int(first.sum()) - 1, rows.size - 1)
-        picked, indexes, wrapped = [], [], False
+        picked: list[int] = []
+        indexes: list[int] = []
+        wrapped = False
         for subset, base in zip((first, ~first), bases):
             at_rows = np.flatnonzero(subset)
             left = limit - len(picked)
@@ -440,7 +443,7 @@ class TimelineIndex:
             raise KeyError(f"no slice with id {slice_id}")
         slices = self.tables.slices
         columns = slices.slice(row, 1).to_pylist()[0]
-        parents = []
+        parents: list[dict] = []
         parent = columns["parent_id"]
         while parent is not None and len(parents) < 1000:
             prow = self._row_of(int(parent))

@@ -2,9 +2,10 @@
 environment starts a Profiler when the interpreter starts.
 
 Steps come from torch.optim's global optimizer-step hooks (taken at the next batch fetch or module
-forward), so an unmodified training script gets ProfilerStep ranges; a script that never steps an optimizer (inference) gets one whole-run profile.
-The run is closed at exit (and on SIGTERM, as torchrun sends). Launchers and helper processes
-(torchrun itself, multiprocessing spawn children such as DataLoader workers) are not profiled.
+forward), so an unmodified training script gets ProfilerStep ranges; a script that never steps an optimizer
+(inference) gets one whole-run profile. The run is closed at exit (and on SIGTERM, as torchrun sends).
+Launchers and helper processes (torchrun itself, multiprocessing spawn children such as DataLoader workers)
+are not profiled.
 Invalid options print one clear message and leave the script running unprofiled.
 """
 from __future__ import annotations

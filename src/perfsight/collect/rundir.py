@@ -143,7 +143,8 @@ class RunDirectory:
         self.manifest = {
             "format": "perfsight-run", "format_version": 1, "status": "collecting",
             "start_ns": time.time_ns(), "end_ns": None, "pid": os.getpid(), "host": socket.gethostname(),
-            "argv": list(sys.argv), "cwd": os.getcwd(), "steps_collected": [], "cut_steps": [], "traces": [], "errors": [],
+            "argv": list(sys.argv), "cwd": os.getcwd(), "steps_collected": [], "cut_steps": [], "traces": [],
+            "errors": [],
             **facts,
         }
         self.write_manifest()

@@ -81,16 +81,15 @@ class Memo:
             if key in self._kept:
                 self._kept.move_to_end(key)
                 return self._kept[key][0]
-            running, thread = self._running.get(key, (None, None))
-            if thread == threading.get_ident():
-                raise RuntimeError(f"{key[0]} asks for its own result: analyses must not call themselves")
-            mine = running is None
-            if mine:
-                running = Future()
+            under_way = self._running.get(key)
+            if under_way is None:
+                running: Future = Future()
                 self._running[key] = (running, threading.get_ident())
                 generation = self._generation
-        if not mine:
-            return running.result()
+            elif under_way[1] == threading.get_ident():
+                raise RuntimeError(f"{key[0]} asks for its own result: analyses must not call themselves")
+        if under_way is not None:
+            return under_way[0].result()
         try:
             value = fn(tables, *args, **kwargs)
         except BaseException as error:

@@ -94,7 +94,7 @@ def _not_one_job(names: list[str], ranks: list[int | None]) -> str:
     if unknown:
         why, at_fault = f"{len(unknown)} of {len(names)} do not say their rank, in their data or name", unknown
     else:
-        repeated = {rank for rank in ranks if ranks.count(rank) > 1}
+        repeated = {rank for rank in ranks if rank is not None and ranks.count(rank) > 1}
         why = f"ranks repeat ({', '.join(map(str, sorted(repeated)[:RUNS_SHOWN]))})"
         at_fault = [f"{name} (rank {rank})" for name, rank in zip(names, ranks) if rank in repeated]
     more = f" and {len(at_fault) - RUNS_SHOWN} more" if len(at_fault) > RUNS_SHOWN else ""
@@ -105,10 +105,11 @@ def _not_one_job(names: list[str], ranks: list[int | None]) -> str:
 def merge(parts: list[tuple[str, RunTables]]) -> RunTables:
     """Merge the tables of several ranks (``(source name, tables)`` pairs) into one run; a run whose tables
     do not say their rank takes the one its source name carries."""
-    ranks = [rank_of(tables) for _, tables in parts]
-    ranks = [rank_in_name(Path(name).name) if rank is None else rank for (name, _), rank in zip(parts, ranks)]
-    if None in ranks or len(set(ranks)) != len(ranks):
-        raise InputError(_not_one_job([name for name, _ in parts], ranks))
+    said = [rank_of(tables) for _, tables in parts]
+    said = [rank_in_name(Path(name).name) if rank is None else rank for (name, _), rank in zip(parts, said)]
+    ranks = [rank for rank in said if rank is not None]
+    if len(ranks) != len(said) or len(set(ranks)) != len(ranks):
+        raise InputError(_not_one_job([name for name, _ in parts], said))
     merged: dict[str, list[pa.Table]] = {name: [] for name, _ in RunTables().items()}
     slice_offset = track_offset = 0
     for (_, tables), rank in zip(parts, ranks):

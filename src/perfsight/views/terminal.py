@@ -212,7 +212,8 @@ def print_options(options: list[dict], console: Console | None = None) -> None:
     console.print("[bold]perfsight options[/bold] (PERFSIGHT_OPTIONS JSON, Profiler(**options), "
                   "perfsight run -O KEY=VALUE)\n")
     for option in options:
-        aliases = ", ".join(f"{a['name']} [{a['vocabulary']}]" for a in option["aliases"] if a["name"] != option["name"])
+        aliases = ", ".join(f"{a['name']} [{a['vocabulary']}]" for a in option["aliases"]
+                            if a["name"] != option["name"])
         default = "-" if option["default"] in (None, "", ()) else str(option["default"])
         console.print(f"[bold cyan]{option['name']}[/bold cyan]" + (f"  aliases: {escape(aliases)}" if aliases else ""))
         console.print(Padding(f"{escape(option['help'])}\nallowed: {escape(option['allowed'])}; "

@@ -31,7 +31,8 @@ def test_step_mode_count():
 
 
 def test_step_mode_unknown_iteration_lists_the_steps_present():
-    with pytest.raises(OptionError, match=r"select steps 3; not in this run: 3\. .*ProfilerStep#N; steps present: 1\.\.2"):
+    with pytest.raises(OptionError,
+                       match=r"select steps 3; not in this run: 3\. .*ProfilerStep#N; steps present: 1\.\.2"):
         select(training_run(), Selection(iteration_id=3, model_id=STEP_MODEL_ID))
     with pytest.raises(OptionError, match=r"select steps 2\.\.4; not in this run: 3\.\.4"):
         select(training_run(), Selection(iteration_id=2, model_id=STEP_MODEL_ID, iteration_count=3))
@@ -48,13 +49,16 @@ def test_graph_mode_nth_execution_of_a_compiled_frame():
 
 def test_graph_mode_other_model_and_count():
     assert ids(select(compiled_run(), Selection(iteration_id=1, model_id=1))) == [5, 6]
-    assert ids(select(compiled_run(), Selection(iteration_id=1, model_id=0, iteration_count=2))) == [1, 2, 3, 4, 7, 8, 9, 10]
+    assert ids(select(compiled_run(), Selection(iteration_id=1, model_id=0, iteration_count=2))) == [
+        1, 2, 3, 4, 7, 8, 9, 10]
 
 
 def test_graph_mode_unknown_model_or_iteration_lists_what_exists():
-    with pytest.raises(OptionError, match=r"--model-id 5 is not in this run; graphs present: model 0: iterations 1\.\.2; model 1: iterations 1\.\.1"):
+    with pytest.raises(OptionError, match=r"--model-id 5 is not in this run; graphs present: "
+                                          r"model 0: iterations 1\.\.2; model 1: iterations 1\.\.1"):
         select(compiled_run(), Selection(iteration_id=1, model_id=5))
-    with pytest.raises(OptionError, match=r"iterations 3 of model 0, which ran 2 time\(s\); graphs present: model 0: iterations 1\.\.2"):
+    with pytest.raises(OptionError, match=r"iterations 3 of model 0, which ran 2 time\(s\); graphs present: "
+                                          r"model 0: iterations 1\.\.2"):
         select(compiled_run(), Selection(iteration_id=3, model_id=0))
 
 
@@ -67,7 +71,8 @@ def test_graph_mode_without_compiled_regions():
     (Selection(iteration_id=1), "must be given together"),
     (Selection(model_id=STEP_MODEL_ID), "must be given together"),
     (Selection(iteration_count=2), "must be given together"),
-    (Selection(iteration_id=0, model_id=STEP_MODEL_ID), "--iteration-id: 0 is not allowed; it must be a positive integer"),
+    (Selection(iteration_id=0, model_id=STEP_MODEL_ID),
+     "--iteration-id: 0 is not allowed; it must be a positive integer"),
     (Selection(iteration_id=1, model_id=-1), "--model-id: -1 is not allowed"),
     (Selection(iteration_id=1, model_id=STEP_MODEL_ID, iteration_count=0), "--iteration-count: 0 is not allowed"),
     (Selection(iteration_id=True, model_id=STEP_MODEL_ID), "--iteration-id: True is not allowed"),

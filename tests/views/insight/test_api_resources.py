@@ -77,7 +77,8 @@ def test_host_series_and_summary(client):
     assert (series["rank"], series["series"], series["t_ns"], series["value"]) == (
         0, "host.cpu_percent.process", [5000, 15000], [50.0, 75.5])
     (summary,) = body["summary"]
-    assert (summary["first_ts_ns"], summary["last_ts_ns"], summary["max"], summary["unit"]) == (5000, 15000, 75.5, "percent")
+    assert (summary["first_ts_ns"], summary["last_ts_ns"], summary["max"], summary["unit"]) == (
+        5000, 15000, 75.5, "percent")
     assert body["units"]["host.memory_rss_bytes.process"] == "bytes"
 
 
@@ -104,7 +105,8 @@ def test_memory_overview_curve_alive_and_allocations(client):
 
     page = ok(client, "/api/runs/mem/memory/allocations", rank=0, device="cuda:0", offset=1, limit=2)
     assert (page["total"], page["offset"]) == (4, 1)
-    assert [(r["addr"], r["alloc_ts_ns"], r["free_ts_ns"]) for r in page["rows"]] == [(B, 3300, None), (C, 11500, 14500)]
+    assert [(r["addr"], r["alloc_ts_ns"], r["free_ts_ns"]) for r in page["rows"]] == [(B, 3300, None),
+                                                                                      (C, 11500, 14500)]
 
 
 def test_memory_parameters_are_validated_by_name(client):

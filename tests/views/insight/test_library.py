@@ -48,7 +48,8 @@ def test_runs_parse_in_the_background_and_a_broken_one_keeps_its_error(library, 
     (tmp_path / "bad.pt.trace.json").write_text('{"traceEvents": 42}')
     runs = settled(library, 2)
     cpu, bad = runs["cpu/cpu.pt.trace.json.gz"], runs["bad.pt.trace.json"]
-    assert (cpu["status"], cpu["steps"], cpu["ranks"], cpu["slices"], cpu["progress"]) == ("ready", [551], [34], 16, 1.0)
+    assert (cpu["status"], cpu["steps"], cpu["ranks"], cpu["slices"], cpu["progress"]) == (
+        "ready", [551], [34], 16, 1.0)
     assert cpu["size_bytes"] == (shared_data / TRACES["cpu"]).stat().st_size
     assert bad["status"] == "error" and "bad.pt.trace.json" in bad["error"]
     with pytest.raises(RunNotReady) as raised:

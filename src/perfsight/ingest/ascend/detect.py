@@ -2,8 +2,9 @@
 
 Owns the names that say what a folder is (torch_npu's ``ASCEND_PROFILER_OUTPUT`` and its timed files and
 database, an msprof ``PROF_`` directory's ``device_N``, MindSpore's ``{kind}_{N}`` files) and the tests
-built on them. The Ascend ``Reader`` classes (``formats``) ask these of every folder searched; the reader
-modules (heavy imports: DuckDB, SQLite) are imported only once a folder is known to be theirs.
+built on them, and which rank of a MindSpore folder a run reads (``rank_to_read``). The Ascend ``Reader``
+classes (``formats``) ask these of every folder searched; the reader modules (heavy imports: DuckDB, SQLite)
+are imported only once a folder is known to be theirs.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import re
 from pathlib import Path
 
 from perfsight.core import layout
+from perfsight.core.errors import InputError
 
 #: torch_npu's (and current MindSpore's) output folder inside ``*_ascend_pt`` / ``*_ascend_ms``
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -61,6 +63,22 @@ def ranks_in(path: Path) -> list[int]:
     if not path.is_dir():
         return []
     return sorted({int(m["rank"]) for p in path.iterdir() if (m := MINDSPORE_FILE.match(p.name)) and p.is_file()})
+
+
+def rank_to_read(path: Path, rank: int | None) -> int:
+    """The rank whose MindSpore files in the folder a run reads: ``rank``, or the folder's one rank when it is
+    None; InputError when the folder holds no files, several ranks' (``rank`` None) or not ``rank``'s."""
+    ranks = ranks_in(path)
+    if not ranks:
+        raise InputError(f"{path}: holds no MindSpore profiler files (framework_raw_N.csv, "
+                         "aicore_intermediate_N_*.csv, step_trace_raw_N_detail_time.csv, ...)")
+    if rank is None and len(ranks) > 1:
+        raise InputError(f"{path}: holds the files of ranks {', '.join(map(str, ranks))}; read one at a time "
+                         "(rank=N)")
+    rank = ranks[0] if rank is None else rank
+    if rank not in ranks:
+        raise InputError(f"{path}: holds no files of rank {rank}; it holds ranks {', '.join(map(str, ranks))}")
+    return rank
 
 
 def is_mindspore_legacy_dir(path: Path) -> bool:

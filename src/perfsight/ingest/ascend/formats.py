@@ -16,6 +16,7 @@ from perfsight.ingest.ascend.detect import (
     is_mindspore_legacy_dir,
     is_msprof_dir,
     is_torch_npu_dir,
+    rank_to_read,
     ranks_in,
 )
 from perfsight.ingest.common.reader import Reader, RunSource
@@ -69,7 +70,8 @@ class MsprofReader(Reader):
 
 class MindSporeLegacyReader(Reader):
     """MindSpore's flat profiler folder: one run per rank whose files it holds; each rank's cache and
-    exports go to a folder of its own inside it."""
+    exports go to a folder of its own inside it. A run without a rank is the folder's one rank, as
+    ``read_mindspore_legacy`` reads it (``detect.rank_to_read``)."""
 
     name = "mindspore"
 
@@ -87,7 +89,7 @@ class MindSporeLegacyReader(Reader):
         return read_mindspore_legacy(run.path, rank=run.rank)
 
     def cache_dir(self, run: RunSource) -> Path:
-        return run.path / f"{layout.CACHE_DIR}_rank{run.rank}"
+        return run.path / f"{layout.CACHE_DIR}_rank{rank_to_read(run.path, run.rank)}"
 
     def output_dir(self, run: RunSource) -> Path:
-        return run.path / layout.OUTPUT_DIR / f"rank{run.rank}"
+        return run.path / layout.OUTPUT_DIR / f"rank{rank_to_read(run.path, run.rank)}"

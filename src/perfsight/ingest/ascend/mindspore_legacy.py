@@ -30,7 +30,8 @@ counter, as MindInsight reads them): per step a ``step`` slice from start_point 
 ``dataloader`` slice ``iteration_interval`` [start_point, fp_point) (the seed: the iteration gap
 "主要负责从数据队列中读取数据"), annotations ``fp_and_bp`` [fp_point, bp_point) and ``tail`` [bp_point,
 end_point); each ``stream_S_parallel_P`` all-reduce span is an annotation on the row ``Step Trace reduce
-stream S`` (spans of different streams overlap); the average row (``-``) is skipped. Meta ``fp_point``/``bp_point`` name ``fp_and_bp``, so ``step_trace`` gives MindSpore's phases.
+stream S`` (spans of different streams overlap); the average row (``-``) is skipped. Meta
+``fp_point``/``bp_point`` name ``fp_and_bp``, so ``step_trace`` gives MindSpore's phases.
 
 Data pipeline queues and CPU utilisation: mindspore_minddata. Kept in meta as the source's own figures:
 ``aicore_intermediate_N_type.csv`` rows (``mindspore_op_type_statistic``), ``flops_summary_N.json``,
@@ -51,7 +52,7 @@ from perfsight.core.errors import InputError
 from perfsight.core.files import read_regular
 from perfsight.core.tables import RunTables
 from perfsight.ingest.ascend.ascend_csv import json_object, numbers, read_csv, read_json
-from perfsight.ingest.ascend.detect import MINDSPORE_FILE, ranks_in
+from perfsight.ingest.ascend.detect import MINDSPORE_FILE, rank_to_read
 from perfsight.ingest.ascend.mindspore_minddata import add_cpu_utilization, add_device_queue, add_pipeline
 from perfsight.ingest.common.build import RunBuilder, add_steps
 from perfsight.ingest.common.chrome_json import TraceStream
@@ -69,10 +70,11 @@ _TICK_NS = 10
 _MS_NS = 1_000_000
 
 
-def legacy_sources(path: Path, rank: int) -> list[Path]:
-    """The rank's profiler files in the folder, every one ``read_mindspore_legacy`` may read (the cache's
-    fingerprint)."""
-    return sorted(_files(Path(path), rank).values())
+def legacy_sources(path: Path, rank: int | None = None) -> list[Path]:
+    """The rank's profiler files in the folder (``rank`` as ``read_mindspore_legacy`` takes it), every one
+    ``read_mindspore_legacy`` may read (the cache's fingerprint)."""
+    path = Path(path)
+    return sorted(_files(path, rank_to_read(path, rank)).values())
 
 
 def read_mindspore_legacy(path: Path, *, rank: int | None = None, id_offset: int = 0,
@@ -80,16 +82,7 @@ def read_mindspore_legacy(path: Path, *, rank: int | None = None, id_offset: int
     """The canonical tables of one rank of a MindSpore profiler folder (module docstring). ``rank`` may be
     omitted when the folder holds one rank; InputError otherwise, naming the ranks found."""
     path = Path(path)
-    ranks = ranks_in(path)
-    if not ranks:
-        raise InputError(f"{path}: holds no MindSpore profiler files (framework_raw_N.csv, "
-                         "aicore_intermediate_N_*.csv, step_trace_raw_N_detail_time.csv, ...)")
-    if rank is None and len(ranks) > 1:
-        raise InputError(f"{path}: holds the files of ranks {', '.join(map(str, ranks))}; read one at a time "
-                         "(rank=N)")
-    rank = ranks[0] if rank is None else rank
-    if rank not in ranks:
-        raise InputError(f"{path}: holds no files of rank {rank}; it holds ranks {', '.join(map(str, ranks))}")
+    rank = rank_to_read(path, rank)
     files = _files(path, rank)
     builder = RunBuilder()
     facts: dict = {"source_format": "mindspore", "rank": rank, "world_size": None,

@@ -137,7 +137,7 @@ class _Exports:
     def text_empty(self) -> bool:
         return not self.kinds
 
-    def groups(self):
+    def groups(self) -> list[tuple[Path, int, bool, dict]]:
         """(folder, device, monotonic, {(kind, ext): [paths]}) per folder."""
         folders: dict[tuple, dict] = defaultdict(dict)
         for (folder, device, monotonic, kind, ext), files in self.kinds.items():
@@ -146,7 +146,7 @@ class _Exports:
 
 
 def _read_text(exports: _Exports, builder: RunBuilder, ranks: dict[int, int | None], facts: dict) -> None:
-    statistics = defaultdict(list)
+    statistics: defaultdict[str, list] = defaultdict(list)
     for folder, device, monotonic, kinds in exports.groups():
         rank = ranks.get(device)
         offset = _monotonic_offset(folder.parent, device) if monotonic else 0

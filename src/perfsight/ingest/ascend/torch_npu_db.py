@@ -118,9 +118,9 @@ def _facts(db: Database, path: Path, rank: int | None, warnings: list[str]) -> d
     info = (_json(read_regular(info_path).decode("utf-8", "replace"), str(info_path), warnings)
             if info_path else None) or {}
     distributed = distributed if isinstance(distributed, dict) else {}
-    named = DB_NAME.fullmatch(path.name).group(1)
+    named = DB_NAME.fullmatch(path.name)
     candidates = [rank, *(r for r, _ in rank_devices[:1]), distributed.get("rank"), info.get("rank_id"),
-                  int(named) if named else None]
+                  int(named[1]) if named and named[1] else None]
     devices = [d for _, d in rank_devices if isinstance(d, int) and d >= 0]
     devices += [d for (d,) in db.rows("SELECT min(deviceId) FROM TASK", "TASK") if d is not None]
     world_size = distributed.get("world_size")

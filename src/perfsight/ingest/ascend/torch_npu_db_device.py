@@ -145,8 +145,8 @@ rows AS (
            c.name AS kernel_name, c.type AS compute_type, c.op_type, c.block_dim, c.mix_block_dim,
            c.input_formats, c.input_dtypes, c.input_shapes, c.output_formats, c.output_dtypes,
            c.output_shapes, c.attr_info, c.wait_ns,
-           m.name AS op_name, m.type AS step_type, m.plane, m.group_name, m.notify_id, m.rdma_type, m.src_rank, m.dst_rank,
-           m.transport, m.size, m.data_type, m.link_type, m.op_id
+           m.name AS op_name, m.type AS step_type, m.plane, m.group_name, m.notify_id, m.rdma_type, m.src_rank,
+           m.dst_rank, m.transport, m.size, m.data_type, m.link_type, m.op_id
     FROM task t
     LEFT JOIN compute c USING (global_task_id)
     LEFT JOIN comm_task m USING (global_task_id)

@@ -70,8 +70,8 @@ FROM shared ORDER BY src_id, dst_id
 
 def link(con: duckdb.DuckDBPyConnection) -> tuple[pa.Table, pa.Table]:
     """``(columns, flows)`` for the slices registered as ``src`` (one row per slice: ``id``, ``side``
-    = ``pytorch`` / ``cann`` / ``device``, ``api`` (PYTORCH_API's type name), ``pid``, ``kind``, ``name_step``, ``start_ns``, ``end_ns``,
-    ``depth``, ``connection_id``, ``plane``) and CONNECTION_IDS registered as ``connections``:
+    = ``pytorch`` / ``cann`` / ``device``, ``api`` (PYTORCH_API's type name), ``pid``, ``kind``, ``name_step``,
+    ``start_ns``, ``end_ns``, ``depth``, ``connection_id``, ``plane``) and CONNECTION_IDS registered as ``connections``:
     ``columns`` has ``step``, ``correlation_id`` and ``external_id`` per slice in id order; ``flows`` is
     the canonical flows table."""
     columns = con.sql(_LINKS_SQL).to_arrow_table()

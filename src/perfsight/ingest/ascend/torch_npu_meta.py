@@ -62,14 +62,16 @@ class Facts:
 def read_facts(run_dir: Path, rank: int | None) -> Facts:
     """Everything above for ``run_dir``; ``rank`` (when given) overrides the files'."""
     facts = Facts()
-    info_path = next((p for p in sorted(run_dir.glob("profiler_info*.json")) if _INFO_NAME.match(p.name)), None)
+    named = ((p, _INFO_NAME.match(p.name)) for p in sorted(run_dir.glob("profiler_info*.json")))
+    info_path, info_name = next(((p, name) for p, name in named if name), (None, None))
     info = _json(info_path, facts) if info_path else {}
     metadata_path = run_dir / "profiler_metadata.json"
     metadata = _json(metadata_path, facts) if metadata_path.is_file() else {}
-    distributed = metadata.get("distributed_args") if isinstance(metadata.get("distributed_args"), dict) else {}
+    distributed = metadata.get("distributed_args")
+    if not isinstance(distributed, dict):
+        distributed = {}
     facts.rank = rank if rank is not None else _first_int(
-        info.get("rank_id"), distributed.get("rank"),
-        _INFO_NAME.match(info_path.name).group(1) if info_path else None)
+        info.get("rank_id"), distributed.get("rank"), info_name.group(1) if info_name else None)
     facts.device = _device(run_dir / OUTPUT_DIR)
     chip = info.get("chip_name") or metadata.get("chip_name")
     facts.device_properties = [{"id": facts.device, "type": "npu",
@@ -90,7 +92,7 @@ def read_facts(run_dir: Path, rank: int | None) -> Facts:
     return facts
 
 
-def _json(path: Path, facts: Facts):
+def _json(path: Path, facts: Facts) -> dict:
     value = read_json(path, facts.warnings, "its facts are unknown")
     return value if isinstance(value, dict) else {}
 

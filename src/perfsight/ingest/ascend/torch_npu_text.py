@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -94,7 +95,7 @@ def _memory(records: pa.Table, slices: pa.Table, links, tables: RunTables, track
             id_offset: int) -> pa.Table:
     """Memory rows with the operator (slice id) and the host thread (track id) behind each record (the
     thread of the steps when no operator runs)."""
-    operator = memory_operators(records, slices, links.nesting) if records.num_rows else []
+    operator = memory_operators(records, slices, links.nesting) if records.num_rows else np.zeros(0, np.int64)
     local_to_final = _final_tracks(tables.tracks, track_keys)
     tracks = slices["track"].to_numpy()
     main = next((local_to_final[t] for t in host_tracks(slices) if t in local_to_final), None)

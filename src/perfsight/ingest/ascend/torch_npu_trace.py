@@ -110,7 +110,7 @@ def _roles(source: pa.Table, metadata: TraceMetadata) -> pa.Array:
 def _tracks(source: pa.Table, roles: pa.Array, metadata: TraceMetadata, builder: RunBuilder, rank: int | None,
             npu: str) -> dict[tuple[str, str], int]:
     """One builder row per (pid, tid) of the slices."""
-    keys = {}
+    keys: dict[tuple[str, str], int] = {}
     distinct = pc.unique(pc.binary_join_element_wise(roles, source["pid"], source["tid"], "\x1f"))
     for role, pid, tid in (key.split("\x1f") for key in distinct.to_pylist()):
         process = metadata.process_names.get(pid, f"process {pid}")

@@ -140,12 +140,12 @@ class TraceStream:
                     raise _Damaged(*self._valid_prefix(rest), why=too_long)
             except _Damaged as damage:
                 yield self._counted(damage.events)
-                rest = self._resume(damage.after, pieces, damage.why)
-                if rest is None:  # no event after the damage
+                resumed = self._resume(damage.after, pieces, damage.why)
+                if resumed is None:  # no event after the damage
                     self._read_header(head, b"}")
                     self._report_skipped()
                     return
-                pending, size, due = [rest], len(rest), self.batch_bytes
+                pending, size, due = [resumed], len(resumed), self.batch_bytes
                 continue
             if events:
                 yield self._counted(events)
@@ -188,7 +188,8 @@ class TraceStream:
             if len(text) > self.max_event_bytes:
                 raise InputError(f"{self.path}: no events array in the first {self.max_event_bytes // MB} MB of "
                                  f"JSON text; expected {EXPECTED}")
-        return self._no_events_array(text)
+        self._no_events_array(text)
+        return None
 
     def _no_events_array(self, text: bytes) -> None:
         """Raise InputError, unless ``text`` is a Kineto trace cut before its events (then warn)."""
@@ -246,10 +247,11 @@ class TraceStream:
                     break
             kept, after = self._valid_prefix(buffer)
             events += kept
-            buffer = self._resume(after, iter(()))
-            if buffer is None:
+            resumed = self._resume(after, iter(()))
+            if resumed is None:
                 self._read_header(head, b"}")
                 return events
+            buffer = resumed
         if not self._read_header(head, tail) and head is not None:
             self.warnings.append(f"{self.path.name}: could not read the trace keys after the events")
             self._read_header(head, b"}")
@@ -323,7 +325,7 @@ class TraceStream:
         and those nested too deeply for msgspec (whose end a scan of their brackets finds). Damage raises
         msgspec.DecodeError as decoding the whole array would, its offset a position in ``text``."""
         view, events = memoryview(text), []
-        at = _JSON_SPACE.match(text, 1).end()
+        at = _after_space(text, 1)
         if text[at:at + 1] == b"]":
             return _after_array(text, at)
         while True:
@@ -335,13 +337,14 @@ class TraceStream:
                 else:
                     self._skip(at, NOT_OBJECTS, f" ({_JSON_KINDS.get(first, 'a number')})")
             except RecursionError:
-                end = _nested_end(text, at)
-                if end is None:
+                nested_end = _nested_end(text, at)
+                if nested_end is None:
                     raise msgspec.DecodeError("Input data was truncated") from None
+                end = nested_end
                 self._skip(at, TOO_DEEP, "" if first == b"{" else f" ({_JSON_KINDS[first]})")
             except msgspec.DecodeError as error:
                 raise _moved(error, at) from None
-            at = _JSON_SPACE.match(text, end).end()
+            at = _after_space(text, end)
             separator = text[at:at + 1]
             if separator == b"]":
                 _after_array(text, at)
@@ -349,7 +352,7 @@ class TraceStream:
             if separator != b",":
                 raise msgspec.DecodeError("Input data was truncated" if at == len(text) else
                                           f"JSON is malformed: expected ',' or ']' (byte {at + 1})")
-            at = _JSON_SPACE.match(text, at + 1).end()
+            at = _after_space(text, at + 1)
 
     def _skip(self, at: int, why: str, what: str) -> None:
         """Count the element at ``at`` of a text decoded by ``_decode_events`` as skipped, once however often
@@ -403,10 +406,17 @@ def _value_length(view: memoryview) -> int:
     try:
         _VALUE_DECODER.decode(view)
     except msgspec.DecodeError as error:
-        if "trailing characters" not in str(error):
+        end = _error_offset(error)
+        if "trailing characters" not in str(error) or end is None:
             raise
-        return _error_offset(error)
+        return end
     return len(view)
+
+
+def _after_space(text: bytes, at: int) -> int:
+    """Where the JSON whitespace from ``text[at]`` on ends (``at`` when there is none)."""
+    space = _JSON_SPACE.match(text, at)
+    return space.end() if space else at
 
 
 def _nested_end(text: bytes, at: int) -> int | None:
@@ -426,7 +436,7 @@ def _nested_end(text: bytes, at: int) -> int | None:
 
 def _after_array(text: bytes, close: int) -> list:
     """[] if only whitespace follows the ``]`` at ``close``; else msgspec's error for trailing characters."""
-    after = _JSON_SPACE.match(text, close + 1).end()
+    after = _after_space(text, close + 1)
     if after < len(text):
         raise msgspec.DecodeError(f"JSON is malformed: trailing characters (byte {after + 1})")
     return []
@@ -506,7 +516,7 @@ def _gunzipped(file: BinaryIO, compressed: bytes, path: Path, warnings: list[str
     while compressed:
         try:
             piece = decompressor.decompress(compressed, piece_bytes)
-        except isal_zlib.error as error:
+        except isal_zlib.error as error:  # type: ignore[misc]  # a class; isal's stub says an instance
             if not produced:
                 raise InputError(f"{path}: not a readable gzip file ({error}); expected {EXPECTED}") from None
             warnings.append(f"{path.name}: gzip stream broken ({error}) after {produced} bytes of JSON text")

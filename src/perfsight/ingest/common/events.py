@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any
+from typing import Any, Sequence
 
 import msgspec
 import numpy as np
@@ -91,7 +91,7 @@ GROUPS = ("slices", "flows", "memory", "counters")
 
 def event_tables(stream: TraceStream) -> EventTables:
     """Read ``stream`` batch by batch into per-group tables."""
-    metadata, skipped = TraceMetadata(), Counter()
+    metadata, skipped = TraceMetadata(), Counter[str]()
     parts = {group: [build([], skipped)] for group, build in _BUILDERS.items()}  # the schemas
     for batch in stream.batches():
         for group, events in _split(batch, metadata, skipped).items():
@@ -207,10 +207,10 @@ def _durations(values: list, skipped: Counter) -> pa.Array:
     return pc.max_element_wise(pc.fill_null(dur_ns, ZERO), ZERO)
 
 
-def decode_args(raws: list[msgspec.Raw], struct: type, skipped: Counter) -> list:
+def decode_args(raws: Sequence[bytes | msgspec.Raw], struct: type, skipped: Counter) -> list:
     """Decode every ``args`` text (JSON bytes, ``null`` or empty for none) into ``struct`` with one batched
     call; one that is not an object of the expected types becomes the default (counted in ``skipped``)."""
-    decoder = msgspec.json.Decoder(list[struct | None])
+    decoder = msgspec.json.Decoder(list[struct | None])  # type: ignore[valid-type]  # a type made at run time
     try:
         decoded = decoder.decode(b"[" + b",".join(raws) + b"]")
     except msgspec.ValidationError:
@@ -219,7 +219,7 @@ def decode_args(raws: list[msgspec.Raw], struct: type, skipped: Counter) -> list
     return [default if args is None else args for args in decoded] if None in decoded else decoded
 
 
-def _decode_one_args(raw: msgspec.Raw, struct: type, skipped: Counter):
+def _decode_one_args(raw: bytes | msgspec.Raw, struct: type, skipped: Counter):
     try:
         return msgspec.json.decode(raw, type=struct | None)
     except msgspec.ValidationError:

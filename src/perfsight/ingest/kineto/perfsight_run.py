@@ -123,7 +123,9 @@ def _parse_warnings(facts: dict, manifest: dict, traces: list[Path]) -> list[str
     """The trace reader's warnings, and the trace windows the manifest lists that are gone (storage_limit
     ages out the oldest windows)."""
     warnings = json.loads(facts.get("parse_warnings") or "[]")
-    listed = manifest.get("traces") if isinstance(manifest.get("traces"), list) else []
+    listed = manifest.get("traces")
+    if not isinstance(listed, list):
+        listed = []
     present = {path.name for path in traces}
     missing = [name for name in listed if isinstance(name, str) and name not in present]
     if missing:

@@ -146,7 +146,7 @@ class _Source:
 
 
 def _combine(sources: list[_Source]) -> EventTables:
-    metadata, skipped = TraceMetadata(), Counter()
+    metadata, skipped = TraceMetadata(), Counter[str]()
     for source in sources:
         metadata.update(source.events.metadata)
         skipped.update(source.events.skipped)

@@ -56,10 +56,10 @@ def build_tracks(slices: pa.Table, memory: pa.Table, counters: pa.Table, metadat
     slice_timelines = timelines.indices.to_numpy()[:slices.num_rows]
     on_device = np.zeros(len(timelines.dictionary), dtype=bool)
     on_device[slice_timelines[flat(slices["on_device"]).to_numpy(zero_copy_only=False)]] = True
-    rows = [_timeline_row(*key.split(_KEY_SEPARATOR, 1), device, metadata)
+    rows = [_timeline_row(*_pid_and_rest(key), device, metadata)
             for key, device in zip(timelines.dictionary.to_pylist(), on_device.tolist())]
     series = pc.unique(flat(pc.binary_join_element_wise(counters["pid"], counters["series"], _KEY_SEPARATOR)))
-    rows += [_counter_row(*key.split(_KEY_SEPARATOR, 1), metadata) for key in series.to_pylist()]
+    rows += [_counter_row(*_pid_and_rest(key), metadata) for key in series.to_pylist()]
     rows.sort(key=_display_order)
     table = pa.Table.from_pylist([
         {**row, "track_id": track_offset + position, "rank": rank} for position, row in enumerate(rows)],
@@ -67,6 +67,12 @@ def build_tracks(slices: pa.Table, memory: pa.Table, counters: pa.Table, metadat
     keys = [_KEY_SEPARATOR.join((COUNTER, row["pid"], row["name"])) if row["kind"] == "counter"
             else _KEY_SEPARATOR.join((TIMELINE, row["pid"], row["tid"])) for row in rows]
     return Tracks(table, pa.array(keys, pa.string()))
+
+
+def _pid_and_rest(key: str) -> tuple[str, str]:
+    """(pid, tid or series) of a key that build_tracks joined with _KEY_SEPARATOR."""
+    pid, _, rest = key.partition(_KEY_SEPARATOR)
+    return pid, rest
 
 
 def _timeline_row(pid: str, tid: str, on_device: bool, metadata: TraceMetadata) -> dict:

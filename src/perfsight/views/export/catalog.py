@@ -89,8 +89,9 @@ _PHASE_RULES = (
 
 _TRACE_FORMAT = (
     "A Chrome trace-event JSON object {\"traceEvents\": [...], \"displayTimeUnit\": \"ns\", "
-    "\"otherData\": {run facts}}; open it in https://ui.perfetto.dev or chrome://tracing. Times \"ts\" and \"dur\" are microseconds written "
-    "with 3 decimals (exact nanoseconds; ts since the Unix epoch when the source knows it)."
+    "\"otherData\": {run facts}}; open it in https://ui.perfetto.dev or chrome://tracing. Times \"ts\" and "
+    "\"dur\" are microseconds written with 3 decimals (exact nanoseconds; ts since the Unix epoch when the "
+    "source knows it)."
 )
 _SLICE_EVENTS = (
     "Slices are ph X events with cat = slice kind and args: the source's own arguments plus id, op_type, "

@@ -96,7 +96,8 @@ WITH regions AS (
            coalesce(try_cast(regexp_extract(name, '^Torch-Compiled Region: (\d+)/', 1) AS BIGINT), 0) AS model_id
     FROM slices WHERE name LIKE 'Torch-Compiled Region%'
 ), fx_calls AS (
-    SELECT id, track_id, start_ns, start_ns + dur_ns AS end_ns, regexp_extract(name, '^## Call CompiledFxGraph (\S+)', 1) AS graph_key
+    SELECT id, track_id, start_ns, start_ns + dur_ns AS end_ns,
+           regexp_extract(name, '^## Call CompiledFxGraph (\S+)', 1) AS graph_key
     FROM slices WHERE name LIKE '## Call CompiledFxGraph %' AND NOT EXISTS (SELECT 1 FROM regions)
 ), fx_graphs AS (
     SELECT graph_key, row_number() OVER (ORDER BY min(start_ns), graph_key) - 1 AS model_id
@@ -138,9 +139,9 @@ def _graph_slice_ids(tables: RunTables, selection: Selection) -> pa.Array:
     if selection.model_id not in runs:
         raise OptionError(f"--model-id {selection.model_id} is not in this run; graphs present: {existing}")
     if selection.iterations().stop - 1 > runs[selection.model_id]:
-        raise OptionError(f"--iteration-id/--iteration-count select iterations {_numbers(list(selection.iterations()))} "
-                          f"of model {selection.model_id}, which ran {runs[selection.model_id]} time(s); "
-                          f"graphs present: {existing}")
+        raise OptionError(f"--iteration-id/--iteration-count select iterations "
+                          f"{_numbers(list(selection.iterations()))} of model {selection.model_id}, which ran "
+                          f"{runs[selection.model_id]} time(s); graphs present: {existing}")
     params = {"model": selection.model_id, "iterations": list(selection.iterations())}
     return con.sql(_GRAPH_SLICES_SQL, params=params).to_arrow_table()["id"].combine_chunks()
 

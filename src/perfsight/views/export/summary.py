@@ -3,9 +3,10 @@ task_time, msprof_tx and pytorch_operator_view as CSV or JSON, and the advisor's
 
 Each file is one analysis result (from the run's memo, ``core.memo``) written by the one writer
 (writer.write_rows) with the columns of its catalog entry (rows that are slices get their msprof fields from
-``fields``); a result without rows is not written ("如果实际的性能数据没有相关的数据文件,就不会导出对应的timeline和summary数据"), except
-prof_rule_0.json: it has one fixed name, so it is written for every run with data, as an empty list when
-nothing crossed a threshold, and never keeps an earlier export's advice.
+``fields``); a result without rows is not written
+("如果实际的性能数据没有相关的数据文件,就不会导出对应的timeline和summary数据"), except prof_rule_0.json: it has
+one fixed name, so it is written for every run with data, as an empty list when nothing crossed a threshold,
+and never keeps an earlier export's advice.
 """
 from __future__ import annotations
 

@@ -113,16 +113,20 @@ def _metadata_events_sql(processes: str, threads: str) -> str:
     """SQL yielding (ev) rows: process_name/process_sort_index for each row of ``processes`` (pid, name)
     and thread_name/thread_sort_index for each row of ``threads`` (pid, tid, name, sort_index)."""
     return f"""
-        SELECT '{{"ph":"M","name":"process_name","pid":' || pid || ',"tid":0,"args":{{"name":' || to_json(name) || '}}}}'
+        SELECT '{{"ph":"M","name":"process_name","pid":' || pid
+               || ',"tid":0,"args":{{"name":' || to_json(name) || '}}}}'
         FROM {processes}
         UNION ALL
-        SELECT '{{"ph":"M","name":"process_sort_index","pid":' || pid || ',"tid":0,"args":{{"sort_index":' || pid || '}}}}'
+        SELECT '{{"ph":"M","name":"process_sort_index","pid":' || pid
+               || ',"tid":0,"args":{{"sort_index":' || pid || '}}}}'
         FROM {processes}
         UNION ALL
-        SELECT '{{"ph":"M","name":"thread_name","pid":' || pid || ',"tid":' || tid || ',"args":{{"name":' || to_json(name) || '}}}}'
+        SELECT '{{"ph":"M","name":"thread_name","pid":' || pid || ',"tid":' || tid
+               || ',"args":{{"name":' || to_json(name) || '}}}}'
         FROM {threads}
         UNION ALL
-        SELECT '{{"ph":"M","name":"thread_sort_index","pid":' || pid || ',"tid":' || tid || ',"args":{{"sort_index":' || sort_index || '}}}}'
+        SELECT '{{"ph":"M","name":"thread_sort_index","pid":' || pid || ',"tid":' || tid
+               || ',"args":{{"sort_index":' || sort_index || '}}}}'
         FROM {threads}
     """
 
@@ -167,8 +171,8 @@ def _run_events(con: duckdb.DuckDBPyConnection, tables: RunTables, slices_where:
     """SQL of the msprof timeline's events (ev, ord, ts) over ``tables`` on ``con``: layers, slices, counters,
     memory, flows (analysis/timeline.py places them); only the slices ``slices_where`` keeps (SQL over slices
     ``s`` and tracks ``t``), the counter and memory samples only ``with_samples``."""
-    con.register("series", pa.concat_tables([computed(counter_series, tables), computed(memory_series, tables)]) if with_samples
-                 else SERIES.empty_table())
+    con.register("series", pa.concat_tables([computed(counter_series, tables), computed(memory_series, tables)])
+                 if with_samples else SERIES.empty_table())
     con.execute(_RUN_VIEWS.format(slices_where=slices_where, slice_layer=SLICE_LAYER_COLUMNS,
                                   sample_layer=SAMPLE_LAYER_COLUMNS))
     slice_event = _x_event_sql(name="name", cat="kind", pid="pid", tid="track_id", start="start_ns",
