@@ -191,3 +191,47 @@ def test_db_memory_without_host_threads_stays_under_its_rank(tmp_path):
     assert [(p["rank"], p["device"], p["peak_allocated_bytes"]) for p in peaks] == [(1, "npu:4", 1245688832)]
     assert set(tables.tracks["rank"].to_pylist()) == {1}
     assert {t["device"] for t in tables.tracks.to_pylist()} == {"npu:4"}
+
+
+# --- a job's ranks place each other in their groups ------------------------------------------------------
+
+def test_a_jobs_links_between_its_ranks_become_global_the_rest_stay_local():
+    job = merge([(f"rank{r}", read_torch_npu_text(TEXT / f"rank{r}_ascend_pt")) for r in (0, 1)])
+    rank_meta = json.loads(job.meta_dict()["rank_meta"])
+    reference = json.loads((SHARED_DATA / "ascend" / "msprof_analyze_reference" /
+                            "cluster_all__ascend-msinsight_pytorch_text_level1" /
+                            "cluster_communication_matrix.json").read_text())["(0, 1)"]["step50"]
+    for rank in (0, 1):
+        links = json.loads(rank_meta[str(rank)]["communication_matrix"])
+        assert {(e["src"], e["dst"]) for e in links if not e["local"]} == {(rank, 0), (rank, 1)}
+        assert len([e for e in links if e["local"]]) == 36           # to group-local ranks 2-7: no rank says them
+        for entry in links:
+            if not entry["local"] and entry["key"] != "allreduce-total":
+                theirs = reference[f"{entry['key']}@{TEXT_GROUP}"][f"{entry['src']}-{entry['dst']}"]
+                assert entry["transit_size_mb"] == theirs["Transit Size(MB)"]
+        group = json.loads(rank_meta[str(rank)]["communication_groups"])[TEXT_GROUP]
+        assert (group["ranks"], group["local"]) == (list(range(8)), True)    # members 2-7 unknown: stays local
+
+
+def test_a_group_whose_every_member_is_a_rank_of_the_job_becomes_global(tmp_path):
+    runs = []
+    for local, rank in ((0, 2), (1, 5)):        # global ranks 2 and 5 are group-local 0 and 1
+        run = copy(tmp_path / str(rank), TEXT / f"rank{local}_ascend_pt")
+        edit_json(run / f"profiler_info_{local}.json", lambda info, rank=rank: info.update(rank_id=rank))
+
+        def two_members(matrix):
+            for ops in matrix["step50"]["collective"].values():
+                for pair in [p for p in ops if max(map(int, p.split("-"))) > 1]:
+                    del ops[pair]
+        edit_json(run / OUTPUT / "communication_matrix.json", two_members)
+        runs.append((f"rank{rank}", read_torch_npu_text(run)))
+    assert [c["group_ranks"] for c in cluster.collectives(runs[0][1]).to_pylist()] == [[0, 1]] * 4   # alone: local
+    job = merge(runs)
+    assert [(c["rank"], c["group_ranks"]) for c in cluster.collectives(job).to_pylist()] == \
+        [(2, [2, 5])] * 4 + [(5, [2, 5])] * 4
+    assert not any("Process Group Ranks Local" in a for a in device_collectives(job))
+    rank_meta = json.loads(job.meta_dict()["rank_meta"])
+    group = json.loads(rank_meta["5"]["communication_groups"])[TEXT_GROUP]
+    assert (group["ranks"], group["local"], group["group_rank"]) == ([2, 5], False, 1)
+    links = json.loads(rank_meta["5"]["communication_matrix"])
+    assert {(e["src"], e["dst"], e["local"]) for e in links} == {(5, 2, False), (5, 5, False)}
