@@ -13,7 +13,7 @@ Owns:
   its group-local ranks, marked ``local`` (a group of the same size is not the same group);
 * a rank's own group-local rank in a group (``group_rank``): parallel_group_info's, else the one link of
   communication_matrix.json from a rank to itself (``"3-3"``, transport LOCAL), as msprof-analyze reads it.
-  ``ingest.common.groups`` maps a job's local groups with these;
+  ``ingest.common.job_groups`` maps a job's local groups with these;
 * the links (``matrix_links``): one dict per ``{step: {collective|p2p: {key@group: {"src-dst": {...}}}}}``
   entry, the meta ``communication_matrix`` format (docs/tables.md), src/dst global where the group is
   mapped (``local`` false), else group-local (``local`` true). A damaged entry is skipped, counted and
