@@ -50,9 +50,20 @@ RUNS_SHOWN = 5
 
 
 def rank_of(tables: RunTables) -> int | None:
-    """The one rank a run's tracks name, or None when they name none (or several)."""
+    """The one rank a run's tracks name, else (a run without tracks: a rank whose files hold no events) the
+    rank its meta says; None when neither names one (or the tracks name several)."""
     ranks = pc.unique(tables.tracks.column("rank").drop_null()).to_pylist()
-    return ranks[0] if len(ranks) == 1 else None
+    if ranks or not tables.tracks.num_rows:
+        return ranks[0] if len(ranks) == 1 else _meta_rank(tables)
+    return None
+
+
+def _meta_rank(tables: RunTables) -> int | None:
+    try:
+        rank = json.loads(tables.meta_dict().get("rank") or "null")
+    except ValueError:
+        return None
+    return rank if type(rank) is int and fits(rank, 32) else None
 
 
 def rank_in_name(name: str) -> int | None:
@@ -122,11 +133,23 @@ def merge(parts: list[tuple[str, RunTables]]) -> RunTables:
         slice_offset += next_id(tables.slices.column("id"))
         track_offset += next_id(tables.tracks.column("track_id"))
     facts = {**parts[0][1].meta_dict(), "ranks": sorted(ranks), "world_size": max(len(ranks), _world_size(parts)),
-             "sources": [name for name, _ in parts],
+             "sources": [name for name, _ in parts], "parse_warnings": _warnings(parts, ranks),
              "rank_meta": {str(rank): tables.meta_dict() for (_, tables), rank in zip(parts, ranks)}}
     facts.pop("rank", None)
     return RunTables(**{name: pa.concat_tables(tables) for name, tables in merged.items() if name != "meta"},
                      meta=meta_table(facts))
+
+
+def _warnings(parts: list[tuple[str, RunTables]], ranks: list[int]) -> list[str]:
+    """Every rank's ``parse_warnings``, each said of its rank (``rank 2: no kernel_details.csv, ...``), by rank."""
+    said = []
+    for rank, (_, tables) in sorted(zip(ranks, parts), key=lambda pair: pair[0]):
+        try:
+            warnings = json.loads(tables.meta_dict().get("parse_warnings") or "[]")
+        except ValueError:
+            warnings = []
+        said += [f"rank {rank}: {warning}" for warning in warnings if isinstance(warning, str)]
+    return said
 
 
 def _world_size(parts) -> int:

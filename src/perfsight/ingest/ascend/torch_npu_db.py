@@ -82,6 +82,7 @@ def read_torch_npu_db(run_dir: Path, *, rank: int | None = None, id_offset: int 
                                                                "connectionId": ("connectionId", INT)}))
         linked, flows = link(con)
         memory = _memory(read_memory(db, con, facts["device"]), src, nesting, tracks)
+        warnings += db.warnings
     if any(g["source"].startswith("HCCL tasks") for g in groups.values()):
         warnings.append("communication groups' ranks are taken as global ranks: the database has no "
                         "parallel_group_info in META_DATA")
@@ -100,6 +101,8 @@ def read_torch_npu_db(run_dir: Path, *, rank: int | None = None, id_offset: int 
                      counters=_counters(counters, tracks), flows=flows, memory=memory,
                      meta=meta_table({**facts["meta"], "source_files": [str(p) for p in facts["files"]],
                                       "rank": facts["rank"], "world_size": world_size,
+                                      "step_source": "trace" if pc.any(pc.equal(slices["kind"], "step")).as_py()
+                                      else "none",
                                       "communication_groups": {name: {k: g[k] for k in ("ranks", "source", "name")}
                                                                for name, g in groups.items()} or None,
                                       "parse_warnings": warnings}))
