@@ -11,7 +11,9 @@ them) and track ids (and every column that refers to them) past the previous ran
 unique across the job. A run's rank is the one its tables say (``distributedInfo``, the perfsight
 manifest), else the one its file name carries (``rank_in_name``: ``rank0``, ``rank-1``, ``rank_2``...).
 Only runs whose ranks are known and differ are one job; anything else is refused with a summary of
-the runs, to be opened one by one. All shifting is vectorised Arrow arithmetic on the id columns.
+the runs, to be opened one by one. The job's ``parse_warnings`` are every rank's, each prefixed ``rank N: ``
+(what a partial rank lacks, rows read around), and ``rank_meta`` keeps each rank's meta. All shifting is
+vectorised Arrow arithmetic on the id columns.
 """
 from __future__ import annotations
 

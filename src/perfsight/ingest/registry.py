@@ -6,7 +6,9 @@ one itself are those of the first reader that recognises any of its entries (``r
 job, a perfsight run directory's siblings before Ascend folders before trace files). ``find_runs`` is what
 ``perfsight.open``, the CLI and export open at a path; ``runs_below`` searches further down for export's
 ``-dir runs/<job>/PROF_*``; insight's discovery asks ``runs_at`` of each entry of the folder it serves and
-groups what it finds into jobs with ``perfsight.ingest.jobs``. Adding a format: docs/readers.md.
+groups what it finds into jobs with ``perfsight.ingest.jobs``. A folder without runs that a reader
+recognises by its names (``Reader.without_data``) gets an error saying what it is and what it lacks.
+Adding a format: docs/readers.md.
 """
 from __future__ import annotations
 

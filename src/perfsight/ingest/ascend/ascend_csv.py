@@ -9,9 +9,11 @@ texts (``N/A`` and empty are null), sizes in KB or MB to bytes, shape/dtype list
 and the columns without a canonical place to one JSON object per row (``row_json``, for ``args``); JSON
 side files read or warned about (``read_json``).
 
-``read_csv(path, required=...)`` returns a table whose known columns carry their canonical names; a
-missing required column is an InputError naming the file, the column and the headers found; a missing
-optional column is simply absent from the table; unknown columns are kept under their own header.
+``read_csv(path, warnings, required=...)`` returns a table whose known columns carry their canonical names;
+a missing required column is an InputError naming the file, the column and the headers found; a missing
+optional column is simply absent from the table; unknown columns are kept under their own header. A ragged
+row (more or fewer fields than the header) costs that row only, described in ``warnings`` by line and fields
+(``ragged_rows``): the one mechanism every Ascend and MindSpore CSV reader reads around damage with.
 """
 from __future__ import annotations
 

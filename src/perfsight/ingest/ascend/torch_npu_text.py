@@ -4,15 +4,19 @@
 Public: ``read_torch_npu_text``. This module assembles the tables; the work is
 split: torch_npu_meta (rank, device, world size, communication groups, facts), torch_npu_trace
 (trace_view.json: slices, rows, counters, flows), torch_npu_kernels (kernel_details.csv joined to the
-device tasks, or standing in for them without a trace), torch_npu_comm (HCCL operators described for
-analysis/cluster.py), torch_npu_links (operator <-> task links, flows, memory records' operators),
-torch_npu_memory (memory_record / operator_memory / npu_module_mem), ascend_build.RunBuilder (ids, display
-order, nesting, steps by time, launch flows by correlation) and ascend_kinds (Ascend's vocabularies).
+device tasks, or standing in for them without a trace), torch_npu_hccl (communication.json's records, and
+the HCCL operators from them without trace or kernels), torch_npu_comm (HCCL operators described for
+analysis/cluster.py), torch_npu_steps (steps from the best source, step_trace_time.csv for meta),
+torch_npu_links (operator <-> task links, flows, memory records' operators), torch_npu_memory
+(memory_record / operator_memory / npu_module_mem), ascend_build.RunBuilder (ids, display order, nesting,
+steps by time, launch flows by correlation) and ascend_kinds (Ascend's vocabularies).
 
 The other files of the directory are torch_npu's own summaries of the same events (op_statistic.csv,
-api_statistic.csv, step_trace_time.csv, operator_details.csv, l2_cache.csv): perfsight computes them from
-the tables (the cross-check tests compare). Missing optional files are tolerated; without trace_view.json
-and kernel_details.csv there is nothing to read (InputError).
+api_statistic.csv, operator_details.csv, l2_cache.csv): perfsight computes them from the tables (the
+cross-check tests compare). A folder holding any file of ``detect.TEXT_FILES`` is read for what it has:
+meta ``lacking_files`` lists the others, and a warning says what a missing trace_view.json or
+kernel_details.csv costs and where the steps and communication come from instead; a folder with none of
+them is an InputError saying what it is and what it lacks.
 
 Ids: slice ids are ``id_offset`` + the slice's row, track ids ``track_offset`` + the track's display
 position, as read_kineto's, so several ranks can be read one after the other and merged.
