@@ -11,9 +11,10 @@ them) and track ids (and every column that refers to them) past the previous ran
 unique across the job. A run's rank is the one its tables say (``distributedInfo``, the perfsight
 manifest), else the one its file name carries (``rank_in_name``: ``rank0``, ``rank-1``, ``rank_2``...).
 Only runs whose ranks are known and differ are one job; anything else is refused with a summary of
-the runs, to be opened one by one. All shifting is vectorised Arrow arithmetic on the id columns. Before
-merging, the group-local ranks the ranks' own places in their groups map become global
-(``common.job_groups``).
+the runs, to be opened one by one. Before merging, the group-local ranks the ranks' own places in their
+groups map become global (``common.job_groups``). The job's ``parse_warnings`` are every rank's, each
+prefixed ``rank N: `` (what a partial rank lacks, rows read around), then the job's own (group mapping);
+``rank_meta`` keeps each rank's meta. All shifting is vectorised Arrow arithmetic on the id columns.
 """
 from __future__ import annotations
 
@@ -53,9 +54,20 @@ RUNS_SHOWN = 5
 
 
 def rank_of(tables: RunTables) -> int | None:
-    """The one rank a run's tracks name, or None when they name none (or several)."""
+    """The one rank a run's tracks name, else (a run without tracks: a rank whose files hold no events) the
+    rank its meta says; None when neither names one (or the tracks name several)."""
     ranks = pc.unique(tables.tracks.column("rank").drop_null()).to_pylist()
-    return ranks[0] if len(ranks) == 1 else None
+    if ranks or not tables.tracks.num_rows:
+        return ranks[0] if len(ranks) == 1 else _meta_rank(tables)
+    return None
+
+
+def _meta_rank(tables: RunTables) -> int | None:
+    try:
+        rank = json.loads(tables.meta_dict().get("rank") or "null")
+    except ValueError:
+        return None
+    return rank if type(rank) is int and fits(rank, 32) else None
 
 
 def rank_in_name(name: str) -> int | None:
@@ -128,13 +140,23 @@ def merge(parts: list[tuple[str, RunTables]]) -> RunTables:
         slice_offset += next_id(tables.slices.column("id"))
         track_offset += next_id(tables.tracks.column("track_id"))
     facts = {**parts[0][1].meta_dict(), "ranks": sorted(ranks), "world_size": max(len(ranks), _world_size(parts)),
-             "sources": [name for name, _ in parts],
+             "sources": [name for name, _ in parts], "parse_warnings": _warnings(parts, ranks) + warnings,
              "rank_meta": {str(rank): tables.meta_dict() for (_, tables), rank in zip(parts, ranks)}}
     facts.pop("rank", None)
-    if warnings:
-        facts["parse_warnings"] = [*json.loads(parts[0][1].meta_dict().get("parse_warnings") or "[]"), *warnings]
     return RunTables(**{name: pa.concat_tables(tables) for name, tables in merged.items() if name != "meta"},
                      meta=meta_table(facts))
+
+
+def _warnings(parts: list[tuple[str, RunTables]], ranks: list[int]) -> list[str]:
+    """Every rank's ``parse_warnings``, each said of its rank (``rank 2: no kernel_details.csv, ...``), by rank."""
+    said = []
+    for rank, (_, tables) in sorted(zip(ranks, parts), key=lambda pair: pair[0]):
+        try:
+            warnings = json.loads(tables.meta_dict().get("parse_warnings") or "[]")
+        except ValueError:
+            warnings = []
+        said += [f"rank {rank}: {warning}" for warning in warnings if isinstance(warning, str)]
+    return said
 
 
 def _world_size(parts) -> int:

@@ -110,6 +110,10 @@ def api_kinds(levels: pa.Array | pa.ChunkedArray, names: pa.Array | pa.ChunkedAr
     return _per_pair(api_kind, levels, names)
 
 
+#: the instance suffix of an HCCL operator's name (``hcom_allReduce__586_0_1`` -> ``hcom_allReduce_``, its
+#: OP Type), a regular expression for Python and DuckDB
+HCCL_OP_SUFFIX = r"(_[0-9]+)+$"
+
 #: HCCL operator name stems (``hcom_<stem>_``) -> PyTorch's collective names
 _COLLECTIVES = {"ALLREDUCE": "allreduce", "ALLGATHER": "allgather", "REDUCESCATTER": "reduce_scatter",
                 "BROADCAST": "broadcast", "SEND": "send", "RECEIVE": "recv", "RECV": "recv",

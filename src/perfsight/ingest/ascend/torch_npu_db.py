@@ -101,6 +101,7 @@ def read_torch_npu_db(run_dir: Path, *, rank: int | None = None, id_offset: int 
                                                                "connectionId": ("connectionId", INT)}))
         linked, flows = link(con)
         memory = _memory(read_memory(db, con, facts["device"]), src, nesting, tracks)
+        warnings += db.warnings
     warning = local_warning(groups)
     if warning:
         warnings.append(warning)
@@ -119,6 +120,8 @@ def read_torch_npu_db(run_dir: Path, *, rank: int | None = None, id_offset: int 
                      counters=_counters(counters, tracks), flows=flows, memory=memory,
                      meta=meta_table({**facts["meta"], "source_files": [str(p) for p in facts["files"]],
                                       "rank": facts["rank"], "world_size": world_size,
+                                      "step_source": "trace" if pc.any(pc.equal(slices["kind"], "step")).as_py()
+                                      else "none",
                                       "communication_groups": {name: g.facts() for name, g in groups.items()} or None,
                                       "communication_matrix": link_facts(links, groups) or None,
                                       "parse_warnings": warnings}))

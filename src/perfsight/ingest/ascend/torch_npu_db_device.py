@@ -40,7 +40,7 @@ import duckdb
 import pyarrow as pa
 
 from perfsight.ingest.ascend.ascend_csv import dtypes_json, shapes_json
-from perfsight.ingest.ascend.ascend_kinds import collective_args, task_kind
+from perfsight.ingest.ascend.ascend_kinds import HCCL_OP_SUFFIX, collective_args, task_kind
 from perfsight.ingest.ascend.hccl_groups import Group, group_hash
 from perfsight.ingest.ascend.torch_npu_db_host import INT, TEXT, enum_table, numbered
 from perfsight.ingest.ascend.torch_npu_db_source import Database
@@ -91,7 +91,7 @@ def read_device(db: Database, con: duckdb.DuckDBPyConnection,
                              shapes_json(tasks["input_shapes"]))
     tasks = tasks.set_column(tasks.schema.get_field_index("input_dtypes"), "input_dtypes",
                              dtypes_json(tasks["input_dtypes"]))
-    ops = con.sql(_OP_SQL.format(invalid=INVALID)).to_arrow_table()
+    ops = con.sql(_OP_SQL.format(invalid=INVALID, suffix=HCCL_OP_SUFFIX)).to_arrow_table()
     groups = _groups(ops, known)
     return pa.concat_tables([tasks, _with_op_args(ops, groups)]), groups
 
@@ -213,7 +213,7 @@ WITH steps AS (
 )
 SELECT coalesce(p.device, l.device, 0) AS device, coalesce(p.stream, l.stream, -1) AS stream,
        NULL::BIGINT AS plane, coalesce(n.value, '') AS name,
-       CASE WHEN ot.value IS NULL OR ot.value IN ('', 'N/A', 'NA') THEN regexp_replace(n.value, '(_[0-9]+)+$', '')
+       CASE WHEN ot.value IS NULL OR ot.value IN ('', 'N/A', 'NA') THEN regexp_replace(n.value, '{suffix}', '')
             ELSE ot.value END AS op_type, 'comm' AS kind,
        'HCCL' AS task_type, o.start_ns, greatest(o.end_ns - o.start_ns, 0) AS dur_ns, o.connection_id,
        NULL::VARCHAR AS input_shapes, NULL::VARCHAR AS input_dtypes,

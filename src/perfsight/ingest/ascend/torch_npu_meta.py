@@ -110,7 +110,7 @@ def _device(output: Path) -> int:
         path = output / name
         if not path.is_file():
             continue
-        table = read_csv(path, first_rows_only=True)    # the device is the same on every row
+        table = read_csv(path, [], first_rows_only=True)    # the device is the same on every row (the reader warns)
         if column not in table.column_names:
             continue
         for text in pc.unique(table[column].drop_null()).to_pylist()[:8]:
