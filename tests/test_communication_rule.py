@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from perfsight.analysis.cluster import collectives
+from perfsight.analysis.collectives import collectives
 from perfsight.analysis.kernels import kernel_breakdown
 from perfsight.analysis.timeline_index import TimelineIndex
 from perfsight.ingest.kineto.reader import read_kineto
