@@ -506,7 +506,7 @@ SYMMETRIC_KINDS = ("allreduce", "allgather", "reducescatter", "alltoall", "barri
 def _hosts(tables: RunTables) -> dict[int, str]:
     """Each rank's host as its perfsight run manifest says (``host``); ranks without one are left out."""
     hosts = {}
-    for rank, meta in rank_meta(tables).items():
+    for rank, meta in computed(rank_meta, tables).items():
         try:
             host = json.loads(meta.get("manifest") or "{}").get("host")
         except (ValueError, AttributeError):
@@ -710,7 +710,7 @@ def communication_matrix(tables: RunTables) -> pa.Table:
     ``COMMUNICATION_MATRIX``; the module docstring says what a cell is): transport, transit bytes and time,
     bandwidth (GB/s), the operations counted, where the row comes from, and whether it is a ``total`` row.
     Sorted by rank, step, group, key, src, dst (null last)."""
-    meta = rank_meta(tables)
+    meta = computed(rank_meta, tables)
     reported = {rank for rank, facts in meta.items() if facts.get("communication_matrix")}
     rows = [row for rank in sorted(reported) for row in _reported_links(rank, meta[rank]["communication_matrix"])]
     rows += _computed_links([op for op in computed(_figures, tables) if op["rank"] not in reported])
