@@ -11,7 +11,9 @@ them) and track ids (and every column that refers to them) past the previous ran
 unique across the job. A run's rank is the one its tables say (``distributedInfo``, the perfsight
 manifest), else the one its file name carries (``rank_in_name``: ``rank0``, ``rank-1``, ``rank_2``...).
 Only runs whose ranks are known and differ are one job; anything else is refused with a summary of
-the runs, to be opened one by one. All shifting is vectorised Arrow arithmetic on the id columns.
+the runs, to be opened one by one. All shifting is vectorised Arrow arithmetic on the id columns. Before
+merging, the group-local ranks the ranks' own places in their groups map become global
+(``common.job_groups``).
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import pyarrow.compute as pc
 
 from perfsight.core.errors import InputError
 from perfsight.core.tables import RunTables, fits, meta_table, next_id
+from perfsight.ingest.common.job_groups import map_job
 from perfsight.ingest.common.reader import Reader, RunSource
 
 SLICE_ID_COLUMNS = {"slices": ("id", "parent_id"), "flows": ("src_id", "dst_id"), "memory": ("op_slice_id",)}
@@ -110,6 +113,9 @@ def merge(parts: list[tuple[str, RunTables]]) -> RunTables:
     ranks = [rank for rank in said if rank is not None]
     if len(ranks) != len(said) or len(set(ranks)) != len(ranks):
         raise InputError(_not_one_job([name for name, _ in parts], said))
+    warnings: list[str] = []
+    mapped = map_job([(rank, tables) for (_, tables), rank in zip(parts, ranks)], warnings)
+    parts = [(name, tables) for (name, _), tables in zip(parts, mapped)]
     merged: dict[str, list[pa.Table]] = {name: [] for name, _ in RunTables().items()}
     slice_offset = track_offset = 0
     for (_, tables), rank in zip(parts, ranks):
@@ -125,6 +131,8 @@ def merge(parts: list[tuple[str, RunTables]]) -> RunTables:
              "sources": [name for name, _ in parts],
              "rank_meta": {str(rank): tables.meta_dict() for (_, tables), rank in zip(parts, ranks)}}
     facts.pop("rank", None)
+    if warnings:
+        facts["parse_warnings"] = [*json.loads(parts[0][1].meta_dict().get("parse_warnings") or "[]"), *warnings]
     return RunTables(**{name: pa.concat_tables(tables) for name, tables in merged.items() if name != "meta"},
                      meta=meta_table(facts))
 

@@ -5,7 +5,8 @@ Owns adding to each ``comm`` operator slice's ``args`` the keys PyTorch writes o
 ``dtype`` (HCCL's ``data_type``: ``FP32`` -> ``float32``), ``In msg nelems`` / ``Out msg nelems`` (HCCL's
 ``count``, the elements the operator was called with), and from the operator's group: ``Process Group
 Name`` (the group name after ``@`` in communication.json's ``op@group`` keys), ``Process Group Desc`` (the
-framework's group name), ``Group size`` and ``Process Group Ranks`` (global ranks: torch_npu_meta.Group).
+framework's group name), ``Group size`` and ``Process Group Ranks`` (global ranks where the group is
+mapped, else group-local with ``Process Group Ranks Local`` true: hccl_groups.Group).
 The operator's entry of communication.json (same name, nearest ``Start Timestamp(us)``) is added too:
 ``Communication Time Info`` (elapse, transit, wait, synchronization and idle times, ms) and
 ``Communication Bandwidth Info`` (per transport: size MB, time ms, bandwidth GB/s, packet sizes).
@@ -21,8 +22,8 @@ import pyarrow.compute as pc
 
 from perfsight.ingest.ascend.ascend_csv import json_object, read_json
 from perfsight.ingest.ascend.ascend_kinds import collective_args
+from perfsight.ingest.ascend.hccl_groups import Group
 from perfsight.ingest.ascend.torch_npu_kernels import merge_args, replace_rows
-from perfsight.ingest.ascend.torch_npu_meta import Group
 
 _INFO_KEYS = ("Communication Time Info", "Communication Bandwidth Info")
 
@@ -67,7 +68,8 @@ def _patch(name: str, start_ns: int, args: dict, entries: dict, groups: dict[str
     group_name = args.get("group_name") or (entry[1] if entry else None)
     group = groups.get(group_name) if group_name else None
     patch = collective_args(name, args.get("data_type"), args.get("count"), group_name,
-                            group.name if group else None, list(group.ranks) if group else [])
+                            group.name if group else None, list(group.ranks) if group else [],
+                            group.local if group else False)
     if entry is not None:
         patch.update(entry[2])
     return {key: value for key, value in patch.items() if value is not None}

@@ -39,15 +39,20 @@ DATA_TABLES = ("PYTORCH_API", "CANN_API", "TASK")
 BATCH_ROWS = 65536
 
 
+def connect_read_only(path: Path) -> sqlite3.Connection:
+    """``path`` opened read-only: ``immutable=1`` skips locking (no files created beside it), not with a
+    ``-wal`` file, whose pages it would miss. Raises sqlite3.DatabaseError."""
+    immutable = "" if path.with_name(path.name + "-wal").exists() else "&immutable=1"
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro{immutable}", uri=True)
+
+
 class Database:
     """One profiler database, open read-only; use as a context manager or call ``close``."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
         try:
-            # immutable=1 skips locking (no files created beside it); not with a -wal file, whose pages it would miss
-            immutable = "" if self.path.with_name(self.path.name + "-wal").exists() else "&immutable=1"
-            self._con = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro{immutable}", uri=True)
+            self._con = connect_read_only(self.path)
             self._tables = {name for (name,) in self._con.execute(
                 "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
         except sqlite3.DatabaseError as error:

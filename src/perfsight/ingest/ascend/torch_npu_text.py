@@ -30,7 +30,7 @@ from perfsight.core.tables import RunTables, conform
 from perfsight.ingest.ascend.detect import OUTPUT_DIR, TIMED_FILES, is_torch_npu_dir
 from perfsight.ingest.ascend.torch_npu_comm import describe
 from perfsight.ingest.ascend.torch_npu_kernels import enrich, read_kernels, tasks_from_kernels
-from perfsight.ingest.ascend.torch_npu_links import host_tracks, link, memory_operators
+from perfsight.ingest.ascend.torch_npu_links import device_tracks, host_tracks, link, memory_operators
 from perfsight.ingest.ascend.torch_npu_memory import read_memory
 from perfsight.ingest.ascend.torch_npu_meta import read_facts
 from perfsight.ingest.ascend.torch_npu_trace import read_trace
@@ -103,7 +103,7 @@ def _memory(records: pa.Table, slices: pa.Table, links, tables: RunTables, track
     return conform("memory", pa.table({
         "ts_ns": records["ts_ns"], "bytes": records["bytes"], "total_allocated": records["total_allocated"],
         "total_reserved": records["total_reserved"], "device": records["device"],
-        "track_id": pa.array(track_ids, pa.int32()),
+        "track_id": pc.coalesce(pa.array(track_ids, pa.int32()), device_tracks(tables.tracks, records["device"])),
         "op_slice_id": pa.array([id_offset + row if row >= 0 else None for row in operator], pa.int64()),
     }))
 
