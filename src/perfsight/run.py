@@ -115,9 +115,16 @@ class Run:
     mean_step_by_rank = _Analysis("cluster")
     rank_breakdown = _Analysis("cluster")
     slowest_rank = _Analysis("cluster")
-    collectives = _Analysis("cluster")
-    communication_matrix = _Analysis("cluster")
-    collective_summary = _Analysis("cluster")
+    collectives = _Analysis("collectives")
+    collective_summary = _Analysis("collectives")
+    collective_figures = _Analysis("collectives")
+    clock_offsets = _Analysis("collectives")
+    link_bandwidth = _Analysis("collectives")
+    communication_matrix = _Analysis("collectives")
+    communication_pairs = _Analysis("collectives")
+    communication_groups = _Analysis("collectives")
+    slow_ranks = _Analysis("collectives")
+    slow_links = _Analysis("collectives")
 
 
 def open(path: str | os.PathLike, *, use_cache: bool = True) -> Run:  # noqa: A001 - perfsight.open, by design

@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from perfsight.analysis import cluster, memory
+from perfsight.analysis import collectives, memory
 from perfsight.ingest.ascend.torch_npu_db import read_torch_npu_db
 from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text
 from perfsight.ingest.jobs import merge
@@ -69,7 +69,7 @@ def test_text_groups_map_through_parallel_group_info_by_communicator_and_sorted_
         "4242": {"group_name": "pp", "group_rank": 0, "global_ranks": [2, 0]},        # a send/recv pair
         "tp-comm": {"group_name": "tp", "group_rank": 0, "global_ranks": [0, 1]}}))   # same size, another group
     tables = read_torch_npu_text(run)
-    found = cluster.collectives(tables).to_pylist()
+    found = collectives.collectives(tables).to_pylist()
     assert [c["group_ranks"] for c in found] == [[0, 2, 4, 6, 8, 10, 12, 14]] * 4
     assert {(a["Process Group Name"], a["Process Group Desc"], "Process Group Ranks Local" in a)
             for a in device_collectives(tables)} == {(HASHED, "dp", False)}
@@ -95,7 +95,7 @@ def test_text_group_without_a_mapping_stays_local_and_says_so(tmp_path):
     edit_json(run / "profiler_metadata.json", lambda m: m.update(parallel_group_info={
         "other-comm": {"group_name": "tp", "group_rank": 0, "global_ranks": [0, 8, 16, 24, 32, 40, 48, 56]}}))
     tables = read_torch_npu_text(run)
-    assert [c["group_ranks"] for c in cluster.collectives(tables).to_pylist()] == [list(range(8))] * 4
+    assert [c["group_ranks"] for c in collectives.collectives(tables).to_pylist()] == [list(range(8))] * 4
     assert {(a["Process Group Ranks"], a["Process Group Ranks Local"]) for a in device_collectives(tables)} == \
         {("[0, 1, 2, 3, 4, 5, 6, 7]", True)}
     group = json.loads(tables.meta_dict()["communication_groups"])[TEXT_GROUP]
@@ -133,7 +133,7 @@ def test_db_groups_map_through_meta_data_parallel_group_info(tmp_path):
             COMMUNICATOR: {"group_name": "dp", "group_rank": 1, "global_ranks": [25, 24, 17, 16, 9, 8, 1, 0]}}),))
     tables = read_torch_npu_db(run)
     ranks = [0, 1, 8, 9, 16, 17, 24, 25]
-    assert [c["group_ranks"] for c in cluster.collectives(tables).to_pylist()] == [ranks] * 4
+    assert [c["group_ranks"] for c in collectives.collectives(tables).to_pylist()] == [ranks] * 4
     assert {(a["Process Group Name"], a["group_name"], "Process Group Ranks Local" in a)
             for a in device_collectives(tables)} == {(HASHED, COMMUNICATOR, False)}
     assert link(tables, "allreduce-top1", 1, 8) == [{
@@ -225,9 +225,9 @@ def test_a_group_whose_every_member_is_a_rank_of_the_job_becomes_global(tmp_path
                     del ops[pair]
         edit_json(run / OUTPUT / "communication_matrix.json", two_members)
         runs.append((f"rank{rank}", read_torch_npu_text(run)))
-    assert [c["group_ranks"] for c in cluster.collectives(runs[0][1]).to_pylist()] == [[0, 1]] * 4   # alone: local
+    assert [c["group_ranks"] for c in collectives.collectives(runs[0][1]).to_pylist()] == [[0, 1]] * 4   # alone: local
     job = merge(runs)
-    assert [(c["rank"], c["group_ranks"]) for c in cluster.collectives(job).to_pylist()] == \
+    assert [(c["rank"], c["group_ranks"]) for c in collectives.collectives(job).to_pylist()] == \
         [(2, [2, 5])] * 4 + [(5, [2, 5])] * 4
     assert not any("Process Group Ranks Local" in a for a in device_collectives(job))
     rank_meta = json.loads(job.meta_dict()["rank_meta"])

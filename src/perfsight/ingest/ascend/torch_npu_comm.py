@@ -1,7 +1,7 @@
-"""HCCL communication operators of a torch_npu profile described as analysis/cluster.py reads collectives.
+"""HCCL communication operators of a torch_npu profile described as analysis/collectives.py reads them.
 
 Owns adding to each ``comm`` operator slice's ``args`` the keys PyTorch writes on NCCL kernels (and
-``cluster.collectives`` reads): ``Collective name`` (``hcom_allReduce__586_0_1`` -> ``allreduce``),
+``collectives.collectives`` reads): ``Collective name`` (``hcom_allReduce__586_0_1`` -> ``allreduce``),
 ``dtype`` (HCCL's ``data_type``: ``FP32`` -> ``float32``), ``In msg nelems`` / ``Out msg nelems`` (HCCL's
 ``count``, the elements the operator was called with), and from the operator's group: ``Process Group
 Name`` (the group name after ``@`` in communication.json's ``op@group`` keys), ``Process Group Desc`` (the
