@@ -13,7 +13,7 @@ every rank has (``common_steps`` true); when the ranks share no step number, ove
   communication: the *straggler* has the largest ``non_communication_ns`` = ``step_ns`` -
   ``communication_ns`` (communication while no compute runs, breakdown's category); the others show
   that difference as communication time, waiting for it.
-* Ties go to the lowest rank.
+* Ties go to the lowest rank; the fastest rank is another than the slowest when there are several.
 
 **What each rank lacks** (``rank_lacks``): per rank, the files its reader said its folder lacks (meta
 ``lacking_files``), where its steps came from (meta ``step_source``) and the job's warnings about it (those
@@ -23,10 +23,10 @@ Who communicates with whom, and how fast, is ``analysis/collectives.py``'s.
 """
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pyarrow.compute as pc
-
-import json
 
 from perfsight.analysis.breakdown import STEP_BREAKDOWN_AVERAGE, step_breakdown, step_breakdown_average
 from perfsight.analysis.collectives import rank_meta
@@ -136,7 +136,7 @@ def slowest_rank(tables: RunTables) -> pa.Table:
     if not rows:
         return SLOWEST_RANK.empty_table()
     slow = next(r for r in rows if r["slowest"])
-    fast = min(rows, key=lambda r: r["step_ns"])
+    fast = min((r for r in rows if r is not slow), key=lambda r: r["step_ns"], default=slow)
     lag = next(r for r in rows if r["straggler"])
     others = [r["communication_ns"] for r in rows if r is not lag]
     reason = (f"rank {slow['rank']} has the longest mean step ({slow['step_ns'] / 1e6:.3f} ms, "

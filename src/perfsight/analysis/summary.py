@@ -8,8 +8,8 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.analysis.advisor import advise
 from perfsight.analysis import cluster, collectives
+from perfsight.analysis.advisor import advise
 from perfsight.analysis.breakdown import median, overlap, step_breakdown, step_breakdown_average
 from perfsight.analysis.data import data_verdict
 from perfsight.analysis.flops import model_flops, model_flops_total
