@@ -193,13 +193,13 @@ def _print_cluster(cluster: dict, console: Console) -> None:
     top = cluster["top_collectives"].to_pylist()
     if top:
         table = Table(title="Collectives with the longest wait (ms; bus bandwidth GB/s)", title_justify="left")
-        for column in ("rank", "group", "collective", "ops", "size", "wait", "transit", "busbw"):
+        for column in ("rank", "group", "collective", "ops", "size", "wait", "busbw"):
             table.add_column(column, justify="left" if column in ("group", "collective") else "right",
-                             no_wrap=column == "group")
+                             no_wrap=True, min_width=len("reducescatter") if column == "collective" else None)
         for row in top:
             table.add_row(str(row["rank"]), escape(_short(row["process_group"] or "-", GROUP_WIDTH)),
                           escape(row["collective"]), str(row["operations"]), _bytes(row["mean_bytes"]),
-                          _in_ms(row["wait_ns"]), _in_ms(row["transit_ns"]), _gbps(row["busbw_gbps"]))
+                          _in_ms(row["wait_ns"]), _gbps(row["busbw_gbps"]))
         console.print(table)
     slow = [f"rank {row['rank']} in group {escape(_short(row['process_group'] or '-', GROUP_WIDTH))} (the others wait "
             f"{_in_ms(row['others_mean_wait_ns'])} ms on average, it {_in_ms(row['mean_wait_ns'])} ms)"
