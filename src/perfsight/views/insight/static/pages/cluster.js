@@ -270,7 +270,7 @@
                    "clocks), transit the rest, bus bandwidth nccl-tests' factor times message bytes over transit."),
         totals,
         PS.el("h3", {}, "Every operation"),
-        operations,
+        PS.el("div", {class: "wide"}, operations),
         PS.el("h3", {}, "Collectives as recorded"),
         PS.table(comm.collectives, COLLECTIVE_COLUMNS, {id: "comm-collectives"})),
       PS.section("Bandwidth per link type", PS.table(comm.links, LINK_COLUMNS, {id: "comm-links"}), packetsChart(comm.links)),
