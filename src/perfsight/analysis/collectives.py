@@ -713,7 +713,7 @@ def _totals_row(ops: list[dict]) -> dict:
     factor = bus_factor(first["kind"], max((op["ranks"] for op in ops if op["ranks"]), default=None))
     return {"rank": first["rank"], "process_group": first["process_group"], "collective": first["kind"],
             "operations": len(ops), "timed": sum(op["transit_ns"] is not None for op in ops), **sums,
-            "mean_bytes": round(sums["bytes"] / len(sized)) if sized else None,
+            "mean_bytes": round(sum(op["bytes"] for op in sized) / len(sized)) if sized else None,
             "wait_ratio": _share(sums["wait_ns"], sums["transit_ns"]),
             "sync_ratio": _share(sums["sync_ns"], sums["transit_ns"]),
             "algbw_gbps": algbw, "busbw_gbps": algbw * factor if algbw is not None and factor is not None else None}
