@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pytest
 
 import perfsight
-from perfsight.analysis import cluster
+from perfsight.analysis.collectives import collectives as operations
 from perfsight.analysis.steps import no_steps_reason, step_trace
 from perfsight.core.errors import InputError
 from perfsight.ingest import find_runs
@@ -101,7 +101,7 @@ def test_a_rank_without_kernels_or_trace_is_recognised_and_read_alone(tmp_path):
 
 def test_the_partial_ranks_collectives_carry_what_the_cluster_analysis_reads(tmp_path):
     tables = read_torch_npu_text(rank_copy(tmp_path / "r1", 1, keep=CLUSTER_FILES))
-    rows = cluster.collectives(tables).to_pylist()
+    rows = operations(tables).to_pylist()
     assert [(r["rank"], r["source"], r["collective"], r["dur_ns"], r["process_group"]) for r in rows] == [
         (1, "device", "allreduce", dur, "17522688603477080586") for _, _, dur, _ in RANK1_OPERATORS]
     args = json.loads(tables.slices["args"][0].as_py())
@@ -127,7 +127,7 @@ def test_a_job_of_four_ranks_two_of_them_partial_opens_as_four_ranks(tmp_path):
     by_rank = json.loads(meta["rank_meta"])
     assert [by_rank[str(r)]["step_source"] for r in range(4)] == ["trace", "trace", "step_trace_time.csv",
                                                                    "step_trace_time.csv"]
-    collectives = cluster.collectives(tables).to_pylist()
+    collectives = operations(tables).to_pylist()
     assert [sum(1 for c in collectives if c["rank"] == r) for r in range(4)] == [4, 4, 4, 4]
     assert [c["dur_ns"] for c in collectives if c["rank"] == 3] == [dur for _, _, dur, _ in RANK1_OPERATORS]
 
