@@ -128,3 +128,27 @@ def test_real_two_rank_job(shared_data, tmp_path):
     run = perfsight.open(tmp_path)
     breakdown = cluster.rank_breakdown(run.tables).to_pylist()
     assert [r["steps"] for r in breakdown] == [2, 2] and sum(r["slowest"] for r in breakdown) == 1
+
+
+def test_the_fastest_rank_of_equal_steps_is_another_than_the_slowest():
+    """Two ranks of 5000 ns steps: rank 0 is the slowest (ties go to the lowest), rank 1 the fastest, not
+    rank 0 "0.0% over rank 0's"."""
+    slices = [s("step", "ProfilerStep#1", rank, 0, 5000, step=1) for rank in (0, 1)]
+    (row,) = cluster.slowest_rank(tables_from_rows(slices=slices, tracks=TRACKS)).to_pylist()
+    assert (row["slowest_rank"], row["fastest_rank"], row["gap_ns"]) == (0, 1, 0)
+    assert row["reason"].startswith("rank 0 has the longest mean step (0.005 ms, 0.0% over rank 1's)")
+
+
+def test_rank_lacks_from_rank_meta_and_the_jobs_warnings():
+    meta = {"rank_meta": json.dumps({"0": {"step_source": "trace"},
+                                     "1": {"step_source": "step_trace_time.csv",
+                                           "lacking_files": json.dumps(["kernel_details.csv", "trace_view.json"])},
+                                     "2": {}}),
+            "parse_warnings": json.dumps(["rank 1: no kernel_details.csv", "rank 10: other", "rank 0: cut row 3",
+                                          "job: two folders"])}
+    tables = tables_from_rows(slices=[], tracks=TRACKS, meta=meta)
+    assert cluster.rank_lacks(tables).to_pylist() == [
+        {"rank": 0, "step_source": "trace", "lacking_files": [], "warnings": ["cut row 3"]},
+        {"rank": 1, "step_source": "step_trace_time.csv", "lacking_files": ["kernel_details.csv", "trace_view.json"],
+         "warnings": ["no kernel_details.csv"]},
+        {"rank": 2, "step_source": None, "lacking_files": [], "warnings": []}]

@@ -384,3 +384,67 @@ def test_real_trace_with_recorded_peers(shared_data, tmp_path):
     assert run.communication_groups().to_pylist() == [
         {"process_group": "0", "group_name": "default_pg", "kind": "collective", "ranks": [0, 1],
          "ranks_global": True, "source": "Process Group Ranks"}]
+
+
+# --- totals per rank, group and kind; per link type --------------------------------------------------------
+
+def test_totals_of_the_shifted_job():
+    """shifted_job: rank 0 waits 300 us at each of 3 all-reduces of 4 MB (transit 500 us) and 50 us at its
+    send of 4000 bytes (transit 50 us); rank 1 never waits. Longest wait first."""
+    rows = [(r["rank"], r["process_group"], r["collective"], r["operations"], r["timed"], r["bytes"], r["mean_bytes"],
+             r["elapse_ns"], r["transit_ns"], r["wait_ns"], r["sync_ns"], r["idle_ns"], r["wait_ratio"],
+             r["algbw_gbps"], r["busbw_gbps"]) for r in collectives.collective_totals(shifted_job()).to_pylist()]
+    assert rows == [
+        (0, "pg0", "allreduce", 3, 3, 12_000_000, 4_000_000, 2_400_000, 1_500_000, 900_000, 900_000, 0, 0.375, 8.0,
+         12.0),
+        (0, "pg1", "send", 1, 1, 4000, 4000, 100_000, 50_000, 50_000, 50_000, 0, 0.5, 0.08, 0.08),
+        (1, "pg0", "allreduce", 3, 3, 12_000_000, 4_000_000, 1_500_000, 1_500_000, 0, 0, 0, 0.0, 8.0, 12.0),
+        (1, "pg1", "recv", 1, 1, 4000, 4000, 50_000, 50_000, 0, 0, 0, 0.0, 0.08, 0.08)]
+
+
+def test_totals_of_operations_without_figures():
+    """The planted job's rank 0: its all-reduce and send have device time but no other member traced (no
+    wait, no transit: no bandwidth); rank 2's host annotations have neither time nor (one of them) bytes."""
+    rows = {(r["rank"], r["collective"]): r for r in collectives.collective_totals(job()).to_pylist()}
+    send = rows[(0, "send")]
+    assert (send["operations"], send["timed"], send["bytes"], send["elapse_ns"], send["transit_ns"], send["wait_ns"],
+            send["wait_ratio"], send["algbw_gbps"], send["busbw_gbps"]) == (1, 0, 20, 500, None, None, None, None, None)
+    broadcast = rows[(2, "broadcast")]
+    assert (broadcast["bytes"], broadcast["mean_bytes"], broadcast["elapse_ns"]) == (None, None, 100)
+
+
+def test_ascend_totals_are_msprof_analyze_total_op_info(ascend_job, shared_data):
+    """cluster_communication.json's "Total Op Info" per rank: the time figures summed over the rank's four
+    all-reduces, the ratios of the sums, and the bandwidth per link type over the summed size and time."""
+    reference = json.loads(shared_data.joinpath(*REFERENCE, "cluster_communication.json").read_text())
+    (total,) = [v for k, v in reference["(0, 1)"]["step50"].items() if k.startswith("Total Op Info@")]
+    totals = {r["rank"]: r for r in ascend_job.collective_totals().to_pylist()}
+    links = {(r["rank"], r["link_type"]): r for r in ascend_job.link_totals().to_pylist()}
+    for rank in (0, 1):
+        info, mine = total[str(rank)]["Communication Time Info"], totals[rank]
+        assert (mine["operations"], mine["collective"]) == (4, "allreduce")
+        for column, name in (("elapse_ns", "Elapse Time(ms)"), ("transit_ns", "Transit Time(ms)"),
+                             ("wait_ns", "Wait Time(ms)"), ("sync_ns", "Synchronization Time(ms)"),
+                             ("idle_ns", "Idle Time(ms)")):
+            assert abs(mine[column] - info[name] * 1e6) <= 4, column     # 4 operations, each rounded to the ns
+        assert round(mine["wait_ratio"], 4) == info["Wait Time Ratio"]
+        assert round(mine["sync_ratio"], 4) == info["Synchronization Time Ratio"]
+        for link, reported in total[str(rank)]["Communication Bandwidth Info"].items():
+            row = links[(rank, link)]
+            assert row["transit_bytes"] == round(reported["Transit Size(MB)"] * 1e6)
+            assert abs(row["transit_ns"] - reported["Transit Time(ms)"] * 1e6) <= 4
+            assert (round(row["bandwidth_gbps"], 4) if row["bandwidth_gbps"] else 0) == reported["Bandwidth(GB/s)"]
+            assert {p["packet_bytes"]: p["count"] for p in row["size_distribution"]} == {
+                round(float(size) * 1e6): count for size, (count, _ms) in reported["Size Distribution"].items()}
+    # rank 0, HCCS: 427.596096 MB in 27.315706 ms
+    hccs = links[(0, "HCCS")]
+    assert (hccs["operations"], hccs["transit_bytes"], hccs["transit_ns"]) == (4, 427_596_096, 27_315_706)
+    assert hccs["bandwidth_gbps"] == 427_596_096 / 27_315_706
+    assert links[(0, "PCIE")]["bandwidth_gbps"] is None          # no traffic, no bandwidth
+
+
+def test_link_totals_of_a_trace_without_link_figures():
+    rows = [(r["rank"], r["link_type"], r["operations"], r["transit_bytes"], r["transit_ns"], r["bandwidth_gbps"],
+             r["size_distribution"]) for r in collectives.link_totals(shifted_job()).to_pylist()]
+    assert rows == [(0, "UNKNOWN", 4, 12_004_000, 1_550_000, 12_004_000 / 1_550_000, None),
+                    (1, "UNKNOWN", 4, 12_004_000, 1_550_000, 12_004_000 / 1_550_000, None)]

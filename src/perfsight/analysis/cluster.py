@@ -13,16 +13,23 @@ every rank has (``common_steps`` true); when the ranks share no step number, ove
   communication: the *straggler* has the largest ``non_communication_ns`` = ``step_ns`` -
   ``communication_ns`` (communication while no compute runs, breakdown's category); the others show
   that difference as communication time, waiting for it.
-* Ties go to the lowest rank.
+* Ties go to the lowest rank; the fastest rank is another than the slowest when there are several.
+
+**What each rank lacks** (``rank_lacks``): per rank, the files its reader said its folder lacks (meta
+``lacking_files``), where its steps came from (meta ``step_source``) and the job's warnings about it (those
+that begin ``rank N: ``, as ``ingest/jobs.merge`` writes them).
 
 Who communicates with whom, and how fast, is ``analysis/collectives.py``'s.
 """
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfsight.analysis.breakdown import STEP_BREAKDOWN_AVERAGE, step_breakdown, step_breakdown_average
+from perfsight.analysis.collectives import rank_meta
 from perfsight.analysis.step_spans import STEP_SPANS_CTE
 from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables
@@ -50,6 +57,13 @@ SLOWEST_RANK = pa.schema([
     ("straggler_non_communication_ns", pa.int64()),
     ("reason", pa.string()),
 ])
+RANK_LACKS = pa.schema([
+    ("rank", pa.int32()),
+    ("step_source", pa.string()),
+    ("lacking_files", pa.list_(pa.string())),
+    ("warnings", pa.list_(pa.string())),
+])
+
 
 def _compared(steps: pa.Table) -> tuple[pa.Table, bool]:
     """The rows (one per rank and step) of the step numbers every rank has, or all rows when they share none;
@@ -122,7 +136,7 @@ def slowest_rank(tables: RunTables) -> pa.Table:
     if not rows:
         return SLOWEST_RANK.empty_table()
     slow = next(r for r in rows if r["slowest"])
-    fast = min(rows, key=lambda r: r["step_ns"])
+    fast = min((r for r in rows if r is not slow), key=lambda r: r["step_ns"], default=slow)
     lag = next(r for r in rows if r["straggler"])
     others = [r["communication_ns"] for r in rows if r is not lag]
     reason = (f"rank {slow['rank']} has the longest mean step ({slow['step_ns'] / 1e6:.3f} ms, "
@@ -137,3 +151,19 @@ def slowest_rank(tables: RunTables) -> pa.Table:
         "fastest_step_ns": fast["step_ns"], "gap_ns": slow["gap_ns"], "gap_pct": slow["gap_pct"],
         "straggler_rank": lag["rank"], "straggler_non_communication_ns": lag["non_communication_ns"],
         "reason": reason}], schema=SLOWEST_RANK)
+
+
+def rank_lacks(tables: RunTables) -> pa.Table:
+    """Per rank (schema ``RANK_LACKS``): ``step_source`` (meta ``step_source``: ``trace``, ``kernel_details
+    Step Id``, ``step_trace_time.csv``, ``none``; null when its reader does not say), ``lacking_files``
+    (meta ``lacking_files``; empty when it lacks none or its reader does not say) and ``warnings``: the
+    job's ``parse_warnings`` that begin ``rank N: ``, without that prefix, in their order. Sorted by rank."""
+    warnings = json.loads(tables.meta_dict().get("parse_warnings") or "[]")
+    rows = []
+    for rank, meta in sorted(computed(rank_meta, tables).items()):
+        prefix = f"rank {rank}: "
+        lacking = json.loads(meta.get("lacking_files") or "[]")
+        rows.append({"rank": rank, "step_source": meta.get("step_source") or None,
+                     "lacking_files": [str(name) for name in lacking] if isinstance(lacking, list) else [],
+                     "warnings": [w[len(prefix):] for w in warnings if isinstance(w, str) and w.startswith(prefix)]})
+    return pa.Table.from_pylist(rows, schema=RANK_LACKS)

@@ -52,6 +52,10 @@ whose args say ``Process Group Ranks Local`` holds group-local positions (no glo
   Its ``Communication Bandwidth Info`` gives ``link_bandwidth``: sizes in MB (10^6 bytes: its packet
   sizes are whole bytes only so) x 1e6 -> bytes, bandwidth GB/s (= MB/ms) as reported.
 
+**Totals** (``collective_totals``, ``link_totals``): the figures summed per rank, group and kind, and the
+link figures per rank and link type, as msprof-analyze's "Total Op Info" sums them (its ratios from the
+sums); the Cluster page and the reports show these.
+
 **Clock offsets** (``clock_offsets``): all members of a symmetric blocking collective (all-reduce,
 all-gather, reduce-scatter, all-to-all, barrier) leave it at about the same moment, so a rank's offset is
 the median, over the timed instances (``elapse_ns`` known) it shares with the reference rank (the lowest
@@ -206,6 +210,35 @@ LINK_BANDWIDTH = pa.schema([
     ("size_distribution", _PACKETS),
 ])
 
+COLLECTIVE_TOTALS = pa.schema([
+    ("rank", pa.int32()),
+    ("process_group", pa.string()),
+    ("collective", pa.string()),
+    ("operations", pa.int64()),
+    ("timed", pa.int64()),
+    ("bytes", pa.int64()),
+    ("mean_bytes", pa.int64()),
+    ("elapse_ns", pa.int64()),
+    ("transit_ns", pa.int64()),
+    ("wait_ns", pa.int64()),
+    ("sync_ns", pa.int64()),
+    ("idle_ns", pa.int64()),
+    ("wait_ratio", pa.float64()),
+    ("sync_ratio", pa.float64()),
+    ("algbw_gbps", pa.float64()),
+    ("busbw_gbps", pa.float64()),
+])
+
+LINK_TOTALS = pa.schema([
+    ("rank", pa.int32()),
+    ("link_type", pa.string()),
+    ("operations", pa.int64()),
+    ("transit_bytes", pa.int64()),
+    ("transit_ns", pa.int64()),
+    ("bandwidth_gbps", pa.float64()),
+    ("size_distribution", _PACKETS),
+])
+
 COMMUNICATION_MATRIX = pa.schema([
     ("rank", pa.int32()),
     ("step", pa.int32()),
@@ -282,6 +315,8 @@ COMMUNICATION_GROUPS = pa.schema([
 SLOW_RANK_WAIT_FACTOR = 2.0
 #: ... and at least this much longer (ns): less is noise, not a rank holding the others up
 SLOW_RANK_MIN_GAP_NS = 100_000
+SLOW_RANK_THRESHOLD = (f"others' mean wait >= {SLOW_RANK_WAIT_FACTOR:g} x the rank's and >= "
+                       f"{SLOW_RANK_MIN_GAP_NS / 1e6:g} ms longer")
 SLOW_RANK_RULE = ("the rank of a group with the least mean wait (arrival skew) over the group's instances, "
                   "while the other members' mean wait is at least the factor times and the gap longer: "
                   "they wait for it")
@@ -289,6 +324,8 @@ SLOW_RANK_RULE = ("the rank of a group with the least mean wait (arrival skew) o
 SLOW_LINK_SHARE = 0.8
 #: ... among at least this many such links
 SLOW_LINK_MIN_LINKS = 2
+SLOW_LINK_THRESHOLD = (f"bandwidth < {SLOW_LINK_SHARE:.0%} of the median of its transport's links, "
+                       f"with at least {SLOW_LINK_MIN_LINKS} links")
 SLOW_LINK_RULE = ("a link (src, dst) whose bandwidth (transit bytes / transit time over its operations) is "
                   "below the share of the median bandwidth of the links of its transport")
 
@@ -653,6 +690,78 @@ def link_bandwidth(tables: RunTables) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=LINK_BANDWIDTH)
 
 
+def _known_sum(values) -> int | None:
+    """The sum of the values that are known (None when none is)."""
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _share(part: int | None, other: int | None) -> float | None:
+    """part / (part + other), as msprof-analyze's ratios (None when unknown or both 0)."""
+    return part / (part + other) if part is not None and other is not None and part + other else None
+
+
+def _totals_row(ops: list[dict]) -> dict:
+    """One ``collective_totals`` row over the operations of one rank, group and collective kind."""
+    first = ops[0]
+    sums = {column: _known_sum(op[column] for op in ops)
+            for column in ("bytes", "elapse_ns", "transit_ns", "wait_ns", "sync_ns", "idle_ns")}
+    sized = [op for op in ops if op["bytes"] is not None]
+    timed = [op for op in sized if op["transit_ns"] is not None]
+    transit = sum(op["transit_ns"] for op in timed)
+    algbw = sum(op["bytes"] for op in timed) / transit if transit else None
+    factor = bus_factor(first["kind"], max((op["ranks"] for op in ops if op["ranks"]), default=None))
+    return {"rank": first["rank"], "process_group": first["process_group"], "collective": first["kind"],
+            "operations": len(ops), "timed": sum(op["transit_ns"] is not None for op in ops), **sums,
+            "mean_bytes": round(sum(op["bytes"] for op in sized) / len(sized)) if sized else None,
+            "wait_ratio": _share(sums["wait_ns"], sums["transit_ns"]),
+            "sync_ratio": _share(sums["sync_ns"], sums["transit_ns"]),
+            "algbw_gbps": algbw, "busbw_gbps": algbw * factor if algbw is not None and factor is not None else None}
+
+
+def collective_totals(tables: RunTables) -> pa.Table:
+    """Per rank, process group and collective kind, ``collective_figures`` summed (schema
+    ``COLLECTIVE_TOTALS``; msprof-analyze's "Total Op Info" per rank and group, split by kind): the
+    ``operations``, those ``timed`` (transit known), their message ``bytes`` and ``mean_bytes``, the sums
+    of ``elapse_ns``, ``transit_ns``, ``wait_ns``, ``sync_ns`` and ``idle_ns`` over the operations where
+    each is known (null when none is), ``wait_ratio`` = wait / (wait + transit) and ``sync_ratio`` = sync /
+    (sync + transit) of those sums, ``algbw_gbps`` = the bytes of the operations with bytes and transit
+    known over their transit, and ``busbw_gbps`` = algbw x the kind's nccl-tests factor for the group
+    (``BUS_FACTORS``). Sorted by wait, longest first (null last), then rank, group, collective."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for op in computed(_figures, tables):
+        groups[(op["rank"], op["process_group"], op["kind"])].append(op)
+    rows = [_totals_row(ops) for ops in groups.values()]
+    rows.sort(key=lambda r: (r["wait_ns"] is None, -(r["wait_ns"] or 0), r["rank"], r["process_group"] is None,
+                             r["process_group"] or "", r["collective"]))
+    return pa.Table.from_pylist(rows, schema=COLLECTIVE_TOTALS)
+
+
+def link_totals(tables: RunTables) -> pa.Table:
+    """Per rank and link type, ``link_bandwidth`` summed (schema ``LINK_TOTALS``; msprof-analyze's "Total
+    Op Info" bandwidth per link type): the ``operations``, ``transit_bytes`` and ``transit_ns`` summed over
+    the rows where each is known, ``bandwidth_gbps`` = bytes / ns (null without transit time), and the
+    ``size_distribution`` merged: per packet size, counts and times summed (null when no row has one).
+    Sorted by rank, link type."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for row in computed(link_bandwidth, tables).to_pylist():
+        groups[(row["rank"], row["link_type"])].append(row)
+    rows = []
+    for (rank, link), links in sorted(groups.items()):
+        size, time = (_known_sum(row[c] for row in links) for c in ("transit_bytes", "transit_ns"))
+        packets: dict[int, dict] = {}
+        for packet in (p for row in links for p in row["size_distribution"] or []):
+            merged = packets.setdefault(packet["packet_bytes"], {"packet_bytes": packet["packet_bytes"], "count": 0,
+                                                                 "dur_ns": 0})
+            merged["count"] += packet["count"]
+            merged["dur_ns"] += packet["dur_ns"] or 0
+        distributed = any(row["size_distribution"] is not None for row in links)
+        rows.append({"rank": rank, "link_type": link, "operations": len(links), "transit_bytes": size,
+                     "transit_ns": time, "bandwidth_gbps": size / time if size is not None and time else None,
+                     "size_distribution": [packets[k] for k in sorted(packets)] if distributed else None})
+    return pa.Table.from_pylist(rows, schema=LINK_TOTALS)
+
+
 def rank_meta(tables: RunTables) -> dict[int, dict[str, str]]:
     """Each rank's meta: a job's ``rank_meta`` (ingest/jobs.merge), or the one run's own."""
     meta = tables.meta_dict()
@@ -751,8 +860,6 @@ def slow_ranks(tables: RunTables) -> pa.Table:
     for op in computed(_figures, tables):
         if op["wait_ns"] is not None:
             waits[op["process_group"]][op["rank"]].append(op["wait_ns"])
-    threshold = (f"others' mean wait >= {SLOW_RANK_WAIT_FACTOR:g} x the rank's and >= "
-                 f"{SLOW_RANK_MIN_GAP_NS / 1e6:g} ms longer")
     rows = []
     for group in sorted(waits, key=lambda g: (g is not None, g)):
         by_rank = waits[group]
@@ -767,7 +874,7 @@ def slow_ranks(tables: RunTables) -> pa.Table:
                     and others_mean - means[rank] >= SLOW_RANK_MIN_GAP_NS)
             rows.append({"process_group": group, "rank": rank, "instances": len(by_rank[rank]),
                          "mean_wait_ns": round(means[rank]), "others_mean_wait_ns": round(others_mean),
-                         "slow": slow, "rule": SLOW_RANK_RULE, "threshold": threshold})
+                         "slow": slow, "rule": SLOW_RANK_RULE, "threshold": SLOW_RANK_THRESHOLD})
     return pa.Table.from_pylist(rows, schema=SLOW_RANKS)
 
 
@@ -781,14 +888,12 @@ def slow_links(tables: RunTables) -> pa.Table:
     by_transport: dict[str, list[float]] = defaultdict(list)
     for row in links:
         by_transport[row["transport"]].append(row["bandwidth_gbps"])
-    threshold = (f"bandwidth < {SLOW_LINK_SHARE:.0%} of the median of its transport's links, "
-                 f"with at least {SLOW_LINK_MIN_LINKS} links")
     rows = []
     for row in links:
         peers = by_transport[row["transport"]]
         middle = median(np.array(peers)) or 0.0
         rows.append({**row, "median_gbps": middle, "links": len(peers), "rule": SLOW_LINK_RULE,
-                     "threshold": threshold,
+                     "threshold": SLOW_LINK_THRESHOLD,
                      "slow": len(peers) >= SLOW_LINK_MIN_LINKS and row["bandwidth_gbps"] < SLOW_LINK_SHARE * middle})
     return pa.Table.from_pylist(rows, schema=SLOW_LINKS)
 

@@ -297,8 +297,8 @@ def instance_page(table: pa.Table, *, where: dict | None = None, search: str | N
     * ``search``: a fuzzy match on the ``name`` and ``op_type`` columns present, as MindSpore's operator
       search ("支持对算子名称/类别进行模糊搜索"): every whitespace-separated term must occur in one of them,
       ignoring case, in any order (``GEMM volta`` finds ``volta_sgemm_128x64_nn``);
-    * the rows are sorted by ``sort`` (nulls last), then by ``id`` when the table has one, and the page is
-      ``limit`` rows from ``offset``.
+    * the rows are sorted by ``sort`` (nulls last), then by ``id`` (else ``slice_id``) when the table has
+      one, and the page is ``limit`` rows from ``offset``.
 
     Returns ``(page, total)``; ``page`` has the table's schema. Unknown columns raise ValueError."""
 
@@ -319,8 +319,9 @@ def instance_page(table: pa.Table, *, where: dict | None = None, search: str | N
         conditions.append("(" + " OR ".join(f"\"{c}\" ILIKE $s{i} ESCAPE '\\'" for c in searched) + ")")
     condition = " AND ".join(conditions) or "true"
     order = f'"{sort}" {"DESC" if descending else "ASC"} NULLS LAST'
-    if "id" in columns and sort != "id":
-        order += ', "id"'
+    key = next((c for c in ("id", "slice_id") if c in columns), None)
+    if key is not None and sort != key:
+        order += f', "{key}"'
     con = new_connection()
     con.register("t", table)
     total = con.sql(f"SELECT count(*) FROM t WHERE {condition}", params=params or None).fetchall()[0][0]

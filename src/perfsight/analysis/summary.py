@@ -8,6 +8,7 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfsight.analysis import cluster, collectives
 from perfsight.analysis.advisor import advise
 from perfsight.analysis.breakdown import median, overlap, step_breakdown, step_breakdown_average
 from perfsight.analysis.data import data_verdict
@@ -44,7 +45,8 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
     Python and idle (adds up to the step); ``overlap``: merged computation / communication / pure
     communication / free time over each rank's device span; ``memory_peak``: per device; ``flops``: the
     model's FLOPs over the profiled steps and their utilisation of the device peak (``model_flops_total``);
-    ``data``: the data-preparation verdict; ``advice``: the advisor's findings; ``warnings``: what the
+    ``data``: the data-preparation verdict; ``advice``: the advisor's findings; ``cluster``: a job's
+    ranks compared (``cluster_summary``; None for one rank); ``warnings``: what the
     readers skipped (damaged input), how collection ended when not cleanly, and named fp/bp points that
     are missing from steps. Every analysis comes from the run's memo (``core.memo``)."""
     profiled = computed(step_trace, tables, fp_point=fp_point, bp_point=bp_point)
@@ -66,7 +68,42 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
             "memory_peak": computed(memory_peak, tables), "flops": model_flops_total(computed(model_flops, tables)),
             "data": computed(data_verdict, tables),
             "advice": computed(advise, tables),
+            "cluster": computed(cluster_summary, tables),
             "warnings": warnings}
+
+
+#: collectives (per rank, group and kind) in a report's cluster section: the longest waits
+TOP_COLLECTIVES = 5
+
+
+def cluster_summary(tables: RunTables, *, top: int = TOP_COLLECTIVES) -> dict | None:
+    """A job's ranks compared, for the reports (None for a run of fewer than two ranks): ``ranks``
+    (``cluster.rank_breakdown``: each rank's mean step, exposed communication, slowest and straggler),
+    ``slowest`` (``cluster.slowest_rank``'s row, None without steps), ``top_collectives`` (the ``top``
+    rows of ``collectives.collective_totals``, by wait), ``slow_ranks`` and ``slow_links`` (the verdict
+    rows that are slow) with ``slow_rank_rule`` / ``slow_link_rule`` and their thresholds, and how many
+    verdicts were given (``rank_verdicts``: (group, rank) rows; ``link_verdicts``: links); ``clock_offsets``
+    (``collectives.clock_offsets`` of the ranks whose offset or estimate is not 0) and ``lacks``
+    (``cluster.rank_lacks`` of the ranks that lack files)."""
+    lacks = computed(cluster.rank_lacks, tables)
+    ranks = computed(cluster.rank_breakdown, tables)
+    if len(set(lacks.column("rank").to_pylist()) | set(ranks.column("rank").to_pylist())) < 2:
+        return None
+    slowest = computed(cluster.slowest_rank, tables).to_pylist()
+    verdicts = {name: computed(fn, tables) for name, fn in (("ranks", collectives.slow_ranks),
+                                                            ("links", collectives.slow_links))}
+    offsets = computed(collectives.clock_offsets, tables)
+    return {"ranks": ranks, "slowest": slowest[0] if slowest else None,
+            "top_collectives": computed(collectives.collective_totals, tables).slice(0, top),
+            "slow_ranks": verdicts["ranks"].filter(verdicts["ranks"].column("slow")),
+            "slow_rank_rule": collectives.SLOW_RANK_RULE, "slow_rank_threshold": collectives.SLOW_RANK_THRESHOLD,
+            "rank_verdicts": verdicts["ranks"].num_rows,
+            "slow_links": verdicts["links"].filter(verdicts["links"].column("slow")),
+            "slow_link_rule": collectives.SLOW_LINK_RULE, "slow_link_threshold": collectives.SLOW_LINK_THRESHOLD,
+            "link_verdicts": verdicts["links"].num_rows,
+            "clock_offsets": offsets.filter(pc.or_(pc.not_equal(offsets.column("offset_ns"), 0),
+                                                   pc.not_equal(offsets.column("estimate_ns"), 0))),
+            "lacks": lacks.filter(pc.greater(pc.list_value_length(lacks.column("lacking_files")), 0))}
 
 
 def run_start_ns(tables: RunTables) -> int:

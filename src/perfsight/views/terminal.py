@@ -1,5 +1,5 @@
-"""Terminal rendering with rich: the run summary (`perfsight demo`, `perfsight analyse`), the advice,
-the option list and what `perfsight tune` found.
+"""Terminal rendering with rich: the run summary (`perfsight demo`, `perfsight analyse`) with a job's
+cluster section, the advice, the option list and what `perfsight tune` found.
 
 Fits an 80-column terminal: long names are cut with an ellipsis, never wrapped. Every text that comes
 from a trace (paths, operator and device names, messages) is escaped, so brackets in it are never markup.
@@ -161,7 +161,64 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
                       f"{escape(row['reason'])} (thresholds: highly >= {row['highly_threshold_percent']:g}%, "
                       f"moderately >= "
                       f"{row['moderately_threshold_percent']:g}% of step time)")
+    if summary.get("cluster"):
+        _print_cluster(summary["cluster"], console)
     print_advice(summary["advice"], console)
+
+
+#: characters of a process group's name in the cluster section (HCCL's are 20-digit hashes)
+GROUP_WIDTH = 12
+
+
+def _gbps(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.3f}"
+
+
+def _print_cluster(cluster: dict, console: Console) -> None:
+    """A job's ranks compared (``summary.cluster_summary``): each rank's mean step and exposed communication,
+    the slowest rank and straggler, the collectives with the longest waits, the slow rank and link verdicts
+    with their rules, the clock offsets that are not 0 and what ranks lack."""
+    ranks = cluster["ranks"].to_pylist()
+    if ranks:
+        table = Table(title="Ranks (mean step over the steps compared, ms)", title_justify="left")
+        for column in ("rank", "step", "exposed comm.", "outside comm.", ""):
+            table.add_column(column, justify="left" if not column else "right")
+        for row in ranks:
+            flags = ", ".join(flag for flag in ("slowest", "straggler") if row[flag])
+            table.add_row(str(row["rank"]), _in_ms(row["step_ns"]), _in_ms(row["communication_ns"]),
+                          _in_ms(row["non_communication_ns"]), flags)
+        console.print(table)
+    if cluster["slowest"]:
+        console.print(f"slowest rank: {escape(cluster['slowest']['reason'])}")
+    top = cluster["top_collectives"].to_pylist()
+    if top:
+        table = Table(title="Collectives with the longest wait (ms; bus bandwidth GB/s)", title_justify="left")
+        for column in ("rank", "group", "collective", "ops", "size", "wait", "busbw"):
+            table.add_column(column, justify="left" if column in ("group", "collective") else "right",
+                             no_wrap=True, min_width=len("reducescatter") if column == "collective" else None)
+        for row in top:
+            table.add_row(str(row["rank"]), escape(_short(row["process_group"] or "-", GROUP_WIDTH)),
+                          escape(row["collective"]), str(row["operations"]), _bytes(row["mean_bytes"]),
+                          _in_ms(row["wait_ns"]), _gbps(row["busbw_gbps"]))
+        console.print(table)
+    slow = [f"rank {row['rank']} in group {escape(_short(row['process_group'] or '-', GROUP_WIDTH))} (the others wait "
+            f"{_in_ms(row['others_mean_wait_ns'])} ms on average, it {_in_ms(row['mean_wait_ns'])} ms)"
+            for row in cluster["slow_ranks"].to_pylist()]
+    console.print(f"slow ranks ({cluster['rank_verdicts']} verdicts): {'; '.join(slow) or 'none'}")
+    console.print(Padding(f"rule: {escape(cluster['slow_rank_rule'])}\nthreshold: "
+                          f"{escape(cluster['slow_rank_threshold'])}", (0, 0, 0, 4)))
+    slow = [f"{row['src_rank']} -> {row['dst_rank']} {escape(row['transport'])} ({_gbps(row['bandwidth_gbps'])} GB/s, "
+            f"median {_gbps(row['median_gbps'])})" for row in cluster["slow_links"].to_pylist()]
+    console.print(f"slow links ({cluster['link_verdicts']} verdicts): {'; '.join(slow) or 'none'}")
+    console.print(Padding(f"rule: {escape(cluster['slow_link_rule'])}\nthreshold: "
+                          f"{escape(cluster['slow_link_threshold'])}", (0, 0, 0, 4)))
+    for row in cluster["clock_offsets"].to_pylist():
+        console.print(f"clock of rank {row['rank']}: {row['offset_ns']:+,} ns from rank {row['reference_rank']}'s "
+                      f"(estimate {row['estimate_ns']:+,} ns, spread {row['spread_ns']:,} ns over "
+                      f"{row['collectives_used']} collectives; {escape(row['method'])})")
+    for row in cluster["lacks"].to_pylist():
+        console.print(f"rank {row['rank']} lacks {escape(', '.join(row['lacking_files']))}; steps from "
+                      f"{escape(row['step_source'] or 'an unsaid source')}")
 
 
 def _print_breakdown(breakdown, console: Console) -> None:

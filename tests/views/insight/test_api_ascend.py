@@ -1,5 +1,7 @@
 """insight over Ascend output: a torch_npu job (two rank directories) and MindSpore's folder are listed as
-one run each and every page's routes answer with the analysis results of the merged job."""
+one run each and every page's routes answer with the analysis results of the merged job; the Cluster
+page's communication routes on the Ascend job and on a planted two-rank NCCL job (Kineto traces) send
+the collectives' figures, the matrix, link bandwidth, verdicts, clock offsets, groups and lacks exactly."""
 from __future__ import annotations
 
 import shutil
@@ -8,11 +10,12 @@ import pytest
 
 from perfsight.analysis.cluster import rank_breakdown
 from perfsight.analysis.collectives import communication_pairs
+from tests.analysis.planted_nccl_job import SHIFT_NS, write_nccl_job
 
 from .conftest import Served, expected
 
 ROUTES = ["overview", "steps", "operators", "flops", "dynamic", "data", "resources/host", "memory", "cluster",
-          "cluster/communication", "timeline/tracks"]
+          "cluster/communication", "cluster/operations", "timeline/tracks"]
 
 
 @pytest.fixture(scope="module")
@@ -20,6 +23,7 @@ def served_ascend(tmp_path_factory, shared_data):
     base = tmp_path_factory.mktemp("ascend_runs")
     shutil.copytree(shared_data / "ascend" / "torch_npu" / "text" / "level1", base / "npu_job")
     shutil.copytree(shared_data / "ascend" / "mindspore_legacy" / "profiler", base / "mindspore")
+    write_nccl_job(base / "nccl_job")
     for path in [base, *base.rglob("*")]:
         path.chmod(path.stat().st_mode | 0o200)
     with Served(base) as served:
@@ -49,3 +53,86 @@ def test_cluster_page_holds_the_job_analyses(served_ascend):
     assert len(cluster["ranks"]) == 2
     matrix = served_ascend.client.get(f"/api/runs/{run_id}/cluster/communication").json()["matrix"]
     assert matrix == expected(communication_pairs(tables))
+
+
+def test_cluster_communication_of_the_ascend_job(served_ascend):
+    """Figures of text/level1 (2 of 8 ranks, 4 all-reduces each; communication.json's and
+    communication_matrix.json's as reported, msprof-analyze's Total Op Info summed)."""
+    comm = served_ascend.get("npu_job", "cluster/communication")
+    group = "17522688603477080586"
+    totals = [(t["rank"], t["process_group"], t["collective"], t["operations"], t["bytes"], t["elapse_ns"],
+               t["transit_ns"], t["wait_ns"], t["sync_ns"], t["idle_ns"]) for t in comm["totals"]]
+    assert totals == [(0, group, "allreduce", 4, 244_403_360, 105_991_878, 3_683_353, 5_940_619, 5_615_712, 96_367_906),
+                      (1, group, "allreduce", 4, 244_403_360, 100_375_286, 3_859_677, 191_384, 20_900, 96_324_225)]
+    assert comm["totals"][0]["busbw_gbps"] == 244_403_360 / 3_683_353 * 2 * 7 / 8
+    hccs = [(r["rank"], r["operations"], r["transit_bytes"], r["transit_ns"], len(r["size_distribution"]))
+            for r in comm["links"] if r["link_type"] == "HCCS"]
+    assert hccs == [(0, 4, 427_596_096, 27_315_706, 8), (1, 4, 427_596_096, 27_583_971, 8)]
+    assert sorted({r["link_type"] for r in comm["links"]}) == ["HCCS", "PCIE", "RDMA", "SDMA", "SIO"]
+    assert [(o["rank"], o["offset_ns"], o["collectives_used"], o["spread_ns"]) for o in comm["offsets"]] == [
+        (0, 0, 4, 0), (1, -8136, 4, 8160)]
+    assert [(r["rank"], r["mean_wait_ns"], r["others_mean_wait_ns"], r["slow"]) for r in comm["slow_ranks"]] == [
+        (0, 1_485_155, 47_846, False), (1, 47_846, 1_485_155, True)]
+    assert len(comm["slow_links"]) == 14 and not any(link["slow"] for link in comm["slow_links"])
+    assert comm["rules"]["slow_link"]["threshold"] == ("bandwidth < 80% of the median of its transport's links, "
+                                                       "with at least 2 links")
+    assert comm["groups"] == [{"process_group": group, "group_name": None, "kind": "collective",
+                               "ranks": [0, 1, 2, 3, 4, 5, 6, 7], "ranks_global": False,
+                               "source": "Process Group Ranks"}]
+    cell = next(c for c in comm["matrix"] if (c["src_rank"], c["dst_rank"]) == (0, 1))
+    assert (cell["transport"], cell["transit_bytes"], cell["transit_ns"]) == ("HCCS", 61_210_624, 3_883_938)
+    lacks = served_ascend.get("npu_job", "cluster")["lacks"]
+    assert [(r["rank"], r["step_source"], r["lacking_files"], len(r["warnings"])) for r in lacks] == [
+        (0, "trace", [], 3), (1, "trace", [], 3)]
+    assert lacks[1]["warnings"][2] == "171 times a slice started inside another of its track and ended after it " \
+                                      "(made siblings)"
+
+
+def test_cluster_operations_page_of_the_ascend_job(served_ascend):
+    page = served_ascend.get("npu_job", "cluster/operations", page_size="3")
+    assert (page["total"], page["sort"], page["order"]) == (8, "wait_ns", "desc")
+    assert [(r["rank"], r["op_name"], r["wait_ns"]) for r in page["rows"]] == [
+        (0, "hcom_allReduce__586_0_1", 5_646_633), (0, "hcom_allReduce__586_2_1", 188_424),
+        (1, "hcom_allReduce__586_2_1", 96_642)]
+    one = served_ascend.get("npu_job", "cluster/operations", rank="1", sort="busbw_gbps", order="asc", page="2",
+                            page_size="3")
+    assert (one["total"], len(one["rows"]), {r["rank"] for r in one["rows"]}) == (4, 1, {1})
+    assert "sort='nope': expected one of rank, slice_id" in served_ascend.refused("npu_job", "cluster/operations",
+                                                                                   sort="nope")
+    assert "page_size=0: expected an integer from 1 to 500" in served_ascend.refused(
+        "npu_job", "cluster/operations", page_size="0")
+
+
+def test_cluster_routes_of_a_planted_nccl_job(served_ascend):
+    """tests/analysis/planted_nccl_job.py's known answers, as the page gets them."""
+    comm = served_ascend.get("nccl_job", "cluster/communication")
+    assert [(t["rank"], t["process_group"], t["collective"], t["operations"], t["mean_bytes"], t["elapse_ns"],
+             t["transit_ns"], t["wait_ns"], t["wait_ratio"], t["algbw_gbps"], t["busbw_gbps"])
+            for t in comm["totals"]] == [
+        (0, "pg0", "allreduce", 3, 4_000_000, 2_400_000, 1_500_000, 900_000, 0.375, 8.0, 8.0),
+        (0, "pg1", "send", 1, 4000, 100_000, 50_000, 50_000, 0.5, 0.08, 0.08),
+        (1, "pg0", "allreduce", 3, 4_000_000, 1_500_000, 1_500_000, 0, 0.0, 8.0, 8.0),
+        (1, "pg1", "recv", 1, 4000, 50_000, 50_000, 0, 0.0, 0.08, 0.08)]
+    assert [(m["src_rank"], m["dst_rank"], m["transit_bytes"], m["transit_ns"], m["collectives"])
+            for m in comm["matrix"]] == [(0, 1, 12_004_000, 1_550_000, 4), (1, 0, 12_000_000, 1_500_000, 3)]
+    assert [(o["rank"], o["offset_ns"], o["estimate_ns"], o["collectives_used"], o["spread_ns"])
+            for o in comm["offsets"]] == [(0, 0, 0, 3, 0), (1, SHIFT_NS, SHIFT_NS, 3, 0)]
+    assert [(r["process_group"], r["rank"], r["slow"]) for r in comm["slow_ranks"]] == [
+        ("pg0", 0, False), ("pg0", 1, True), ("pg1", 0, False), ("pg1", 1, False)]
+    assert [(r["src_rank"], r["dst_rank"], r["median_gbps"], r["slow"]) for r in comm["slow_links"]] == [
+        (0, 1, (12_004_000 / 1_550_000 + 8.0) / 2, False), (1, 0, (12_004_000 / 1_550_000 + 8.0) / 2, False)]
+    assert [(g["process_group"], g["group_name"], g["kind"], g["ranks"]) for g in comm["groups"]] == [
+        ("pg0", "dp", "collective", [0, 1]), ("pg1", "pp", "p2p", [0, 1])]
+    assert [(r["rank"], r["link_type"], r["transit_bytes"], r["transit_ns"]) for r in comm["links"]] == [
+        (0, "UNKNOWN", 12_004_000, 1_550_000), (1, "UNKNOWN", 12_004_000, 1_550_000)]
+    # times relative to the run's first instant (rank 0's step start); rank 1's clock reads SHIFT_NS more
+    page = served_ascend.get("nccl_job", "cluster/operations", sort="start_ns", order="asc")
+    assert [(r["rank"], r["collective"], r["sequence"], r["start_ns"], r["aligned_start_ns"], r["wait_ns"])
+            for r in page["rows"]] == [
+        (0, "allreduce", 0, 10_000, 10_000, 300_000), (0, "allreduce", 1, 1_010_000, 1_010_000, 300_000),
+        (0, "allreduce", 2, 2_010_000, 2_010_000, 300_000), (0, "send", 0, 3_500_000, 3_500_000, 50_000),
+        (1, "allreduce", 0, 310_000 + SHIFT_NS, 310_000, 0), (1, "allreduce", 1, 1_310_000 + SHIFT_NS, 1_310_000, 0),
+        (1, "allreduce", 2, 2_310_000 + SHIFT_NS, 2_310_000, 0), (1, "recv", 0, 3_550_000 + SHIFT_NS, 3_550_000, 0)]
+    lacks = served_ascend.get("nccl_job", "cluster")["lacks"]
+    assert [(r["rank"], r["step_source"], r["lacking_files"], r["warnings"]) for r in lacks] == [
+        (0, None, [], []), (1, None, [], [])]

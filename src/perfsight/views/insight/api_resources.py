@@ -5,8 +5,13 @@
 * ``resources/host``: the host CPU and memory series (machine and process) and their summary;
 * ``memory``, ``memory/curve``, ``memory/alive``, ``memory/allocations``: the allocator's peak per rank
   and device, its curve (thinned for drawing), what is alive at a point of it, and every allocation;
-* ``cluster``, ``cluster/communication``: per-rank step breakdown, slowest rank and straggler, every
-  rank's steps, and the communication matrix with its collectives.
+* ``cluster``: per-rank step breakdown, slowest rank and straggler, every rank's steps, and what each rank
+  lacks;
+* ``cluster/communication``: the communication matrix by (src, dst) pair, the collectives per rank, group
+  and kind (``collective_totals``) and as recorded (``collective_summary``), the bandwidth per link type,
+  the clock offsets, the groups, and the slow rank and slow link verdicts with their rules;
+* ``cluster/operations``: one page of ``collective_figures`` (every operation's figures), sorted on any
+  column (default: the longest wait first), of one rank, group or collective kind.
 
 Every number comes from a ``perfsight.analysis`` function through the run's memo (``core.memo.computed``:
 once per run and arguments, what depends on the query too, within the memo's bound). Times go out as
@@ -24,16 +29,19 @@ from fastapi import APIRouter, Depends, HTTPException
 
 from perfsight.analysis import cluster, collectives, data, memory, resources
 from perfsight.analysis.breakdown import CATEGORIES, step_breakdown
+from perfsight.analysis.ops import instance_page
 from perfsight.analysis.summary import run_start_ns
 from perfsight.core.memo import computed
 from perfsight.views.insight.library import LoadedRun
 from perfsight.views.insight.responses import json_response
-from perfsight.views.insight.results import INT32_MAX, INT64_MAX, integer, relative
+from perfsight.views.insight.results import INT32_MAX, INT64_MAX, choice, integer, relative
 
 #: points of the memory curve by default (``memory.memory_curve_sampled``), and at most
 CURVE_POINTS, MAX_CURVE_POINTS = 4000, 100_000
 #: rows of a page of tensors or allocations: default and most
 PAGE, MAX_PAGE = 100, 1000
+#: rows of a page of communication operations: default and most
+OPERATIONS_PAGE, MAX_OPERATIONS_PAGE = 20, 500
 
 
 def _series(table: pa.Table, keys: tuple[str, ...], columns: dict[str, str]) -> list[dict]:
@@ -144,18 +152,52 @@ def router(get_run: Callable[[str], LoadedRun]) -> APIRouter:
 
     @api.get("/cluster")
     def cluster_steps(loaded: LoadedRun = Depends(get_run)):
-        """Per-rank mean breakdown with the slowest rank and straggler, and every rank's steps."""
+        """Per-rank mean breakdown with the slowest rank and straggler, every rank's steps, and what each
+        rank lacks."""
         slowest = computed(cluster.slowest_rank, loaded.tables).to_pylist()
         steps = computed(step_breakdown, loaded.tables).drop_columns(["start_ns", "end_ns"])
         return json_response({"categories": [*CATEGORIES, "idle"],
                               "ranks": computed(cluster.rank_breakdown, loaded.tables),
                               "slowest": slowest[0] if slowest else None,
-                              "steps": {name: steps.column(name).to_pylist() for name in steps.column_names}})
+                              "steps": {name: steps.column(name).to_pylist() for name in steps.column_names},
+                              "lacks": computed(cluster.rank_lacks, loaded.tables)})
 
     @api.get("/cluster/communication")
     def communication(loaded: LoadedRun = Depends(get_run)):
-        """The communication matrix by (src, dst) pair (dst null: peers not recorded) and collectives per rank."""
-        return json_response({"matrix": computed(collectives.communication_pairs, loaded.tables),
-                              "collectives": computed(collectives.collective_summary, loaded.tables)})
+        """The communication matrix by (src, dst) pair (dst null: peers not recorded), the collectives per
+        rank, group and kind and as recorded, bandwidth per link type, clock offsets, groups and verdicts."""
+        tables = loaded.tables
+        return json_response({
+            "matrix": computed(collectives.communication_pairs, tables),
+            "totals": computed(collectives.collective_totals, tables),
+            "collectives": computed(collectives.collective_summary, tables),
+            "links": computed(collectives.link_totals, tables),
+            "offsets": computed(collectives.clock_offsets, tables),
+            "groups": computed(collectives.communication_groups, tables),
+            "slow_ranks": computed(collectives.slow_ranks, tables),
+            "slow_links": computed(collectives.slow_links, tables),
+            "rules": {"slow_rank": {"rule": collectives.SLOW_RANK_RULE, "threshold": collectives.SLOW_RANK_THRESHOLD},
+                      "slow_link": {"rule": collectives.SLOW_LINK_RULE, "threshold": collectives.SLOW_LINK_THRESHOLD}},
+        })
+
+    @api.get("/cluster/operations")
+    def operations(loaded: LoadedRun = Depends(get_run), rank: str | None = None, process_group: str | None = None,
+                   collective: str | None = None, sort: str | None = None, order: str | None = None,
+                   page: str | None = None, page_size: str | None = None):
+        """One page of every communication operation's figures, longest wait first by default."""
+        figures = computed(collectives.collective_figures, loaded.tables)
+        sort = choice("sort", sort, collectives.COLLECTIVE_FIGURES.names, "wait_ns")
+        order = choice("order", order, ("asc", "desc"), "desc")
+        size = integer("page_size", page_size, OPERATIONS_PAGE, 1, MAX_OPERATIONS_PAGE)
+        number = integer("page", page, 1, 1, INT64_MAX // MAX_OPERATIONS_PAGE)
+        where: dict = {"process_group": process_group} if process_group else {}
+        if collective:
+            where["collective"] = collective
+        if rank:
+            where["rank"] = integer("rank", rank, 0, 0, INT32_MAX)
+        rows, total = instance_page(figures, where=where, sort=sort, descending=order == "desc",
+                                    offset=(number - 1) * size, limit=size)
+        return json_response({"total": total, "page": number, "page_size": size, "sort": sort, "order": order,
+                              "rows": relative(loaded, rows)})
 
     return api

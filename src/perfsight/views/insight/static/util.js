@@ -209,6 +209,21 @@ window.PS = {
     return box;
   },
 
+  /* A PS.pagedTable loader over rows the page already holds: sorted on the clicked column (nulls last,
+     numbers as numbers, text as text), the page cut out. */
+  localPages(rows) {
+    return async ({sort, order, page, pageSize}) => {
+      const sign = order === "desc" ? -1 : 1;
+      const sorted = sort ? [...rows].sort((a, b) => {
+        const x = a[sort], y = b[sort];
+        if (x === null || x === undefined) return (y === null || y === undefined) ? 0 : 1;
+        if (y === null || y === undefined) return -1;
+        return sign * (x < y ? -1 : x > y ? 1 : 0);
+      }) : rows;
+      return {rows: sorted.slice((page - 1) * pageSize, page * pageSize), total: rows.length};
+    };
+  },
+
   /* Plotly renders label text as pseudo-HTML: escape trace strings before giving them to it. */
   plotText(s) { return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;"); },
 

@@ -1,7 +1,11 @@
-/* The Cluster page (MindSpore Insight's cluster pages, for a run of several ranks): each rank's mean step
-   breakdown side by side, the slowest rank and the straggler, every rank's step times, and the
-   communication matrix between ranks with the collectives behind it, saying plainly where the trace does
-   not record the peers. Draws GET <api>/cluster and <api>/cluster/communication (api_resources.py). */
+/* The Cluster page (MindSpore Insight's cluster pages and msprof-analyze's cluster outputs, for a run of
+   several ranks): each rank's mean step breakdown side by side, the slowest rank and the straggler, every
+   rank's step times and what each rank lacks; then communication: the matrix between global ranks (bytes,
+   transit time or bandwidth), the collectives per rank, group and kind with their wait, transit and bus
+   bandwidth (sortable, longest wait first) and every operation's figures page by page, bandwidth per link
+   type with packet sizes, the slow rank and slow link verdicts with their rules, the clock offsets and the
+   groups. Draws GET <api>/cluster, <api>/cluster/communication and <api>/cluster/operations
+   (api_resources.py): every number is an analysis result, formatted here. */
 "use strict";
 
 (() => {
@@ -52,17 +56,37 @@
                    {id: "rank-steps-chart", height: 280});
   }
 
+  /* --- what each rank lacks ------------------------------------------------------------------------------ */
+
+  const LACK_COLUMNS = [
+    {key: "rank", label: "rank", cls: "num"},
+    {key: "step_source", label: "steps from", format: v => v ?? "not said"},
+    {key: "lacking_files", label: "lacks", format: v => v.length ? v.join(", ") : "nothing"},
+    {key: "warnings", label: "read around", format: v => v.length ? PS.el("ul", {}, v.map(w => PS.el("li", {}, w))) : "–"},
+  ];
+
+  function lacksSection(lacks) {
+    if (!lacks.length) return null;
+    return PS.section("What each rank lacks",
+      PS.message("The files each rank's folder lacks, where its steps came from, and what its reader read around."),
+      PS.table(lacks, LACK_COLUMNS, {id: "rank-lacks"}));
+  }
+
   /* --- communication ------------------------------------------------------------------------------------- */
 
   const UNKNOWN = "peers not recorded";
+  const orNot = fmt => v => v === null || v === undefined ? "not recorded" : fmt(v);
+  const gbps = v => v === null || v === undefined ? "–" : v.toFixed(3);
+  const ratio = v => v === null || v === undefined ? "–" : PS.fmtPct(100 * v);
+  const group = v => v === null ? "(not recorded)" : PS.el("span", {title: v}, PS.shorten(v, 24));
   const MATRIX_COLUMNS = [
     {key: "src_rank", label: "rank", cls: "num"},
     {key: "dst_rank", label: "with", format: v => v === null ? UNKNOWN : `rank ${v}`},
     {key: "transport", label: "transport"},
     {key: "collectives", label: "operations", cls: "num"},
     {key: "transit_bytes", label: "bytes", format: PS.fmtBytes, cls: "num"},
-    {key: "transit_ns", label: "transit time", format: v => v === null ? "not recorded" : PS.fmtNs(v), cls: "num"},
-    {key: "bandwidth_gbps", label: "bandwidth (GB/s)", format: v => v === null ? "" : v.toFixed(3), cls: "num"},
+    {key: "transit_ns", label: "transit time", format: orNot(PS.fmtNs), cls: "num"},
+    {key: "bandwidth_gbps", label: "bandwidth (GB/s)", format: gbps, cls: "num"},
   ];
   const COLLECTIVE_COLUMNS = [
     {key: "rank", label: "rank", cls: "num"},
@@ -71,47 +95,192 @@
     {key: "count", label: "count", cls: "num"},
     {key: "in_bytes", label: "input bytes", format: PS.fmtBytes, cls: "num"},
     {key: "out_bytes", label: "output bytes", format: PS.fmtBytes, cls: "num"},
-    {key: "dur_ns", label: "device time", format: v => v === null ? "not recorded" : PS.fmtNs(v), cls: "num"},
+    {key: "dur_ns", label: "device time", format: orNot(PS.fmtNs), cls: "num"},
     {key: "with_peers", label: "with peers", cls: "num"},
   ];
+  const FIGURE_COLUMNS = [
+    {key: "elapse_ns", label: "elapse", format: PS.fmtNs},
+    {key: "transit_ns", label: "transit", format: PS.fmtNs},
+    {key: "wait_ns", label: "wait", format: PS.fmtNs},
+    {key: "sync_ns", label: "sync", format: PS.fmtNs},
+    {key: "idle_ns", label: "idle", format: PS.fmtNs},
+    {key: "wait_ratio", label: "wait ratio", format: ratio},
+    {key: "algbw_gbps", label: "algbw (GB/s)", format: gbps},
+    {key: "busbw_gbps", label: "busbw (GB/s)", format: gbps},
+  ].map(c => ({...c, sort: c.key, cls: "num"}));
+  const TOTAL_COLUMNS = [
+    {key: "rank", label: "rank", sort: "rank", cls: "num"},
+    {key: "process_group", label: "group", sort: "process_group", format: group},
+    {key: "collective", label: "collective", sort: "collective"},
+    {key: "operations", label: "count", sort: "operations", cls: "num"},
+    {key: "mean_bytes", label: "message size", sort: "mean_bytes", format: PS.fmtBytes, cls: "num"},
+    ...FIGURE_COLUMNS,
+  ];
+  const OPERATION_COLUMNS = [
+    {key: "rank", label: "rank", sort: "rank", cls: "num"},
+    {key: "op_name", label: "operation", sort: "op_name", format: v => PS.el("span", {title: v}, PS.shorten(v, 40))},
+    {key: "collective", label: "collective", sort: "collective"},
+    {key: "sequence", label: "#", sort: "sequence", cls: "num"},
+    {key: "step", label: "step", sort: "step", cls: "num"},
+    {key: "bytes", label: "message size", sort: "bytes", format: PS.fmtBytes, cls: "num"},
+    ...FIGURE_COLUMNS,
+    {key: "figures_from", label: "figures from", sort: "figures_from"},
+  ];
+  const LINK_COLUMNS = [
+    {key: "rank", label: "rank", cls: "num"},
+    {key: "link_type", label: "link type"},
+    {key: "operations", label: "operations", cls: "num"},
+    {key: "transit_bytes", label: "transit bytes", format: PS.fmtBytes, cls: "num"},
+    {key: "transit_ns", label: "transit time", format: orNot(PS.fmtNs), cls: "num"},
+    {key: "bandwidth_gbps", label: "bandwidth (GB/s)", format: gbps, cls: "num"},
+    {key: "size_distribution", label: "packets", format: v => v === null ? "not recorded" : PS.fmtNum(v.reduce((n, p) => n + p.count, 0)), cls: "num"},
+  ];
+  const OFFSET_COLUMNS = [
+    {key: "rank", label: "rank", cls: "num"},
+    ...[["offset_ns", "offset"], ["estimate_ns", "raw estimate"], ["spread_ns", "spread"]].map(
+      ([key, label]) => ({key, label, format: PS.fmtNs, cls: "num"})),
+    {key: "collectives_used", label: "instances used", cls: "num"},
+    {key: "method", label: "method"},
+  ];
+  const GROUP_COLUMNS = [
+    {key: "process_group", label: "group", format: group},
+    {key: "group_name", label: "name", format: v => v ?? "–"},
+    {key: "kind", label: "kind"},
+    {key: "ranks", label: "ranks", format: v => v.join(", ")},
+    {key: "ranks_global", label: "ranks are", format: v => v ? "global" : "group-local (no mapping found)"},
+    {key: "source", label: "from"},
+  ];
+  const SLOW_RANK_COLUMNS = [
+    {key: "process_group", label: "group", format: group},
+    {key: "rank", label: "rank", cls: "num"},
+    {key: "instances", label: "instances", cls: "num"},
+    {key: "mean_wait_ns", label: "mean wait", format: PS.fmtNs, cls: "num"},
+    {key: "others_mean_wait_ns", label: "others' mean wait", format: PS.fmtNs, cls: "num"},
+    {key: "slow", label: "verdict", format: v => v ? "slow: the others wait for it" : "–"},
+  ];
+  const SLOW_LINK_COLUMNS = [
+    {key: "src_rank", label: "from", cls: "num"}, {key: "dst_rank", label: "to", cls: "num"},
+    {key: "transport", label: "transport"},
+    {key: "bandwidth_gbps", label: "bandwidth (GB/s)", format: gbps, cls: "num"},
+    {key: "median_gbps", label: "median of its transport", format: gbps, cls: "num"},
+    {key: "links", label: "links", cls: "num"},
+  ];
 
-  function matrixChart(cells) {
+  /* the matrix's values: which column, its colour bar and how a cell reads */
+  const MATRIX_VALUES = {
+    bytes: {label: "bytes", value: c => c.transit_bytes, bar: {title: {text: "bytes"}, tickformat: "~s", ticksuffix: "B"}},
+    time: {label: "transit time", value: c => c.transit_ns === null ? null : ms(c.transit_ns), bar: {title: {text: "ms"}}},
+    bandwidth: {label: "bandwidth", value: c => c.bandwidth_gbps, bar: {title: {text: "GB/s"}}},
+  };
+
+  function matrixChart(cells, metric) {
+    const shown = MATRIX_VALUES[metric];
     const rows = [...new Set(cells.map(c => c.src_rank))].sort((a, b) => a - b);
     const peers = [...new Set(cells.filter(c => c.dst_rank !== null).map(c => c.dst_rank))].sort((a, b) => a - b);
     const columns = peers.map(p => `rank ${p}`);
     if (cells.some(c => c.dst_rank === null)) columns.push(UNKNOWN);
     const at = (rank, column) => cells.find(c => c.src_rank === rank &&
       (column === UNKNOWN ? c.dst_rank === null : `rank ${c.dst_rank}` === column));
-    const z = rows.map(rank => columns.map(col => { const c = at(rank, col); return c ? c.transit_bytes : null; }));
+    const z = rows.map(rank => columns.map(col => { const c = at(rank, col); return c ? shown.value(c) : null; }));
     const text = rows.map(rank => columns.map(col => {
       const c = at(rank, col);
       if (!c) return "";
-      const speed = c.bandwidth_gbps === null ? "" : `, ${c.bandwidth_gbps.toFixed(3)} GB/s`;
-      return `${PS.fmtBytes(c.transit_bytes)} in ${c.collectives} operations${speed}`;
+      const time = c.transit_ns === null ? "transit time not recorded" : `transit ${PS.fmtNs(c.transit_ns)}`;
+      const speed = c.bandwidth_gbps === null ? "" : `, ${gbps(c.bandwidth_gbps)} GB/s`;
+      return `${PS.fmtBytes(c.transit_bytes)} in ${c.collectives} operations, ${time}${speed} (${PS.plotText(c.transport)})`;
     }));
-    return PS.plot([{type: "heatmap", x: columns, y: rows.map(r => `rank ${r}`), z, text, colorscale: "Blues", reversescale: true,
-                     hovertemplate: "%{y} with %{x}: %{text}<extra></extra>",
-                     colorbar: {title: {text: "bytes"}, tickformat: "~s", ticksuffix: "B"}}],
-                   {xaxis: {title: {text: "peer"}, type: "category"}, yaxis: {title: {text: "recorded by"}, type: "category",
-                    autorange: "reversed"}}, {id: "comm-matrix", height: Math.min(640, 140 + 40 * rows.length)});
+    return PS.plot([{type: "heatmap", x: columns, y: rows.map(r => `rank ${r}`), z, text, colorscale: "Blues",
+                     reversescale: true, hovertemplate: "%{y} to %{x}: %{text}<extra></extra>", colorbar: shown.bar}],
+                   {xaxis: {title: {text: "to (peer)"}, type: "category"}, yaxis: {title: {text: "from (recorded by)"},
+                    type: "category", autorange: "reversed"}}, {id: "comm-matrix", height: Math.min(640, 140 + 40 * rows.length)});
   }
 
-  function communicationSection(comm) {
-    if (!comm.matrix.length) {
-      return PS.section("Communication", PS.message("No communication operations were recorded in this run."));
+  function matrixPart(matrix) {
+    const holder = PS.el("div", {id: "comm-matrix-holder"});
+    const draw = metric => { holder.replaceChildren(matrixChart(matrix, metric)); };
+    draw("bytes");
+    return [PS.select("show", Object.entries(MATRIX_VALUES).map(([k, v]) => [k, v.label]), "bytes", draw,
+                      {id: "matrix-value"}), holder];
+  }
+
+  function packetsChart(links) {
+    const traces = links.filter(l => l.size_distribution && l.size_distribution.length).map(l => ({
+      type: "bar", name: `rank ${l.rank} ${PS.plotText(l.link_type)}`,
+      x: l.size_distribution.map(p => PS.fmtBytes(p.packet_bytes)), y: l.size_distribution.map(p => p.count),
+      customdata: l.size_distribution.map(p => PS.fmtNs(p.dur_ns)),
+      hovertemplate: "%{x} packets: %{y} in %{customdata}<extra>%{fullData.name}</extra>"}));
+    if (!traces.length) return null;
+    return PS.plot(traces, {barmode: "group", xaxis: {title: {text: "packet size"}, type: "category"},
+                            yaxis: {title: {text: "packets"}}}, {id: "link-packets", height: 280});
+  }
+
+  function verdict(rows, {slowText, noneText, rule, id}) {
+    const slow = rows.filter(r => r.slow);
+    return PS.el("div", {class: `verdict ${slow.length ? "verdict-highly" : "verdict-not"}`, id},
+      PS.el("p", {}, PS.el("strong", {}, slow.length ? slow.map(slowText).join("; ") : noneText)),
+      PS.el("p", {class: "note"}, `Rule: ${rule.rule}. Threshold: ${rule.threshold}.`));
+  }
+
+  function verdictSection(comm) {
+    const ranks = comm.slow_ranks, links = comm.slow_links;
+    const slowLinks = links.filter(l => l.slow);
+    return PS.section("Slow ranks and links",
+      verdict(ranks, {id: "slow-rank-verdict", rule: comm.rules.slow_rank,
+        slowText: r => `rank ${r.rank} is slow in group ${PS.shorten(r.process_group ?? "(not recorded)", 24)}: the others wait ` +
+                       `${PS.fmtNs(r.others_mean_wait_ns)} on average, it ${PS.fmtNs(r.mean_wait_ns)}`,
+        noneText: ranks.length ? `No slow rank among ${ranks.length} rank verdicts.`
+                               : "No verdict: no collective instance was traced on two ranks (no wait figures)."}),
+      ranks.length ? PS.table(ranks, SLOW_RANK_COLUMNS, {id: "slow-ranks"}) : null,
+      verdict(links, {id: "slow-link-verdict", rule: comm.rules.slow_link,
+        slowText: l => `link ${l.src_rank} → ${l.dst_rank} (${l.transport}) is slow: ${gbps(l.bandwidth_gbps)} GB/s ` +
+                       `against the median ${gbps(l.median_gbps)} GB/s`,
+        noneText: links.length ? `No slow link among ${links.length} links.`
+                               : "No verdict: no link between two ranks has a transit time."}),
+      slowLinks.length ? PS.table(slowLinks, SLOW_LINK_COLUMNS, {id: "slow-links"}) : null);
+  }
+
+  function operationsTable(ctx) {
+    return PS.pagedTable(OPERATION_COLUMNS, async view => PS.fetchJson(`${ctx.api}/cluster/operations` +
+      PS.query({sort: view.sort, order: view.order, page: view.page, page_size: view.pageSize})),
+    {id: "comm-operations", sort: "wait_ns", pageSize: 20});
+  }
+
+  async function communicationSections(ctx, comm) {
+    if (!comm.matrix.length && !comm.totals.length) {
+      return [PS.section("Communication", PS.message("No communication operations were recorded in this run."))];
     }
     const unknown = comm.matrix.some(c => c.dst_rank === null);
-    return PS.section("Communication",
-      PS.message("A cell is the volume of the collectives a rank (row) ran with a peer (column), as that rank's " +
-                 "trace records it: the operations the two share and their message bytes, not the bytes crossing " +
-                 "that link (NCCL routes data along rings and trees no trace records)."),
-      unknown ? PS.message(`"${UNKNOWN}": this trace records the size of these operations but not their group ` +
-                           "(PyTorch before 2.1 and backends without collective metadata), so who took part is unknown.",
-                           "note warn") : null,
-      matrixChart(comm.matrix),
-      PS.table(comm.matrix, MATRIX_COLUMNS, {id: "comm-cells"}),
-      PS.el("h3", {}, "Collectives per rank"),
-      PS.table(comm.collectives, COLLECTIVE_COLUMNS, {id: "comm-collectives"}));
+    const [totals, operations] = await Promise.all([
+      PS.pagedTable(TOTAL_COLUMNS, PS.localPages(comm.totals), {id: "comm-totals", sort: "wait_ns", pageSize: 20}),
+      operationsTable(ctx)]);
+    return [
+      PS.section("Communication matrix",
+        PS.message("A cell is the traffic from a rank (row) to a peer (column): as Ascend's communication_matrix.json " +
+                   "reports it, or for other traces the volume of the collectives the two share as the sender's trace " +
+                   "records them (message bytes, not the bytes crossing that link: NCCL routes data along rings and trees " +
+                   "no trace records)."),
+        unknown ? PS.message(`"${UNKNOWN}": this trace records the size of these operations but not their group ` +
+                             "(PyTorch before 2.1 and backends without collective metadata), so who took part is unknown.",
+                             "note warn") : null,
+        matrixPart(comm.matrix),
+        PS.table(comm.matrix, MATRIX_COLUMNS, {id: "comm-cells"})),
+      PS.section("Collectives",
+        PS.message("Per rank, group and collective, the operations' figures summed (longest wait first; click a " +
+                   "header to sort): wait is the arrival skew (the time until the last member arrived, on aligned " +
+                   "clocks), transit the rest, bus bandwidth nccl-tests' factor times message bytes over transit."),
+        totals,
+        PS.el("h3", {}, "Every operation"),
+        PS.el("div", {class: "wide"}, operations),
+        PS.el("h3", {}, "Collectives as recorded"),
+        PS.table(comm.collectives, COLLECTIVE_COLUMNS, {id: "comm-collectives"})),
+      PS.section("Bandwidth per link type", PS.table(comm.links, LINK_COLUMNS, {id: "comm-links"}), packetsChart(comm.links)),
+      verdictSection(comm),
+      PS.section("Clock offsets",
+        PS.message("Each rank's clock against the reference rank's, from the ends of the collectives both ran; " +
+                   "cross-rank figures (wait) use times minus these offsets."),
+        PS.table(comm.offsets, OFFSET_COLUMNS, {id: "clock-offsets"})),
+      PS.section("Communication groups", PS.table(comm.groups, GROUP_COLUMNS, {id: "comm-groups"})),
+    ];
   }
 
   async function render(container, ctx) {
@@ -124,7 +293,9 @@
                                   PS.table(steps.ranks, rankColumns(steps.categories), {id: "rank-breakdown"})),
                        PS.section("Step time per rank", stepsChart(steps.steps)));
     }
-    container.append(communicationSection(comm));
+    const lacks = lacksSection(steps.lacks);
+    if (lacks) container.append(lacks);
+    container.append(...await communicationSections(ctx, comm));
   }
 
   PS.pages.cluster = {render};
