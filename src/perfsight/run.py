@@ -118,6 +118,12 @@ class Run:
     collectives = _Analysis("cluster")
     communication_matrix = _Analysis("cluster")
     collective_summary = _Analysis("cluster")
+    cluster_step_trace = _Analysis("cluster_outputs")
+    cluster_rank_devices = _Analysis("cluster_outputs")
+    cluster_communication_groups = _Analysis("cluster_outputs")
+    cluster_communication_time = _Analysis("cluster_outputs")
+    cluster_communication_bandwidth = _Analysis("cluster_outputs")
+    cluster_communication_matrix = _Analysis("cluster_outputs")
 
 
 def open(path: str | os.PathLike, *, use_cache: bool = True) -> Run:  # noqa: A001 - perfsight.open, by design
