@@ -243,16 +243,16 @@ _GROUPS_SQL = """
 WITH recorded AS (
     SELECT process_group, rank FROM figures WHERE process_group IS NOT NULL
     UNION SELECT process_group, rank FROM matrix WHERE process_group IS NOT NULL
+), recorders AS (
+    SELECT process_group, list_sort(list(rank)) AS recorded_ranks FROM recorded GROUP BY process_group
 ), kinds AS (
-    SELECT process_group, bool_and(collective IN ('send', 'recv')) AS p2p FROM figures GROUP BY ALL
+    SELECT process_group, bool_and(collective IN ('send', 'recv')) AS p2p FROM figures GROUP BY process_group
 )
 SELECT coalesce(g.kind, CASE WHEN k.p2p THEN 'p2p' ELSE 'collective' END) AS kind, r.process_group,
        '' AS group_id, coalesce(g.group_name, '') AS pg_name,
-       CASE WHEN g.ranks_global AND len(g.ranks) > 0 THEN list_sort(g.ranks) ELSE list_sort(list(r.rank)) END
-           AS rank_set,
-       list_sort(list(r.rank)) AS recorded_ranks
-FROM recorded r LEFT JOIN groups g USING (process_group) LEFT JOIN kinds k USING (process_group)
-GROUP BY ALL
+       CASE WHEN g.ranks_global AND len(g.ranks) > 0 THEN list_sort(g.ranks) ELSE r.recorded_ranks END AS rank_set,
+       r.recorded_ranks
+FROM recorders r LEFT JOIN groups g USING (process_group) LEFT JOIN kinds k USING (process_group)
 ORDER BY kind = 'p2p', recorded_ranks, process_group
 """
 

@@ -23,6 +23,7 @@ import csv
 import json
 import sqlite3
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -99,21 +100,30 @@ def _ranks_text(ranks: list[int]) -> str:
     return "(" + ",".join(map(str, ranks)) + ")"
 
 
+@dataclass(frozen=True)
 class ClusterOutputs:
-    """The analysis tables behind the five outputs of one job (absent communication tables: None)."""
+    """The analysis tables behind the five outputs of one job (the communication ones None without
+    ``analysis.collectives``)."""
 
-    def __init__(self, tables: RunTables, sources: list[ingest.RunSource]):
-        self.steps = computed(cluster_outputs.cluster_step_trace, tables)
-        self.devices = computed(cluster_outputs.cluster_rank_devices, tables)
+    steps: pa.Table
+    devices: pa.Table
+    groups: pa.Table | None = None
+    time: pa.Table | None = None
+    bandwidth: pa.Table | None = None
+    matrix: pa.Table | None = None
+
+    @classmethod
+    def of(cls, tables: RunTables, sources: list[ingest.RunSource]) -> ClusterOutputs:
+        devices = computed(cluster_outputs.cluster_rank_devices, tables)
         if len(sources) == 1:    # one rank: its folder is the one read (a job's ranks say theirs)
-            self.devices = self.devices.set_column(
-                self.devices.schema.get_field_index("profile_path"), "profile_path",
-                pa.array([str(sources[0].path)] * self.devices.num_rows, pa.string()))
-        communication = cluster_outputs.collectives is not None
-        self.groups = computed(cluster_outputs.cluster_communication_groups, tables) if communication else None
-        self.time = computed(cluster_outputs.cluster_communication_time, tables) if communication else None
-        self.bandwidth = computed(cluster_outputs.cluster_communication_bandwidth, tables) if communication else None
-        self.matrix = computed(cluster_outputs.cluster_communication_matrix, tables) if communication else None
+            devices = devices.set_column(devices.schema.get_field_index("profile_path"), "profile_path",
+                                         pa.array([str(sources[0].path)] * devices.num_rows, pa.string()))
+        steps = computed(cluster_outputs.cluster_step_trace, tables)
+        if cluster_outputs.collectives is None:
+            return cls(steps, devices)
+        return cls(steps, devices, *(computed(f, tables) for f in (
+            cluster_outputs.cluster_communication_groups, cluster_outputs.cluster_communication_time,
+            cluster_outputs.cluster_communication_bandwidth, cluster_outputs.cluster_communication_matrix)))
 
 
 def _rows(table: pa.Table | None) -> list[dict]:
@@ -254,5 +264,5 @@ def cluster(path: str | Path, output: str | Path | None = None, *, use_cache: bo
     root = Path(output) if output is not None else path if path.is_dir() else path.parent
     with staging(root / OUTPUT_FOLDER) as stage:
         run = open_sources(path, sources, use_cache=use_cache)
-        stage_cluster(ClusterOutputs(run.tables, sources), stage)
+        stage_cluster(ClusterOutputs.of(run.tables, sources), stage)
         return stage.commit()
