@@ -12,18 +12,14 @@ msprof-analyze works in a process pool). msprof-analyze 26.2.0 runs from its own
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import platform
 import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from msprof_analyze_compare import fresh_copy, measure  # bench/ siblings
+from msprof_analyze_compare import bench_main, ensure_peer, fresh_copy, measure  # bench/ siblings
 from stats import load_average, spread
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,16 +29,8 @@ PEER_VERSION = "26.2.0"
 DEFAULT_VENV = Path("/tmp/msa")
 
 
-def ensure_peer(venv: Path) -> Path:
-    exe = venv / "bin" / "msprof-analyze"
-    if not exe.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", f"msprof-analyze=={PEER_VERSION}"], check=True)
-    return exe
-
-
 def run_rounds(args) -> dict[str, list[dict]]:
-    peer = ensure_peer(args.peer_venv)
+    peer = ensure_peer(args.peer_venv, f"msprof-analyze=={PEER_VERSION}")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     results: dict[str, list[dict]] = {name: [] for name in JOBS}
     for index in range(args.rounds):
@@ -96,20 +84,7 @@ def markdown(results: dict[str, list[dict]], args) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--peer-venv", type=Path, default=DEFAULT_VENV)
-    parser.add_argument("--scratch", type=Path, default=Path(tempfile.gettempdir()))
-    parser.add_argument("--timeout", type=float, default=600.0, help="per process, seconds")
-    parser.add_argument("--markdown", action="store_true", help="print the bench/RESULTS.md section")
-    parser.add_argument("--json", type=Path, help="also write the raw results here")
-    parser.add_argument("--quiet", action="store_true")
-    args = parser.parse_args(argv)
-    results = run_rounds(args)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
-    if args.markdown:
-        print(markdown(results, args))
+    bench_main(__doc__, lambda parser: None, run_rounds, markdown, DEFAULT_VENV, argv)
 
 
 if __name__ == "__main__":
