@@ -122,9 +122,9 @@ def outputs() -> view.ClusterOutputs:
     figures, links = pa.Table.from_pylist(FIGURE_ROWS, FIGURES), pa.Table.from_pylist(LINK_ROWS, LINKS)
     matrix, groups = pa.Table.from_pylist(MATRIX_ROWS, MATRIX), pa.Table.from_pylist(GROUP_ROWS, GROUPS)
     keys = co.group_map(figures, matrix, groups)
-    return view.ClusterOutputs(co.CLUSTER_STEP_TRACE.empty_table(), co.CLUSTER_RANK_DEVICES.empty_table(), keys,
-                               co.communication_time(figures, keys), co.communication_bandwidth(links, figures, keys),
-                               co.matrix_links(matrix, groups, keys))
+    return view.ClusterOutputs(co.CLUSTER_STEP_TRACE.empty_table(), keys, co.communication_time(figures, keys),
+                               co.communication_bandwidth(links, figures, keys), co.matrix_links(matrix, groups, keys),
+                               co.CLUSTER_RANK_DEVICES.empty_table())
 
 
 def test_group_names_are_msprof_analyzes():

@@ -185,10 +185,31 @@ def _reported_steps(rank: int, facts: dict) -> list[dict]:
     return rows
 
 
-def _collective_figures(tables: RunTables) -> pa.Table:
-    return computed(collectives.collective_figures, tables) if collectives else pa.table(
-        {"rank": pa.array([], pa.int32()), "step": pa.array([], pa.int32()),
-         "collective": pa.array([], pa.string()), "elapse_ns": pa.array([], pa.int64())})
+#: until analysis/collectives.py is merged: its tables without rows (the columns read here), so every output
+#: is computed, the communication ones empty
+_NO_COLLECTIVES = {
+    "collective_figures": pa.schema(
+        [("rank", pa.int32()), ("slice_id", pa.int64()), ("step", pa.int32()), ("op_name", pa.string()),
+         ("collective", pa.string()), ("process_group", pa.string()), ("sequence", pa.int64())]
+        + [(c, pa.int64()) for c in ("start_ns", "elapse_ns", "transit_ns", "wait_ns", "sync_ns", "idle_ns")]
+        + [("wait_ratio", pa.float64()), ("sync_ratio", pa.float64()), ("figures_from", pa.string())]),
+    "link_bandwidth": pa.schema(
+        [("rank", pa.int32()), ("slice_id", pa.int64()), ("step", pa.int32()), ("link_type", pa.string()),
+         ("transit_bytes", pa.int64()), ("transit_ns", pa.int64()), ("bandwidth_gbps", pa.float64()),
+         ("large_packet_ratio", pa.float64()), ("size_distribution", SIZE_DISTRIBUTION)]),
+    "communication_matrix": pa.schema(
+        [("rank", pa.int32()), ("step", pa.int32()), ("process_group", pa.string()), ("key", pa.string()),
+         ("op_name", pa.string()), ("src_rank", pa.int32()), ("dst_rank", pa.int32()), ("transport", pa.string()),
+         ("transit_bytes", pa.int64()), ("transit_ns", pa.int64())]),
+    "communication_groups": pa.schema(
+        [("process_group", pa.string()), ("group_name", pa.string()), ("kind", pa.string()),
+         ("ranks", pa.list_(pa.int32())), ("ranks_global", pa.bool_())]),
+}
+
+
+def _collectives(tables: RunTables, name: str) -> pa.Table:
+    """``collectives.<name>(tables)`` through the memo (issue 16's contract tables)."""
+    return computed(getattr(collectives, name), tables) if collectives else _NO_COLLECTIVES[name].empty_table()
 
 
 _WINDOWS_SQL = """
@@ -227,7 +248,7 @@ def cluster_step_trace(tables: RunTables) -> pa.Table:
     con.register("all_intervals", intervals)
     con.sql("CREATE TEMP VIEW busy AS SELECT * FROM all_intervals "
                 "WHERE row IN ('merged computation', 'merged communication')")
-    con.register("figures", _collective_figures(tables))
+    con.register("figures", _collectives(tables, "collective_figures"))
     traced = con.sql(_STEP_TRACE_SQL, params={"reported": sorted({row["rank"] for row in reported})}).to_arrow_table()
     rows = traced.to_pylist() + reported
     rows.sort(key=lambda row: (row["rank"], row["step"] if row["step"] is not None else -1))
@@ -403,31 +424,31 @@ def cluster_communication_groups(tables: RunTables) -> pa.Table:
     kind, process_group, group_name (msprof-analyze's name), group_id, pg_name (the framework's name),
     rank_set (the global ranks when known, else the recorded ranks), recorded_ranks (the profiled ranks that
     recorded the group's operations: msprof-analyze's rank-set key))."""
-    return group_map(computed(collectives.collective_figures, tables),
-                     computed(collectives.communication_matrix, tables),
-                     computed(collectives.communication_groups, tables))
+    return group_map(_collectives(tables, "collective_figures"),
+                     _collectives(tables, "communication_matrix"),
+                     _collectives(tables, "communication_groups"))
 
 
 def cluster_communication_time(tables: RunTables) -> pa.Table:
     """msprof-analyze's communication time per operation and rank and its ``Total Op Info`` per group, step
     and rank (schema ``CLUSTER_COMMUNICATION_TIME``; int64 ns, ratios in [0, 1]; module docstring)."""
-    return communication_time(computed(collectives.collective_figures, tables),
+    return communication_time(_collectives(tables, "collective_figures"),
                               computed(cluster_communication_groups, tables))
 
 
 def cluster_communication_bandwidth(tables: RunTables) -> pa.Table:
     """msprof-analyze's bandwidth per operation, rank and link type and its ``Total Op Info`` (schema
     ``CLUSTER_COMMUNICATION_BANDWIDTH``; bytes, ns, GB/s; module docstring)."""
-    return communication_bandwidth(computed(collectives.link_bandwidth, tables),
-                                   computed(collectives.collective_figures, tables),
+    return communication_bandwidth(_collectives(tables, "link_bandwidth"),
+                                   _collectives(tables, "collective_figures"),
                                    computed(cluster_communication_groups, tables))
 
 
 def cluster_communication_matrix(tables: RunTables) -> pa.Table:
     """msprof-analyze's communication matrix: links merged across ranks, local ranks mapped, and ``Total Op
     Info`` per link (schema ``CLUSTER_COMMUNICATION_MATRIX``; bytes, ns, GB/s; module docstring)."""
-    return matrix_links(computed(collectives.communication_matrix, tables),
-                        computed(collectives.communication_groups, tables),
+    return matrix_links(_collectives(tables, "communication_matrix"),
+                        _collectives(tables, "communication_groups"),
                         computed(cluster_communication_groups, tables))
 
 

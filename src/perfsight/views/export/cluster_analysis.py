@@ -102,15 +102,14 @@ def _ranks_text(ranks: list[int]) -> str:
 
 @dataclass(frozen=True)
 class ClusterOutputs:
-    """The analysis tables behind the five outputs of one job (the communication ones None without
-    ``analysis.collectives``)."""
+    """The analysis tables behind the five outputs of one job."""
 
     steps: pa.Table
+    groups: pa.Table
+    time: pa.Table
+    bandwidth: pa.Table
+    matrix: pa.Table
     devices: pa.Table
-    groups: pa.Table | None = None
-    time: pa.Table | None = None
-    bandwidth: pa.Table | None = None
-    matrix: pa.Table | None = None
 
     @classmethod
     def of(cls, tables: RunTables, sources: list[ingest.RunSource]) -> ClusterOutputs:
@@ -118,16 +117,14 @@ class ClusterOutputs:
         if len(sources) == 1:    # one rank: its folder is the one read (a job's ranks say theirs)
             devices = devices.set_column(devices.schema.get_field_index("profile_path"), "profile_path",
                                          pa.array([str(sources[0].path)] * devices.num_rows, pa.string()))
-        steps = computed(cluster_outputs.cluster_step_trace, tables)
-        if cluster_outputs.collectives is None:
-            return cls(steps, devices)
-        return cls(steps, devices, *(computed(f, tables) for f in (
-            cluster_outputs.cluster_communication_groups, cluster_outputs.cluster_communication_time,
-            cluster_outputs.cluster_communication_bandwidth, cluster_outputs.cluster_communication_matrix)))
+        return cls(*(computed(f, tables) for f in (
+            cluster_outputs.cluster_step_trace, cluster_outputs.cluster_communication_groups,
+            cluster_outputs.cluster_communication_time, cluster_outputs.cluster_communication_bandwidth,
+            cluster_outputs.cluster_communication_matrix)), devices=devices)
 
 
-def _rows(table: pa.Table | None) -> list[dict]:
-    return table.to_pylist() if table is not None else []
+def _rows(table: pa.Table) -> list[dict]:
+    return table.to_pylist()
 
 
 def step_trace_rows(outputs: ClusterOutputs) -> list[list]:
@@ -247,7 +244,7 @@ def stage_cluster(outputs: ClusterOutputs, stage: Staging) -> None:
     for name, value in ((COMMUNICATION_JSON, communication_json(outputs)), (MATRIX_JSON, matrix_json(outputs))):
         if value:
             stage.write(name, _write_json(value), replaceable=True)
-    if outputs.groups is not None and outputs.groups.num_rows:
+    if outputs.groups.num_rows:
         stage.write(GROUP_JSON, _write_json(group_json(outputs)), replaceable=True)
     rows = database_rows(outputs)
     if any(rows.values()):
