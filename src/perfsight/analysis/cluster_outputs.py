@@ -452,6 +452,15 @@ def cluster_communication_matrix(tables: RunTables) -> pa.Table:
                         computed(cluster_communication_groups, tables))
 
 
+def _dicts(text: str | None) -> list[dict]:
+    """The objects of a meta fact holding a JSON list of objects (anything else: none)."""
+    try:
+        value = json.loads(text or "[]")
+    except ValueError:
+        return []
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
 def cluster_rank_devices(tables: RunTables) -> pa.Table:
     """Per rank (schema ``CLUSTER_RANK_DEVICES``): its device id (meta ``device_id``, else the first NPU or
     GPU of ``device_properties``), its host's uid and name (meta ``host_info``: torch_npu's HOST_INFO) and
@@ -460,11 +469,11 @@ def cluster_rank_devices(tables: RunTables) -> pa.Table:
     for rank, facts in sorted(_rank_metas(tables).items()):
         device = facts.get("device_id")
         if device in (None, ""):
-            devices = json.loads(facts.get("device_properties") or "[]")
-            device = next((d.get("id") for d in devices if d.get("type") in ("npu", "cuda", "gpu")), None)
-        hosts = json.loads(facts.get("host_info") or "[]")
-        host = hosts[0] if hosts else {}
-        rows.append({"rank": rank, "device_id": int(device) if device not in (None, "") else None,
+            device = next((d.get("id") for d in _dicts(facts.get("device_properties"))
+                           if d.get("type") in ("npu", "cuda", "gpu")), None)
+        host = next(iter(_dicts(facts.get("host_info"))), {})
+        rows.append({"rank": rank, "device_id": int(device) if isinstance(device, (int, str)) and str(device).isdigit()
+                     else None,
                      "host_uid": host.get("host_uid"), "host_name": host.get("host_name"),
                      "profile_path": facts.get("source")})
     return pa.Table.from_pylist(rows, schema=CLUSTER_RANK_DEVICES)
