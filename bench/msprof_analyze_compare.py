@@ -46,7 +46,8 @@ import sys, time
 from pathlib import Path
 import perfsight
 from perfsight.analysis.breakdown import overlap
-from perfsight.analysis.cluster import collective_summary, communication_matrix, rank_breakdown
+from perfsight.analysis.cluster import rank_breakdown
+from perfsight.analysis.collectives import collective_summary, communication_matrix
 import pyarrow.csv as csv
 job, out = Path(sys.argv[1]), Path(sys.argv[2])
 run = perfsight.open(job)

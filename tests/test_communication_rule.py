@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from perfsight.analysis.cluster import collectives
+from perfsight.analysis.collectives import collectives
 from perfsight.analysis.kernels import kernel_breakdown
 from perfsight.analysis.timeline_index import TimelineIndex
 from perfsight.ingest.kineto.reader import read_kineto
@@ -16,6 +16,7 @@ from perfsight.views.export import export_timeline
 GPU, MAIN = 0, 100
 #: device work, one stream each: (category, name)
 DEVICE = [("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"), ("kernel", "NCCLKernel_Broadcast"),
+          ("kernel", "ncclSymkDevKernel_AllReduce_AGxLL_R"),              # NCCL 2.27's symmetric kernels
           ("kernel", "rcclKernel_AllGather"), ("kernel", "hcclAllReduce"), ("kernel", "multimem_all_reduce_kernel"),
           ("kernel", "my_custom_allreduce"), ("kernel", "gemm_kernel"), ("gpu_memcpy", "ncclMemcpy_DtoD"),
           ("gpu_memset", "nccl_memset")]
@@ -25,6 +26,7 @@ HOST = [("cpu_op", "c10d::allreduce_"), ("user_annotation", "nccl:all_reduce"), 
         ("user_annotation", "mpi:all_reduce"), ("user_annotation", "ucc:all_reduce"), ("cpu_op", "aten::mm"),
         ("cpu_op", "my_allreduce"), ("cpu_op", "multimem_all_reduce")]
 COMMUNICATION = {"ncclDevKernel_AllReduce_Sum_f32_RING_LL", "NCCLKernel_Broadcast", "rcclKernel_AllGather",
+                 "ncclSymkDevKernel_AllReduce_AGxLL_R",
                  "c10d::allreduce_", "nccl:all_reduce", "rccl:all_gather", "gloo:broadcast", "record_param_comms"}
 DEVICE_NAMES = {name for _, name in DEVICE}
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from perfsight.analysis import breakdown, cluster, ops
+from perfsight.analysis import breakdown, collectives, ops
 from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text
 from perfsight.ingest.jobs import merge
 from tests.conftest import SHARED_DATA
@@ -141,7 +141,7 @@ def test_runtime_api_statistics_agree_with_api_statistic_csv(rank):
 def test_communication_times_agree_with_msprof_analyze():
     tables = job()
     names = dict(zip(tables.slices["id"].to_pylist(), tables.slices["name"].to_pylist()))
-    ours = {(r["rank"], names[r["slice_id"]]): r["dur_ns"] for r in cluster.collectives(tables).to_pylist()}
+    ours = {(r["rank"], names[r["slice_id"]]): r["dur_ns"] for r in collectives.collectives(tables).to_pylist()}
     reference = json.loads((REFERENCE / "cluster_communication.json").read_text())["(0, 1)"]["step50"]
     for key, ranks in reference.items():
         op = key.split("@")[0]
@@ -152,18 +152,18 @@ def test_communication_times_agree_with_msprof_analyze():
                 assert total == pytest.approx(elapse, rel=REL)
             else:
                 assert ours[(int(rank), op)] == pytest.approx(elapse, rel=REL), (rank, op)
-    summary = {r["rank"]: r for r in cluster.collective_summary(tables).to_pylist()}
+    summary = {r["rank"]: r for r in collectives.collective_summary(tables).to_pylist()}
     assert [summary[r]["count"] for r in (0, 1)] == [4, 4]
 
 
 def test_communication_groups_and_matrix_hold_the_profiled_ranks():
     tables = job()
     group = json.loads((REFERENCE / "communication_group.json").read_text())["comm_group_parallel_info"][0]
-    found = cluster.collectives(tables).to_pylist()
+    found = collectives.collectives(tables).to_pylist()
     assert {r["process_group"] for r in found} == {group["group_name"]}
     assert all(set(group["rank_set"]) <= set(r["group_ranks"]) for r in found)
     links = json.loads((REFERENCE / "cluster_communication_matrix.json").read_text())["(0, 1)"]["step50"]
     pairs = {tuple(int(r) for r in link.split("-")) for entry in links.values() for link in entry}
-    cells = {(r["rank"], r["peer"]) for r in cluster.communication_matrix(tables).to_pylist()}
+    cells = {(r["src_rank"], r["dst_rank"]) for r in collectives.communication_pairs(tables).to_pylist()}
     assert {p for p in pairs if p[0] != p[1]} <= cells
     assert pc.count_distinct(tables.tracks["rank"]).as_py() == 2

@@ -1,6 +1,5 @@
-"""rank_breakdown / slowest_rank / collectives / communication_matrix / collective_summary on a planted
-three-rank job, and on the real multi-rank NCCL traces (peers recorded and not)."""
-import gzip
+"""rank_breakdown / slowest_rank on a planted three-rank job and a real two-rank trace; the job's communication
+is tests/analysis/test_collectives.py's."""
 import json
 import shutil
 
@@ -121,83 +120,11 @@ def test_ranks_without_common_steps_compare_their_own():
     assert (rows[0]["steps"], rows[1]["steps"], rows[0]["common_steps"]) == (3, 1, False)
 
 
-def test_collectives_take_each_ranks_best_source():
-    rows = cluster.collectives(job()).to_pylist()
-    by_rank = {r: [row for row in rows if row["rank"] == r] for r in RANKS}
-    # rank 0: the two kernels with metadata (the record_param_comms and the bare kernels are not used)
-    assert [(c["source"], c["collective"], c["dur_ns"], c["in_bytes"], c["group_ranks"], c["peer"])
-            for c in by_rank[0]] == [("device", "allreduce", 4000, 4000, [0, 1, 2, 3], None),
-                                     ("device", "send", 500, 20, [0, 1], 1)]
-    # rank 1: its record (not the wait, not the annotation); the cut rank list rebuilt from start/stride
-    (gather,) = by_rank[1]
-    assert (gather["source"], gather["collective"], gather["dur_ns"], gather["in_bytes"], gather["out_bytes"],
-            gather["group_ranks"], gather["group_size"]) == ("host record", "allgather", None, 64, 192, [1, 2, 3], 3)
-    # rank 2: the backend's annotations; elements of the shapes; an unknown dtype has no bytes
-    assert [(c["source"], c["collective"], c["in_nelems"], c["dtype"], c["in_bytes"], c["group_ranks"])
-            for c in by_rank[2]] == [("host annotation", "all_reduce", 6, "c10::BFloat16", 12, None),
-                                     ("host annotation", "broadcast", 5, "mystery", None, None)]
-
-
-def test_communication_matrix_cells():
-    cells = {(r["rank"], r["peer"]): (r["collectives"], r["bytes"], r["dur_ns"])
-             for r in cluster.communication_matrix(job()).to_pylist()}
-    assert cells == {
-        (0, 1): (2, 4020, 4500), (0, 2): (1, 4000, 4000), (0, 3): (1, 4000, 4000),
-        (1, 2): (1, 192, None), (1, 3): (1, 192, None),
-        (2, None): (2, 12, None),
-    }
-
-
-def test_collective_summary():
-    rows = {(r["rank"], r["collective"]): r for r in cluster.collective_summary(job()).to_pylist()}
-    assert set(rows) == {(0, "allreduce"), (0, "send"), (1, "allgather"), (2, "all_reduce"), (2, "broadcast")}
-    send = rows[(0, "send")]
-    assert (send["count"], send["in_bytes"], send["dur_ns"], send["with_peers"], send["source"]) == (
-        1, 20, 500, 1, "device")
-    assert rows[(2, "all_reduce")]["with_peers"] == 0
-
-
-def _raw(path):
-    with gzip.open(path, "rt") as f:
-        return json.load(f)["traceEvents"]
-
-
-def test_real_job_without_recorded_peers(shared_data, tmp_path):
-    """trace_filter: ranks 0 and 1 of a 128-rank job, PyTorch without collective metadata: every
-    operation is a host annotation, peers not recorded; bytes from the annotations' Input Dims."""
+def test_real_two_rank_job(shared_data, tmp_path):
+    """trace_filter: ranks 0 and 1 of a 128-rank job, two steps each."""
     folder = shared_data / "kineto" / "hta" / "trace_filter"
     for path in folder.glob("*.json.gz"):
         shutil.copy(path, tmp_path / path.name)
     run = perfsight.open(tmp_path)
-    assert run.ranks == [0, 1]
-    size = {"float": 4, "int": 4, "long": 8, "signed char": 1, "unsigned char": 1}
-    matrix = {r["rank"]: r for r in cluster.communication_matrix(run.tables).to_pylist()}
-    assert set(matrix) == {0, 1} and all(r["peer"] is None for r in matrix.values())
-    for rank in (0, 1):
-        events = [e for e in _raw(folder / f"sampled_rank-{rank}.json.gz") if e.get("name", "").startswith("nccl:")]
-        expected = 0
-        for e in events:
-            for dims, dtype in zip(e["args"]["Input Dims"], e["args"]["Input type"]):
-                n = 1
-                for d in dims:
-                    n *= d
-                expected += n * size[dtype] if dims else 0
-        assert matrix[rank]["collectives"] == len(events) == 10
-        assert matrix[rank]["bytes"] == expected
     breakdown = cluster.rank_breakdown(run.tables).to_pylist()
     assert [r["steps"] for r in breakdown] == [2, 2] and sum(r["slowest"] for r in breakdown) == 1
-
-
-def test_real_trace_with_recorded_peers(shared_data, tmp_path):
-    """nccl_data: rank 0 of 2, PyTorch 2.1-era: NCCL kernels carry the metadata and the group [0, 1]."""
-    path = shared_data / "kineto" / "hta" / "nccl_parser_config" / "nccl_data.json.gz"
-    shutil.copy(path, tmp_path / path.name)
-    run = perfsight.open(tmp_path / path.name)
-    kernels = [e for e in _raw(path) if e.get("cat") == "kernel" and "Collective name" in e.get("args", {})]
-    size = {"Float": 4, "Long": 8, "Int": 4}
-    expected = sum(max(e["args"]["In msg nelems"], e["args"]["Out msg nelems"]) * size[e["args"]["dtype"]]
-                   for e in kernels)
-    (cell,) = cluster.communication_matrix(run.tables).to_pylist()
-    assert (cell["rank"], cell["peer"], cell["collectives"], cell["bytes"]) == (0, 1, len(kernels), expected)
-    assert cell["dur_ns"] == pytest.approx(sum(e["dur"] for e in kernels) * 1000, abs=len(kernels))
-    assert {r["source"] for r in cluster.collectives(run.tables).to_pylist()} == {"device"}

@@ -59,10 +59,14 @@ FIGURE_ROWS = [
     _figure(0, 11, OP1, "allreduce", HCCL, 1, 2_000_000, 4_000, 2_000, 0, 0, 2_000, 0.0, 0.0, "communication.json"),
     _figure(0, 12, "ncclDevKernel_SendRecv", "send", PP, 0, 3_000_000, 7_000, 6_000, 1_000, 0, 0, 0.1429, 0.0,
             "computed"),
+    _figure(0, 13, "ncclDevKernel_SendRecv", "send", PP, 1, 4_000_000, 7_000, 6_000, 1_000, 0, 0, 0.1429, 0.0,
+            "computed"),
     _figure(1, 20, OP0, "allreduce", HCCL, 0, 1_002_000, 8_000, 2_000, 1_000, 0, 5_000, 0.3333, 0.0,
             "communication.json"),
     _figure(1, 21, OP1, "allreduce", HCCL, 1, 2_000_500, 3_500, 3_000, 0, 0, 500, 0.0, 0.0, "communication.json"),
     _figure(1, 22, "ncclDevKernel_SendRecv", "recv", PP, 0, 2_999_000, 9_000, 6_000, 3_000, 0, 0, 0.3333, 0.0,
+            "computed"),
+    _figure(1, 23, "ncclDevKernel_SendRecv", "recv", PP, 1, 3_999_000, 9_000, 6_000, 3_000, 0, 0, 0.3333, 0.0,
             "computed"),
 ]
 
@@ -165,7 +169,7 @@ def test_communication_json_with_total_op_info(outputs):
     zero = link(0.0, 0.0, 0.0, {})
     step = view.communication_json(outputs)["(0, 1)"]["step5"]
     assert list(step) == [f"{OP0}@{HCCL}", f"{OP1}@{HCCL}", f"ncclDevKernel_SendRecv_0@{PP_NAME}",
-                          f"{TOTAL}@{HCCL}", f"{TOTAL}@{PP_NAME}"]
+                          f"ncclDevKernel_SendRecv_1@{PP_NAME}", f"{TOTAL}@{HCCL}", f"{TOTAL}@{PP_NAME}"]
     assert step[f"{OP0}@{HCCL}"] == {
         "0": {"Communication Time Info": time(1000.0, 0.01, 0.002, 0.003, 0.001, 0.005, 0.6, 0.3333),
               "Communication Bandwidth Info": {
@@ -185,8 +189,11 @@ def test_communication_json_with_total_op_info(outputs):
                   "SDMA": link(29.647232, 1.916836, 15.4668, {}, None)}},
         # rank 1: wait 1000 / (1000 + 5000) = 0.1667
         "1": {"Communication Time Info": time(None, 0.0115, 0.005, 0.001, 0.0, 0.0055, 0.1667, 0.0)}}
-    # Kineto operations are named by their instance number in the group, the same on both ranks
-    assert set(step[f"ncclDevKernel_SendRecv_0@{PP_NAME}"]) == {"0", "1"}
+    # a name two operations of a rank share takes the instance number in the group, the same on both ranks
+    assert set(step[f"ncclDevKernel_SendRecv_0@{PP_NAME}"]) == set(step[f"ncclDevKernel_SendRecv_1@{PP_NAME}"]) == {
+        "0", "1"}
+    # Total: rank 1's two receives: elapse 18000, transit 12000, wait 6000 ns: wait ratio 6000 / 18000
+    assert step[f"{TOTAL}@{PP_NAME}"]["1"]["Communication Time Info"]["Wait Time Ratio"] == 0.3333
 
 
 TOTAL = co.TOTAL_OP_INFO

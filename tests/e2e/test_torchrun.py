@@ -1,4 +1,5 @@
-"""A torchrun job of 2 CPU ranks (gloo): one run directory per rank, never clobbering each other."""
+"""A torchrun job of 2 CPU ranks (gloo) under ``perfsight run``: one run directory per rank, never clobbering
+each other, and its gloo communication, wait and matrix."""
 import sys
 
 import pytest
@@ -24,6 +25,18 @@ def test_two_rank_torchrun_job(tmp_path):
 
     job = ps.open(tmp_path)                                 # the two PROF_ directories open as one job
     assert job.ranks == [0, 1] and sorted(set(job.step_trace()["rank"].to_pylist())) == [0, 1]
+    # DDP's gradient all-reduces run on gloo's host threads: communication, not host operators
+    for row in job.step_breakdown().to_pylist():
+        assert row["communication_ns"] > 0, row
+    figures = job.collective_figures().to_pylist()
+    assert {(r["source"], r["collective"]) for r in figures} >= {("host annotation", "allreduce")}
+    assert {r["rank"] for r in figures} == {0, 1} and all(r["members"] == 2 for r in figures)
+    assert all(r["elapse_ns"] > 0 and 0 <= r["wait_ns"] <= r["elapse_ns"] for r in figures)
+    assert sum(r["wait_ns"] for r in figures) > 0                 # someone waits for the other
+    pairs = job.communication_pairs().to_pylist()
+    assert {r["src_rank"] for r in pairs} == {0, 1} and all(r["transit_bytes"] > 0 for r in pairs)
+    offsets = job.clock_offsets().to_pylist()
+    assert [r["offset_ns"] for r in offsets] == [0, 0] and "one clock" in offsets[1]["method"]
     result = perfsight("export", "summary", "-dir", tmp_path)
     assert result.returncode == 0, result.stderr
     for run in runs:

@@ -1,6 +1,7 @@
 """read_kineto on small hand-written traces whose every answer is known (exact ns, nesting, steps, links)."""
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 import pytest
@@ -267,3 +268,16 @@ def test_a_top_level_list_of_events_is_a_trace(tmp_path):
     path = tmp_path / "events.json"
     path.write_text(trace_text([e for e in PLANTED if e["ph"] == "X"]))
     assert read_kineto([path]).slices.num_rows == sum(1 for e in PLANTED if e["ph"] == "X")
+
+
+def test_distributed_info_is_kept_whole_for_the_groups(write_trace):
+    """distributedInfo (rank, world size, backend, pg_count, pg_config: every process group's name,
+    description, size and global ranks) is kept verbatim in meta ``distributed_info``."""
+    info = {"backend": "nccl", "rank": 1, "world_size": 4, "pg_count": 2, "nccl_version": "2.21.5",
+            "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": 4,
+                           "ranks": [0, 1, 2, 3]},
+                          {"pg_name": "1", "pg_desc": "pp", "backend_config": "cuda:nccl", "pg_size": 2,
+                           "ranks": [1, 3]}]}
+    meta = read_kineto([write_trace(PLANTED, distributedInfo=info)]).meta_dict()
+    assert json.loads(meta["distributed_info"]) == info
+    assert (meta["rank"], meta["world_size"]) == ("1", "4")

@@ -18,7 +18,7 @@ figure is defined differently, the test rebuilds it from perfsight's analyses an
   analysis): the test sums the HCCL plane steps the reader keeps.
 * msprof-analyze's communication matrix is per link (the bytes its HCCL tasks moved between two ranks);
   perfsight's is per pair of ranks sharing a collective (the volume of the collectives as each rank's
-  profile records them, analysis/cluster.py's docstring): the test checks perfsight's own figures.
+  profile records them, analysis/collectives.py's docstring): the test checks perfsight's own figures.
 * Quartiles and standard deviations are not in perfsight's statistics; medians are taken from the
   collectives table.
 """
@@ -34,7 +34,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from perfsight.analysis import breakdown, cluster, memory, ops
+from perfsight.analysis import breakdown, cluster, collectives, memory, ops
 from perfsight.core.errors import InputError
 from perfsight.core.tables import RunTables, conform
 from perfsight.ingest.ascend.detect import find_torch_npu_db
@@ -179,8 +179,8 @@ def test_communication_operators_match_hccl_sum(shared_data):
         row = next(s for s in stats if s["rank"] == int(ref["Rank"]) and s["op_type"] == ref["OpType"])
         assert (row["count"], row["total_ns"], row["min_ns"], row["max_ns"]) == (
             int(ref["Count"]), us(ref["Sum(Us)"]), us(ref["Min(Us)"]), us(ref["Max(Us)"]))
-    collectives = cluster.collectives(job(shared_data))
-    durations = collectives["dur_ns"].to_pylist()
+    found = collectives.collectives(job(shared_data))
+    durations = found["dur_ns"].to_pylist()
     (ref,) = reference_csv(shared_data, "hccl_sum/*/all_stats.csv")
     assert ref["OpType"] == "hcom_allReduce_" and len(durations) == int(ref["Count"]) == 8
     assert sum(durations) == us(ref["Sum(Us)"]) and max(durations) == us(ref["Max(Us)"])
@@ -189,7 +189,7 @@ def test_communication_operators_match_hccl_sum(shared_data):
     assert (round(25087.28625), round(5588.3915), round(88750.993)) == (   # the README's figures (us)
         round(float(ref["Mean(Us)"])), round(float(ref["Median(Us)"])), round(float(ref["Max(Us)"])))
     names = pc.take(job(shared_data).slices["name"],
-                    pc.index_in(collectives["slice_id"], value_set=job(shared_data).slices["id"])).to_pylist()
+                    pc.index_in(found["slice_id"], value_set=job(shared_data).slices["id"])).to_pylist()
     for ref in reference_csv(shared_data, "hccl_sum/*/top_op_stats.csv"):
         mine = [d for n, d in zip(names, durations) if n == ref["OpName"]]
         assert (len(mine), sum(mine), min(mine), max(mine)) == (
@@ -200,9 +200,9 @@ def test_communication_time_and_wait_split_match(shared_data):
     """cluster_communication_time's elapsed time per operator, and cluster_time_summary's transmit / wait
     split rebuilt from perfsight's collectives (module docstring)."""
     run = job(shared_data)
-    collectives = cluster.collectives(run).to_pylist()
+    found = collectives.collectives(run).to_pylist()
     names = dict(zip(run.slices["id"].to_pylist(), run.slices["name"].to_pylist()))
-    elapsed = {(c["rank"], names[c["slice_id"]]): c["dur_ns"] for c in collectives}
+    elapsed = {(c["rank"], names[c["slice_id"]]): c["dur_ns"] for c in found}
     for ref in reference_csv(shared_data, "communication_time/*/cluster_communication_time.csv"):
         if ref["hccl_op_name"] != "Total Op Info":
             assert elapsed[(int(ref["rank_id"]), ref["hccl_op_name"])] == \
@@ -247,14 +247,16 @@ def test_cluster_analyses_on_the_two_ranks(shared_data):
     slowest = cluster.slowest_rank(run).to_pylist()[0]
     assert (slowest["slowest_rank"], slowest["slowest_step_ns"], slowest["fastest_step_ns"]) == (
         0, us(151888.75), us(148265.42))
-    # each rank's 4 all-reduces (their HCCL count x float32 bytes) with every other rank of the 8-card group
+    # each rank's 4 all-reduces (their HCCL count x float32 bytes); the matrix's links to all 8 ranks
     volume = 4 * (4097000 + 16781312 + 37752832 + 2469696)
-    matrix = cluster.communication_matrix(run).to_pylist()
+    figures = collectives.collective_figures(run).to_pylist()
+    matrix = collectives.communication_pairs(run).to_pylist()      # analysis.db's CommAnalyzerMatrix
     for rank in (0, 1):
-        cells = [c for c in matrix if c["rank"] == rank]
-        assert [c["peer"] for c in cells] == [p for p in range(8) if p != rank]
-        assert {(c["collectives"], c["bytes"]) for c in cells} == {(4, volume)}
-    summary = cluster.collective_summary(run).to_pylist()
+        assert sum(f["bytes"] for f in figures if f["rank"] == rank) == volume
+        cells = [c for c in matrix if c["src_rank"] == rank]
+        assert [(c["dst_rank"], c["transport"]) for c in cells] == [
+            (p, "LOCAL" if p == rank else "HCCS") for p in range(8)]
+    summary = collectives.collective_summary(run).to_pylist()
     assert [(s["rank"], s["collective"], s["source"], s["count"], s["with_peers"]) for s in summary] == [
         (0, "allreduce", "device", 4, 4), (1, "allreduce", "device", 4, 4)]
     assert json.loads(run.meta_dict()["world_size"]) == 8
@@ -282,8 +284,8 @@ def test_text_and_db_exports_agree(shared_data):
         for key in ("step_ns", "compute_ns", "communication_ns"):
             assert a[key] == pytest.approx(b[key], rel=0.1), key
     columns = ("rank", "collective", "in_nelems", "out_nelems", "dtype", "group_size", "group_ranks")
-    assert [{k: c[k] for k in columns} for c in cluster.collectives(db).to_pylist()] == \
-        [{k: c[k] for k in columns} for c in cluster.collectives(text).to_pylist()]
+    assert [{k: c[k] for k in columns} for c in collectives.collectives(db).to_pylist()] == \
+        [{k: c[k] for k in columns} for c in collectives.collectives(text).to_pylist()]
     # the allocator's records: as many, as many with an operator, the same peak at the same operator
     for run in (db, text):
         assert run.memory.num_rows == 2 * 381 and run.memory["op_slice_id"].null_count == 2 * 32
@@ -381,12 +383,12 @@ def test_planted_database_maps_every_rule(tmp_path):
                      (rows["aclrtMemcpyAsync"]["id"], rows["MEMCPY_ASYNC"]["id"], "launch"),
                      (rows["Enqueue"]["id"], rows["Dequeue@aten::mm"]["id"], "other")}
     # the group-local peer 0 of rank 6 (group rank 1 of [4, 6]) is global rank 4
-    (collective,) = cluster.collectives(run).to_pylist()
+    (collective,) = collectives.collectives(run).to_pylist()
     assert (collective["collective"], collective["dtype"], collective["in_nelems"], collective["in_bytes"],
             collective["group_size"], collective["group_ranks"], collective["peer"]) == (
         "send", "float32", 1024, 4096, 2, [4, 6], 4)
     assert json.loads(send["args"])["Process Group Desc"] == "pp"
-    assert [(c["rank"], c["peer"]) for c in cluster.communication_matrix(run).to_pylist()] == [(6, 4)]
+    assert [(c["src_rank"], c["dst_rank"]) for c in collectives.communication_pairs(run).to_pylist()] == [(6, 4)]
     assert json.loads(run.meta_dict()["parse_warnings"]) == []
 
 

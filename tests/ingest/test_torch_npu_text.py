@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from perfsight.analysis import cluster, ops
+from perfsight.analysis import collectives, ops
 from perfsight.core.errors import InputError
 from perfsight.core.tables import SCHEMAS
 from perfsight.ingest.ascend.ascend_kinds import api_kind, collective_name, process_role, task_kind, torch_dtype
@@ -80,7 +80,7 @@ def test_every_level_and_rank_reads_into_the_canonical_tables(run):
     assert rows(slices, kind="step")[0]["name"] == "ProfilerStep#50"
     assert set(slices.filter(pc.is_in(slices["kind"], pa.array(["kernel", "comm"])))["step"].to_pylist()) == {50}
     warnings = json.loads(meta["parse_warnings"])
-    assert all("Overlap Analysis" in w or "made siblings" in w for w in warnings), warnings
+    assert all("Overlap Analysis" in w or "made siblings" in w or "group-local ranks" in w for w in warnings), warnings
 
 
 def test_times_are_exact_nanoseconds_from_the_microsecond_strings():
@@ -144,7 +144,7 @@ def test_hccl_operators_are_communication_their_parts_are_not_counted_twice():
 
 
 def test_communication_operators_carry_what_the_cluster_analysis_reads():
-    found = cluster.collectives(read(LEVEL1)).to_pylist()
+    found = collectives.collectives(read(LEVEL1)).to_pylist()
     assert [r["collective"] for r in found] == ["allreduce"] * 4
     first = found[0]
     assert first["source"] == "device" and first["dtype"] == "float32" and first["in_nelems"] == 4097000
@@ -157,10 +157,15 @@ def test_communication_operators_carry_what_the_cluster_analysis_reads():
 
 def test_two_ranks_merge_into_one_job_with_a_communication_matrix():
     job = merge([(run, read(run)) for run in ("level1/rank0_ascend_pt", "level1/rank1_ascend_pt")])
-    matrix = cluster.communication_matrix(job).to_pylist()
-    assert {(r["rank"], r["peer"]) for r in matrix} == {(r, p) for r in (0, 1) for p in range(8) if p != r}
-    cell = next(r for r in matrix if (r["rank"], r["peer"]) == (1, 0))
-    assert cell["collectives"] == 4 and cell["dur_ns"] == 100375286
+    matrix = collectives.communication_pairs(job).to_pylist()
+    assert {(r["src_rank"], r["dst_rank"]) for r in matrix} == {(r, p) for r in (0, 1) for p in range(8)}
+    cell = next(r for r in matrix if (r["src_rank"], r["dst_rank"]) == (1, 0))
+    # rank 1's communication_matrix.json, allreduce-total "1-0", as reported (MB x 1e6, ms x 1e6)
+    path = TEXT / "level1" / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "communication_matrix.json"
+    link = json.loads(path.read_text())["step50"]["collective"]["allreduce-total@17522688603477080586"]["1-0"]
+    assert (cell["transport"], cell["transit_bytes"], cell["transit_ns"]) == (
+        "HCCS", round(link["Transit Size(MB)"] * 1e6), round(link["Transit Time(ms)"] * 1e6))
+    assert cell["bandwidth_gbps"] == pytest.approx(link["Bandwidth(GB/s)"], rel=1e-4)
     assert json.loads(job.meta_dict()["world_size"]) == 8
 
 
@@ -170,18 +175,18 @@ def test_parallel_group_info_maps_group_local_ranks_to_global_ranks(tmp_path):
     metadata = json.loads((run / "profiler_metadata.json").read_text())
     (run / "profiler_metadata.json").write_text(json.dumps({**metadata, "parallel_group_info": {
         "17522688603477080586": group}}))
-    found = cluster.collectives(read_torch_npu_text(run)).to_pylist()
+    found = collectives.collectives(read_torch_npu_text(run)).to_pylist()
     assert found[0]["group_ranks"] == group["global_ranks"]
-    peers = {r["peer"] for r in cluster.communication_matrix(read_torch_npu_text(run)).to_pylist()}
+    peers = {r["dst_rank"] for r in collectives.communication_pairs(read_torch_npu_text(run)).to_pylist()
+             if r["dst_rank"] != r["src_rank"]}
     assert peers == {8, 16, 24, 32, 40, 48, 56}
-    # a group named otherwise there (a communicator name) is the only one of its size holding the rank
+    # a group of another communicator, though the only one of its size holding the rank, is not this group
     (run / "profiler_metadata.json").write_text(json.dumps({"parallel_group_info": {
         "10.0.0.1%eth0_60000_0_1736410538306028": group, "other": {"group_name": "tp", "global_ranks": [0, 1]}}}))
     tables = read_torch_npu_text(run)
-    assert cluster.collectives(tables).to_pylist()[0]["group_ranks"] == group["global_ranks"]
+    assert collectives.collectives(tables).to_pylist()[0]["group_ranks"] == list(range(8))
     groups = json.loads(tables.meta_dict()["communication_groups"])
-    assert groups["17522688603477080586"]["name"] == "dp" and "parallel_group_info" in \
-        groups["17522688603477080586"]["source"]
+    assert groups["17522688603477080586"]["name"] is None and groups["17522688603477080586"]["local"]
 
 
 def test_memory_records_become_allocator_events_with_their_operators():
@@ -233,15 +238,17 @@ def test_a_plain_list_trace_of_an_older_torch_npu_reads(tmp_path):
 
 def test_only_kernel_details_gives_the_device_tasks(tmp_path):
     tables = read_torch_npu_text(copy_run(tmp_path, keep=("kernel_details.csv",)))
-    assert tables.slices.num_rows == len(output_csv(LEVEL1, "kernel_details.csv"))
-    assert set(tables.slices["kind"].to_pylist()) == {"kernel", "comm"}
-    assert set(tables.tracks["name"].to_pylist()) == {"npu:0 stream 2", "npu:0 stream 3", "npu:0 HCCL"}
+    tasks = tables.slices.filter(pc.not_equal(tables.slices["kind"], "step"))     # + the Step Id's step
+    assert tasks.num_rows == len(output_csv(LEVEL1, "kernel_details.csv"))
+    assert set(tasks["kind"].to_pylist()) == {"kernel", "comm"}
+    assert set(tables.tracks["name"].to_pylist()) == {"npu:0 stream 2", "npu:0 stream 3", "npu:0 HCCL",
+                                                      "Steps (kernel_details.csv Step Id)"}
 
 
 def test_missing_optional_files_are_tolerated(tmp_path):
     tables = read_torch_npu_text(copy_run(tmp_path, keep=("trace_view.json",)))
     assert tables.slices.num_rows == read(LEVEL1).slices.num_rows and tables.memory.num_rows == 0
-    assert cluster.collectives(tables).to_pylist()[0]["group_ranks"] is None       # no matrix: peers unknown
+    assert collectives.collectives(tables).to_pylist()[0]["group_ranks"] is None       # no matrix: peers unknown
 
 
 def test_a_missing_required_column_names_the_file_and_the_column(tmp_path):

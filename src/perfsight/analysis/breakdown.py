@@ -12,13 +12,15 @@ ops count once):
 
 1. ``compute``: device tasks of kernel type COMPUTATION (``kernels`` module: kernel slices on a stream
    that are not communication);
-2. ``communication``: device tasks of type COMMUNICATION, while no compute runs;
+2. ``communication``: device tasks of type COMMUNICATION, while no compute runs; on a rank without
+   device communication tasks (a CPU job on gloo), its host ``comm`` slices (core/communication.py:
+   counted once);
 3. ``memory``: memcpy/memset device tasks, while neither compute nor communication runs;
 4. ``runtime``: host runtime/driver API calls and device synchronisation (kinds ``runtime``, ``driver``,
    ``sync`` on thread tracks: cudaLaunchKernel, cudaDeviceSynchronize...) while the device is idle;
 5. ``dataloader``: host ``dataloader`` slices while the device is idle and no runtime call runs;
-6. ``host_ops``: other host work (``cpu_op``, ``annotation``, host-side ``comm`` slices) while none of
-   the above;
+6. ``host_ops``: other host work (``cpu_op``, ``annotation``, host-side ``comm`` slices of a rank whose
+   device communicates) while none of the above;
 7. ``python``: Python function slices (with_stack) while none of the above;
 8. ``idle``: the remainder: nothing recorded on the host or the device.
 
@@ -26,8 +28,8 @@ Host categories count the rank's thread tracks together (the main thread, the au
 A step is the rank's ``step`` slices (ProfilerStep#N) of step number N: from the earliest start to the
 latest end; time is attributed to a step by when it happens (device work launched in step N that runs
 after the step ended belongs to the next window, not to N), so the categories of a step sum exactly to
-``step_ns``. A CPU-only trace has no device categories; the same sweep then splits the step between
-runtime, dataloader, host ops, python and idle.
+``step_ns``. A CPU-only trace has no compute or memory categories; the same sweep then splits the step
+between communication (its torch.distributed work), runtime, dataloader, host ops, python and idle.
 """
 from __future__ import annotations
 
@@ -51,7 +53,10 @@ FROM ({DEVICE_TASKS_SQL})
 _CATEGORY_SQL = _DEVICE_CATEGORY_SQL + """
 UNION ALL
 SELECT coalesce(t.rank, 0) AS rank,
-       CASE WHEN s.kind IN ('runtime', 'driver', 'sync') THEN 3
+       CASE WHEN s.kind = 'comm' AND coalesce(t.rank, 0) NOT IN (
+                SELECT DISTINCT coalesce(dt.rank, 0) FROM slices ds JOIN tracks dt USING (track_id)
+                WHERE dt.kind = 'stream' AND ds.kind = 'comm') THEN 1
+            WHEN s.kind IN ('runtime', 'driver', 'sync') THEN 3
             WHEN s.kind = 'dataloader' THEN 4
             WHEN s.kind IN ('cpu_op', 'annotation', 'comm') THEN 5
             ELSE 6 END AS category,

@@ -35,9 +35,10 @@ figure is computed here, in perfsight's units (int64 ns, int64 bytes, GB/s = 1e9
   from the last key added.
 * **Devices** (``cluster_rank_devices``): per rank its device id, host uid and name and profile folder.
 
-Operation names: an operation keeps the name Ascend recorded (HCCL's names are unique in a step, e.g.
-``hcom_allReduce__586_0_1``); an operation whose figures perfsight computed (Kineto) is named
-``<op_name>_<sequence>``, its instance number in its group, so the same instance has one name on every rank.
+Operation names: an operation keeps the name recorded when no rank ran two operations of that name in the step
+and group (HCCL's names are unique in a step, e.g. ``hcom_allReduce__586_0_1``); otherwise (Kineto's NCCL
+kernels, gloo ranges) it is named ``<op_name>_<sequence>``, its instance number in its group, so the same
+instance has one name on every rank.
 """
 from __future__ import annotations
 
@@ -45,14 +46,9 @@ import json
 
 import pyarrow as pa
 
-from perfsight.analysis import breakdown
+from perfsight.analysis import breakdown, collectives
 from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables, new_connection
-
-try:  # issue 16: analysis/collectives.py (branch i16-coll); the lead removes this guard when it is merged
-    from perfsight.analysis import collectives  # type: ignore[attr-defined,unused-ignore]
-except ImportError:  # pragma: no cover - only before the merge
-    collectives = None
 
 #: the name of msprof-analyze's per-group sums, in every cluster output
 TOTAL_OP_INFO = "Total Op Info"
@@ -185,33 +181,6 @@ def _reported_steps(rank: int, facts: dict) -> list[dict]:
     return rows
 
 
-#: until analysis/collectives.py is merged: its tables without rows (the columns read here), so every output
-#: is computed, the communication ones empty
-_NO_COLLECTIVES = {
-    "collective_figures": pa.schema(
-        [("rank", pa.int32()), ("slice_id", pa.int64()), ("step", pa.int32()), ("op_name", pa.string()),
-         ("collective", pa.string()), ("process_group", pa.string()), ("sequence", pa.int64())]
-        + [(c, pa.int64()) for c in ("start_ns", "elapse_ns", "transit_ns", "wait_ns", "sync_ns", "idle_ns")]
-        + [("wait_ratio", pa.float64()), ("sync_ratio", pa.float64()), ("figures_from", pa.string())]),
-    "link_bandwidth": pa.schema(
-        [("rank", pa.int32()), ("slice_id", pa.int64()), ("step", pa.int32()), ("link_type", pa.string()),
-         ("transit_bytes", pa.int64()), ("transit_ns", pa.int64()), ("bandwidth_gbps", pa.float64()),
-         ("large_packet_ratio", pa.float64()), ("size_distribution", SIZE_DISTRIBUTION)]),
-    "communication_matrix": pa.schema(
-        [("rank", pa.int32()), ("step", pa.int32()), ("process_group", pa.string()), ("key", pa.string()),
-         ("op_name", pa.string()), ("src_rank", pa.int32()), ("dst_rank", pa.int32()), ("transport", pa.string()),
-         ("transit_bytes", pa.int64()), ("transit_ns", pa.int64())]),
-    "communication_groups": pa.schema(
-        [("process_group", pa.string()), ("group_name", pa.string()), ("kind", pa.string()),
-         ("ranks", pa.list_(pa.int32())), ("ranks_global", pa.bool_())]),
-}
-
-
-def _collectives(tables: RunTables, name: str) -> pa.Table:
-    """``collectives.<name>(tables)`` through the memo (issue 16's contract tables)."""
-    return computed(getattr(collectives, name), tables) if collectives else _NO_COLLECTIVES[name].empty_table()
-
-
 _WINDOWS_SQL = """
 SELECT o.rank, o.step, o.start_ns,
        greatest(min(i.start_ns), o.start_ns) AS first_ns, least(max(i.end_ns), o.end_ns) AS last_ns
@@ -248,7 +217,7 @@ def cluster_step_trace(tables: RunTables) -> pa.Table:
     con.register("all_intervals", intervals)
     con.sql("CREATE TEMP VIEW busy AS SELECT * FROM all_intervals "
                 "WHERE row IN ('merged computation', 'merged communication')")
-    con.register("figures", _collectives(tables, "collective_figures"))
+    con.register("figures", computed(collectives.collective_figures, tables))
     traced = con.sql(_STEP_TRACE_SQL, params={"reported": sorted({row["rank"] for row in reported})}).to_arrow_table()
     rows = traced.to_pylist() + reported
     rows.sort(key=lambda row: (row["rank"], row["step"] if row["step"] is not None else -1))
@@ -291,15 +260,18 @@ def group_map(figures: pa.Table, matrix: pa.Table, groups: pa.Table) -> pa.Table
     return pa.Table.from_pylist(rows, schema=CLUSTER_COMMUNICATION_GROUPS)
 
 
-#: an operation's name in the cluster outputs (module docstring)
-_OP_KEY_SQL = ("CASE WHEN f.figures_from = 'communication.json' THEN f.op_name "
-               "ELSE f.op_name || '_' || f.sequence END")
+#: the figures with ``op_key``, an operation's name in the cluster outputs (module docstring)
+_NAMED_SQL = """named AS (
+    SELECT *, CASE WHEN max(repeats) OVER (PARTITION BY step, process_group, op_name) > 1
+                   THEN op_name || '_' || sequence ELSE op_name END AS op_key
+    FROM (SELECT *, count(*) OVER (PARTITION BY rank, step, process_group, op_name) AS repeats FROM figures)
+)"""
 
 _TIME_SQL = f"""
-WITH ops AS (
-    SELECT k.recorded_ranks, f.step, k.group_name, {_OP_KEY_SQL} AS op_name, f.rank, f.start_ns, f.elapse_ns,
+WITH {_NAMED_SQL}, ops AS (
+    SELECT k.recorded_ranks, f.step, k.group_name, f.op_key AS op_name, f.rank, f.start_ns, f.elapse_ns,
            f.transit_ns, f.wait_ns, f.sync_ns, f.idle_ns, f.wait_ratio, f.sync_ratio
-    FROM figures f JOIN keys k USING (process_group)
+    FROM named f JOIN keys k USING (process_group)
 ), totals AS (
     SELECT recorded_ranks, step, group_name, '{TOTAL_OP_INFO}' AS op_name, rank, NULL::BIGINT AS start_ns,
            sum(elapse_ns) AS elapse_ns, sum(transit_ns) AS transit_ns, sum(wait_ns) AS wait_ns,
@@ -330,10 +302,10 @@ def communication_time(figures: pa.Table, keys: pa.Table) -> pa.Table:
 
 
 _BANDWIDTH_SQL = f"""
-WITH ops AS (
-    SELECT k.recorded_ranks, l.step, k.group_name, {_OP_KEY_SQL} AS op_name, l.rank, l.link_type, l.transit_bytes,
+WITH {_NAMED_SQL}, ops AS (
+    SELECT k.recorded_ranks, l.step, k.group_name, f.op_key AS op_name, l.rank, l.link_type, l.transit_bytes,
            l.transit_ns, l.bandwidth_gbps, l.large_packet_ratio, l.size_distribution, l.n, f.start_ns
-    FROM links l JOIN figures f USING (rank, slice_id) JOIN keys k ON k.process_group = f.process_group
+    FROM links l JOIN named f USING (rank, slice_id) JOIN keys k ON k.process_group = f.process_group
 ), packets AS (
     SELECT recorded_ranks, step, group_name, rank, link_type, d.packet_bytes, sum(d.count) AS count,
            sum(d.dur_ns) AS dur_ns
@@ -424,31 +396,31 @@ def cluster_communication_groups(tables: RunTables) -> pa.Table:
     kind, process_group, group_name (msprof-analyze's name), group_id, pg_name (the framework's name),
     rank_set (the global ranks when known, else the recorded ranks), recorded_ranks (the profiled ranks that
     recorded the group's operations: msprof-analyze's rank-set key))."""
-    return group_map(_collectives(tables, "collective_figures"),
-                     _collectives(tables, "communication_matrix"),
-                     _collectives(tables, "communication_groups"))
+    return group_map(computed(collectives.collective_figures, tables),
+                     computed(collectives.communication_matrix, tables),
+                     computed(collectives.communication_groups, tables))
 
 
 def cluster_communication_time(tables: RunTables) -> pa.Table:
     """msprof-analyze's communication time per operation and rank and its ``Total Op Info`` per group, step
     and rank (schema ``CLUSTER_COMMUNICATION_TIME``; int64 ns, ratios in [0, 1]; module docstring)."""
-    return communication_time(_collectives(tables, "collective_figures"),
+    return communication_time(computed(collectives.collective_figures, tables),
                               computed(cluster_communication_groups, tables))
 
 
 def cluster_communication_bandwidth(tables: RunTables) -> pa.Table:
     """msprof-analyze's bandwidth per operation, rank and link type and its ``Total Op Info`` (schema
     ``CLUSTER_COMMUNICATION_BANDWIDTH``; bytes, ns, GB/s; module docstring)."""
-    return communication_bandwidth(_collectives(tables, "link_bandwidth"),
-                                   _collectives(tables, "collective_figures"),
+    return communication_bandwidth(computed(collectives.link_bandwidth, tables),
+                                   computed(collectives.collective_figures, tables),
                                    computed(cluster_communication_groups, tables))
 
 
 def cluster_communication_matrix(tables: RunTables) -> pa.Table:
     """msprof-analyze's communication matrix: links merged across ranks, local ranks mapped, and ``Total Op
     Info`` per link (schema ``CLUSTER_COMMUNICATION_MATRIX``; bytes, ns, GB/s; module docstring)."""
-    return matrix_links(_collectives(tables, "communication_matrix"),
-                        _collectives(tables, "communication_groups"),
+    return matrix_links(computed(collectives.communication_matrix, tables),
+                        computed(collectives.communication_groups, tables),
                         computed(cluster_communication_groups, tables))
 
 

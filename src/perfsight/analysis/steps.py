@@ -40,6 +40,8 @@ else a reader's phase slices (MindSpore's ``fp_and_bp``); otherwise the points a
 """
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -145,8 +147,35 @@ def no_steps_reason(tables: RunTables) -> str | None:
         return (f"no finished step: the profile covers the whole run, and its only step range ({cut}) was cut by "
                 "the profiler's stop (an inference script, or one that never steps an optimizer); there are no "
                 "step times, and the figures cover the whole profile")
+    lacking = _step_files_lacking(tables.meta_dict())
+    if lacking:
+        return (f"no steps: the profile lacks {' and '.join(lacking)}, where step ranges come from (ProfilerStep#N "
+                "ranges, the device tasks' Step Id); step times, the step breakdown and the data verdict need them"
+                + _step_source_said(tables.meta_dict()) + "; the figures cover the whole profile")
     return ("no steps (no ProfilerStep#N ranges): step times, the step breakdown and the data verdict need them "
             "(torch.profiler's schedule, or prof.step() each step); the figures cover the whole trace")
+
+
+#: the files a reader's meta ``lacking_files`` may name that step ranges come from (torch_npu's)
+STEP_RANGE_FILES = ("trace_view.json", "kernel_details.csv")
+
+
+def _step_files_lacking(meta: dict) -> list[str]:
+    """The step range files the run's reader said its folder lacks (meta ``lacking_files``), when it lacks
+    the trace (whose ranges come first); [] otherwise."""
+    try:
+        lacking = json.loads(meta.get("lacking_files") or "[]")
+    except ValueError:
+        return []
+    lacking = [name for name in STEP_RANGE_FILES if isinstance(lacking, list) and name in lacking]
+    return lacking if STEP_RANGE_FILES[0] in lacking else []
+
+
+def _step_source_said(meta: dict) -> str:
+    """Where the run's per-step figures come from when not from step ranges (meta ``step_source``), or ""."""
+    source = meta.get("step_source")
+    return f"; its per-step figures are torch_npu's own {source} (meta step_trace_time)" \
+        if source == "step_trace_time.csv" else ""
 
 
 def step_points(tables: RunTables, fp_point: str | None = None, bp_point: str | None = None

@@ -10,6 +10,13 @@
   what is communication is ``kind`` alone (the breakdowns' COMMUNICATION kernel type, the collectives, the
   export's Communication layer, the web timeline); names are read again only to tell communication slices
   apart (the collectives' backend ranges, ``BACKEND_RANGE``).
+* Counted once: the breakdowns count a rank's device communication tasks as its communication time, and
+  its host ``comm`` slices (torch.distributed calls, the backends' host ranges) only on a rank without
+  device communication tasks (a CPU job on gloo, or a GPU job whose collectives run on gloo), where the
+  host is what communicates; elsewhere the host slices only enqueue the device's work and are host
+  operators. The collectives take each rank's first source (``analysis/collectives.py``).
+* A backend of ``HOST_EXECUTED_BACKENDS`` runs a collective on the host thread whose range records it
+  (gloo's worker threads), so that range's time is the collective's; NCCL's host range only enqueues it.
 * A stream is a communication stream when more than half of its device tasks are communication slices
   (``is_comm_stream``): the web timeline groups it under "communication".
 
@@ -26,6 +33,9 @@ COMM_KIND = "comm"
 
 #: torch.distributed backends whose host ranges the Kineto trace names ``<backend>:<collective>``
 BACKENDS = ("nccl", "rccl", "gloo")
+
+#: backends whose host range (``gloo:all_reduce``) spans the collective's execution on that thread
+HOST_EXECUTED_BACKENDS = ("gloo",)
 
 #: a regular expression (Python and DuckDB) matching a backend's host range, the collective after the colon
 BACKEND_RANGE = rf"^({'|'.join(BACKENDS)}):"

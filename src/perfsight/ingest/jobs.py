@@ -11,7 +11,10 @@ them) and track ids (and every column that refers to them) past the previous ran
 unique across the job. A run's rank is the one its tables say (``distributedInfo``, the perfsight
 manifest), else the one its file name carries (``rank_in_name``: ``rank0``, ``rank-1``, ``rank_2``...).
 Only runs whose ranks are known and differ are one job; anything else is refused with a summary of
-the runs, to be opened one by one. All shifting is vectorised Arrow arithmetic on the id columns.
+the runs, to be opened one by one. Before merging, the group-local ranks the ranks' own places in their
+groups map become global (``common.job_groups``). The job's ``parse_warnings`` are every rank's, each
+prefixed ``rank N: `` (what a partial rank lacks, rows read around), then the job's own (group mapping);
+``rank_meta`` keeps each rank's meta. All shifting is vectorised Arrow arithmetic on the id columns.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ import pyarrow.compute as pc
 
 from perfsight.core.errors import InputError
 from perfsight.core.tables import RunTables, fits, meta_table, next_id
+from perfsight.ingest.common.job_groups import map_job
 from perfsight.ingest.common.reader import Reader, RunSource
 
 SLICE_ID_COLUMNS = {"slices": ("id", "parent_id"), "flows": ("src_id", "dst_id"), "memory": ("op_slice_id",)}
@@ -50,9 +54,20 @@ RUNS_SHOWN = 5
 
 
 def rank_of(tables: RunTables) -> int | None:
-    """The one rank a run's tracks name, or None when they name none (or several)."""
+    """The one rank a run's tracks name, else (a run without tracks: a rank whose files hold no events) the
+    rank its meta says; None when neither names one (or the tracks name several)."""
     ranks = pc.unique(tables.tracks.column("rank").drop_null()).to_pylist()
-    return ranks[0] if len(ranks) == 1 else None
+    if ranks or not tables.tracks.num_rows:
+        return ranks[0] if len(ranks) == 1 else _meta_rank(tables)
+    return None
+
+
+def _meta_rank(tables: RunTables) -> int | None:
+    try:
+        rank = json.loads(tables.meta_dict().get("rank") or "null")
+    except ValueError:
+        return None
+    return rank if type(rank) is int and fits(rank, 32) else None
 
 
 def rank_in_name(name: str) -> int | None:
@@ -110,6 +125,9 @@ def merge(parts: list[tuple[str, RunTables]]) -> RunTables:
     ranks = [rank for rank in said if rank is not None]
     if len(ranks) != len(said) or len(set(ranks)) != len(ranks):
         raise InputError(_not_one_job([name for name, _ in parts], said))
+    warnings: list[str] = []
+    mapped = map_job([(rank, tables) for (_, tables), rank in zip(parts, ranks)], warnings)
+    parts = [(name, tables) for (name, _), tables in zip(parts, mapped)]
     merged: dict[str, list[pa.Table]] = {name: [] for name, _ in RunTables().items()}
     slice_offset = track_offset = 0
     for (_, tables), rank in zip(parts, ranks):
@@ -122,12 +140,24 @@ def merge(parts: list[tuple[str, RunTables]]) -> RunTables:
         slice_offset += next_id(tables.slices.column("id"))
         track_offset += next_id(tables.tracks.column("track_id"))
     facts = {**parts[0][1].meta_dict(), "ranks": sorted(ranks), "world_size": max(len(ranks), _world_size(parts)),
-             "sources": [name for name, _ in parts],
+             "sources": [name for name, _ in parts], "parse_warnings": _warnings(parts, ranks) + warnings,
              "rank_meta": {str(rank): {**tables.meta_dict(), "source": name}
                            for (name, tables), rank in zip(parts, ranks)}}
     facts.pop("rank", None)
     return RunTables(**{name: pa.concat_tables(tables) for name, tables in merged.items() if name != "meta"},
                      meta=meta_table(facts))
+
+
+def _warnings(parts: list[tuple[str, RunTables]], ranks: list[int]) -> list[str]:
+    """Every rank's ``parse_warnings``, each said of its rank (``rank 2: no kernel_details.csv, ...``), by rank."""
+    said = []
+    for rank, (_, tables) in sorted(zip(ranks, parts), key=lambda pair: pair[0]):
+        try:
+            warnings = json.loads(tables.meta_dict().get("parse_warnings") or "[]")
+        except ValueError:
+            warnings = []
+        said += [f"rank {rank}: {warning}" for warning in warnings if isinstance(warning, str)]
+    return said
 
 
 def _world_size(parts) -> int:

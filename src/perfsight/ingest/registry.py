@@ -6,7 +6,9 @@ one itself are those of the first reader that recognises any of its entries (``r
 job, a perfsight run directory's siblings before Ascend folders before trace files). ``find_runs`` is what
 ``perfsight.open``, the CLI and export open at a path; ``runs_below`` searches further down for export's
 ``-dir runs/<job>/PROF_*``; insight's discovery asks ``runs_at`` of each entry of the folder it serves and
-groups what it finds into jobs with ``perfsight.ingest.jobs``. Adding a format: docs/readers.md.
+groups what it finds into jobs with ``perfsight.ingest.jobs``. A folder without runs that a reader
+recognises by its names (``Reader.without_data``) gets an error saying what it is and what it lacks.
+Adding a format: docs/readers.md.
 """
 from __future__ import annotations
 
@@ -92,6 +94,9 @@ def find_runs(path: Path) -> list[RunSource]:
     except OSError as error:
         raise InputError(f"{path}: cannot list the folder ({error.strerror or error})") from None
     if not runs:
+        empty = _without_data(path)
+        if empty:
+            raise InputError(f"{path}: {empty}")
         raise InputError(f"{path}: holds no run perfsight can read; expected a PROF_ directory (with "
                          "manifest.json), a parent of PROF_ directories, torch.profiler trace files, or "
                          "Ascend profiler output (*_ascend_pt / ASCEND_PROFILER_OUTPUT, msprof PROF_ "
@@ -131,6 +136,22 @@ def _deeper_hint(path: Path) -> str:
     return (f". Runs were found below it, in {shown}{more}: open one of those, export them all with "
             f"`perfsight export summary -dir {path}`, or browse them all with "
             f"`perfsight insight --summary-base-dir {path}`")
+
+
+def _without_data(folder: Path) -> str | None:
+    """For a folder without runs: what it is by a reader's names though it holds nothing that reader reads
+    (``Reader.without_data``), or what its subfolders are that are such; None when neither."""
+    def said(path: Path) -> str | None:
+        return next((what for reader in READERS if (what := reader.without_data(path))), None)
+
+    own = said(folder)
+    if own:
+        return own
+    found = [(entry.name, what) for entry in _subfolders(folder) if (what := said(entry))]
+    if not found:
+        return None
+    more = f" (and {len(found) - 1} more folders like it)" if len(found) > 1 else ""
+    return f"holds no run perfsight can read: {found[0][0]} is {found[0][1]}{more}"
 
 
 def _subfolders(folder: Path) -> list[Path]:

@@ -6,7 +6,8 @@ import shutil
 
 import pytest
 
-from perfsight.analysis.cluster import communication_matrix, rank_breakdown
+from perfsight.analysis.cluster import rank_breakdown
+from perfsight.analysis.collectives import communication_pairs
 
 from .conftest import Served, expected
 
@@ -47,4 +48,4 @@ def test_cluster_page_holds_the_job_analyses(served_ascend):
     assert sorted({row["rank"] for row in rank_breakdown(tables).to_pylist()}) == [0, 1]
     assert len(cluster["ranks"]) == 2
     matrix = served_ascend.client.get(f"/api/runs/{run_id}/cluster/communication").json()["matrix"]
-    assert matrix == expected(communication_matrix(tables))
+    assert matrix == expected(communication_pairs(tables))

@@ -10,7 +10,7 @@ import pytest
 from fastapi import FastAPI, HTTPException
 from fastapi.testclient import TestClient
 
-from perfsight.analysis import cluster
+from perfsight.analysis import cluster, collectives
 from perfsight.analysis.breakdown import step_breakdown
 from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables
@@ -145,7 +145,7 @@ def test_cluster_and_communication(client):
         (0, 1, 10000), (0, 2, 10000), (0, 3, 10000), (1, 1, 9800), (1, 2, 9800)]
     assert "start_ns" not in steps
     comm = ok(client, "/api/runs/job/cluster/communication")
-    cells = {(c["rank"], c["peer"]): c["bytes"] for c in comm["matrix"]}
+    cells = {(c["src_rank"], c["dst_rank"]): c["transit_bytes"] for c in comm["matrix"]}
     assert cells[(0, 1)] == 4020 and cells[(2, None)] == 12
     assert {(c["rank"], c["collective"]) for c in comm["collectives"]} >= {(0, "send"), (2, "broadcast")}
 
@@ -163,8 +163,8 @@ def test_page_results_are_computed_once_per_run(client, runs):
     ok(client, "/api/runs/job/cluster/communication")
     kept = len(memo)
     cached = {fn: computed(fn, runs["job"].tables) for fn in (
-        cluster.rank_breakdown, cluster.slowest_rank, step_breakdown, cluster.communication_matrix,
-        cluster.collective_summary, cluster.collectives)}
+        cluster.rank_breakdown, cluster.slowest_rank, step_breakdown, collectives.communication_pairs,
+        collectives.collective_summary, collectives.collectives)}
     assert len(memo) == kept                         # the requests kept each of them
     for _ in range(2):
         ok(client, "/api/runs/job/cluster")

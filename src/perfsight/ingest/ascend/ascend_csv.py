@@ -9,9 +9,11 @@ texts (``N/A`` and empty are null), sizes in KB or MB to bytes, shape/dtype list
 and the columns without a canonical place to one JSON object per row (``row_json``, for ``args``); JSON
 side files read or warned about (``read_json``).
 
-``read_csv(path, required=...)`` returns a table whose known columns carry their canonical names; a
-missing required column is an InputError naming the file, the column and the headers found; a missing
-optional column is simply absent from the table; unknown columns are kept under their own header.
+``read_csv(path, warnings, required=...)`` returns a table whose known columns carry their canonical names;
+a missing required column is an InputError naming the file, the column and the headers found; a missing
+optional column is simply absent from the table; unknown columns are kept under their own header. A ragged
+row (more or fewer fields than the header) costs that row only, described in ``warnings`` by line and fields
+(``ragged_rows``): the one mechanism every Ascend and MindSpore CSV reader reads around damage with.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import io
 import json
 import re
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,7 +31,7 @@ import pyarrow.csv as pacsv
 from perfsight.core.errors import InputError
 from perfsight.core.files import UnreadableFile, open_regular, read_regular
 from perfsight.core.tables import new_connection
-from perfsight.ingest.common.columns import exact_ns, flat
+from perfsight.ingest.common.columns import counted, exact_ns, flat
 
 #: canonical name -> the headers it is written as (first: torch_npu's current spelling)
 COLUMNS: dict[str, tuple[str, ...]] = {
@@ -87,12 +89,24 @@ _NULLS = ["", "N/A", "NA", "n/a", "null", "None", "-"]
 _HEADER_TO_NAME = {header: name for name, headers in COLUMNS.items() for header in headers}
 
 
-def read_csv(path: Path, *, required: Iterable[str] = (), first_rows_only: bool = False) -> pa.Table:
-    """The CSV at ``path`` with canonical column names (module docstring); every column is text. With
-    ``first_rows_only``, only its first block of rows is read (enough to sniff a fact the rows share)."""
+def read_csv(path: Path, warnings: list[str] | None = None, *, required: Iterable[str] = (),
+             first_rows_only: bool = False, canonical: bool = True) -> pa.Table:
+    """The CSV at ``path`` with canonical column names (module docstring; ``canonical=False``: the file's
+    own headers, stripped); every column is text. With ``first_rows_only``, only its first block of rows is
+    read (enough to sniff a fact the rows share).
+
+    A row with more or fewer fields than the header (a ragged row) costs that row only: it is left out and
+    described in ``warnings`` (``ragged_rows``: the file, each row's line and its fields against the
+    header's); without ``warnings`` it is an InputError saying the same."""
     path = Path(path)
-    options = {"read_options": pacsv.ReadOptions(encoding="utf-8"),
-               "parse_options": pacsv.ParseOptions(newlines_in_values=True),
+    ragged: list[Any] = []
+
+    def skip(row) -> str:
+        ragged.append(row)
+        return "skip"
+
+    options = {"read_options": pacsv.ReadOptions(encoding="utf-8", use_threads=False),
+               "parse_options": pacsv.ParseOptions(newlines_in_values=True, invalid_row_handler=skip),
                "convert_options": pacsv.ConvertOptions(column_types=_all_text(path), strings_can_be_null=True,
                                                        null_values=_NULLS)}
     try:
@@ -106,7 +120,13 @@ def read_csv(path: Path, *, required: Iterable[str] = (), first_rows_only: bool 
             table = pacsv.read_csv(path, **options)
     except (OSError, pa.ArrowInvalid) as error:
         raise InputError(f"{path}: not a readable CSV file ({error})") from None
-    renamed = [_HEADER_TO_NAME.get(header.strip(), header.strip()) for header in table.column_names]
+    if ragged:
+        described = ragged_rows(path, [(row.text, row.actual_columns) for row in ragged], ragged[0].expected_columns)
+        if warnings is None:
+            raise InputError(f"{path}: {described}")
+        warnings.append(f"{path.name}: {described}")
+    renamed = [_HEADER_TO_NAME.get(header.strip(), header.strip()) if canonical else header.strip()
+               for header in table.column_names]
     missing = [name for name in required if name not in renamed]
     if missing:
         expected = "; ".join(f"{name} (as {' or '.join(repr(h) for h in COLUMNS.get(name, (name,)))})"
@@ -114,6 +134,26 @@ def read_csv(path: Path, *, required: Iterable[str] = (), first_rows_only: bool 
         raise InputError(f"{path}: missing required column {expected}; the file's columns are "
                          f"{', '.join(table.column_names)}")
     return table.rename_columns(renamed)
+
+
+#: how many ragged rows a warning names one by one
+RAGGED_SHOWN = 5
+
+
+def ragged_rows(path: Path, rows: list[tuple[str, int]], expected: int) -> str:
+    """What ragged rows (``(text, fields)`` pairs, in file order) cost, naming the first ``RAGGED_SHOWN`` by
+    line: ``2 rows not read: line 57 has 31 fields, line 90 has 33 fields (the header has 32)``. A row's
+    line is found by its text in the file (pyarrow counts records, not lines, when fields span lines)."""
+    data = read_regular(path)
+    lines, offset = [], 0
+    for text, _ in rows[:RAGGED_SHOWN]:
+        found = data.find(b"\n" + text.encode("utf-8"), offset)     # a row starts a line (the header is first)
+        lines.append(data.count(b"\n", 0, found) + 2 if found >= 0 else None)
+        offset = found + 1 if found >= 0 else offset
+    shown = ", ".join(f"{f'line {line}' if line else 'a row'} has {fields} fields"
+                      for line, (_, fields) in zip(lines, rows))
+    more = f" and {len(rows) - RAGGED_SHOWN} more" if len(rows) > RAGGED_SHOWN else ""
+    return f"{counted(len(rows), 'row')} not read: {shown}{more} (the header has {expected})"
 
 
 def _all_text(path: Path) -> dict[str, pa.DataType]:
@@ -199,11 +239,12 @@ def _per_distinct(column: pa.Array | pa.ChunkedArray, convert) -> pa.Array:
     return pa.array(values, pa.string()).take(encoded.indices)
 
 
-def read_json(path: Path, warnings: list[str], consequence: str):
-    """The JSON document in ``path``; None when it cannot be read or parsed, with the warning
-    ``<file>: not readable JSON (<why>); <consequence>``."""
+def read_json(path: Path, warnings: list[str], consequence: str, *, parse_float=None):
+    """The JSON document in ``path`` (``parse_float`` as json.loads takes it: ``Decimal`` for exact
+    times); None when it cannot be read or parsed, with the warning ``<file>: not readable JSON (<why>);
+    <consequence>``."""
     try:
-        return json.loads(read_regular(path).decode("utf-8"))
+        return json.loads(read_regular(path).decode("utf-8"), parse_float=parse_float)
     except (OSError, ValueError) as error:
         warnings.append(f"{path.name}: not readable JSON ({error}); {consequence}")
         return None

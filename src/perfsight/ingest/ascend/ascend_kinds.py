@@ -110,6 +110,10 @@ def api_kinds(levels: pa.Array | pa.ChunkedArray, names: pa.Array | pa.ChunkedAr
     return _per_pair(api_kind, levels, names)
 
 
+#: the instance suffix of an HCCL operator's name (``hcom_allReduce__586_0_1`` -> ``hcom_allReduce_``, its
+#: OP Type), a regular expression for Python and DuckDB
+HCCL_OP_SUFFIX = r"(_[0-9]+)+$"
+
 #: HCCL operator name stems (``hcom_<stem>_``) -> PyTorch's collective names
 _COLLECTIVES = {"ALLREDUCE": "allreduce", "ALLGATHER": "allgather", "REDUCESCATTER": "reduce_scatter",
                 "BROADCAST": "broadcast", "SEND": "send", "RECEIVE": "recv", "RECV": "recv",
@@ -137,12 +141,14 @@ def torch_dtype(hccl_dtype: str | None) -> str | None:
 
 
 def collective_args(op_name: str, hccl_dtype: str | None, count, group_name: str | None,
-                    group_desc: str | None, ranks: list[int]) -> dict:
+                    group_desc: str | None, ranks: list[int], local: bool = False) -> dict:
     """The collective facts analysis/cluster.py reads from a communication operator's ``args``, under
-    PyTorch's key names (as a Kineto trace has them); unknown values are left out."""
+    PyTorch's key names (as a Kineto trace has them), and ``Process Group Ranks Local`` (true) when
+    ``ranks`` are group-local positions no mapping made global; unknown values are left out."""
     count = count if type(count) is int else None
     facts = {"Collective name": collective_name(op_name), "dtype": torch_dtype(hccl_dtype),
              "In msg nelems": count, "Out msg nelems": count, "Group size": len(ranks) or None,
              "Process Group Name": group_name, "Process Group Desc": group_desc,
-             "Process Group Ranks": json.dumps(ranks) if ranks else None}
+             "Process Group Ranks": json.dumps(ranks) if ranks else None,
+             "Process Group Ranks Local": True if ranks and local else None}
     return {key: value for key, value in facts.items() if value is not None}

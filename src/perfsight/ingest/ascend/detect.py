@@ -16,9 +16,18 @@ from perfsight.core.errors import InputError
 
 #: torch_npu's (and current MindSpore's) output folder inside ``*_ascend_pt`` / ``*_ascend_ms``
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
-#: files of OUTPUT_DIR with timed events; one of them makes a torch_npu text profile
+#: files of OUTPUT_DIR with timed events (host operators, device tasks)
 TIMED_FILES = ("trace_view.json", "kernel_details.csv")
+#: the other files of OUTPUT_DIR the text reader reads (steps, communication, memory): what a rank collected
+#: at a lower level, or pruned to what msprof-analyze's cluster mode needs, may hold only some of them
+SIDE_FILES = ("step_trace_time.csv", "communication.json", "communication_matrix.json", "memory_record.csv",
+              "operator_memory.csv", "npu_module_mem.csv")
+#: every file of OUTPUT_DIR the text reader reads; any one of them makes a torch_npu text profile
+TEXT_FILES = TIMED_FILES + SIDE_FILES
 DB_NAME = re.compile(r"ascend_pytorch_profiler(?:_(\d+))?\.db|msprof_\d+\.db")  # msprof --type=db: the same schema
+#: the names that say a folder is torch_npu's (or current MindSpore's) output, whatever it holds
+_RUN_DIR_NAME = re.compile(r".*_ascend_(?:pt|ms)$")
+_INFO_FILES = ("profiler_info*.json", "profiler_metadata.json")
 MSPROF_DEVICE_DIR = re.compile(r"^device_(\d+)$")
 MINDSPORE_FILE = re.compile(
     r"^(?P<kind>framework_raw|aicore_intermediate|step_trace_raw|ascend_timeline_display|ascend_timeline_summary"
@@ -28,25 +37,56 @@ MINDSPORE_FILE = re.compile(
 
 
 def is_torch_npu_dir(path: Path) -> bool:
-    """A directory holding ``ASCEND_PROFILER_OUTPUT/`` with trace_view.json or kernel_details.csv (torch_npu
-    names it ``{worker}_{pid}_{time}_ascend_pt``; renamed copies are recognised by their content)."""
+    """A directory holding ``ASCEND_PROFILER_OUTPUT/`` with any file of ``TEXT_FILES`` (torch_npu names it
+    ``{worker}_{pid}_{time}_ascend_pt``; renamed copies are recognised by their content)."""
     output = Path(path) / OUTPUT_DIR
-    return output.is_dir() and any((output / name).is_file() for name in TIMED_FILES)
+    return output.is_dir() and any((output / name).is_file() for name in TEXT_FILES)
+
+
+def lacking(path: Path) -> list[str]:
+    """The files of ``TEXT_FILES`` a torch_npu text profile lacks (what its warnings say it costs)."""
+    output = Path(path) / OUTPUT_DIR
+    return [name for name in TEXT_FILES if not (output / name).is_file()]
+
+
+def torch_npu_without_data(path: Path) -> str | None:
+    """For a folder that is torch_npu's output by its name or its files (``*_ascend_pt``, ``*_ascend_ms``,
+    ``ASCEND_PROFILER_OUTPUT/``, profiler_info_N.json, profiler_metadata.json) but holds nothing the readers
+    read: what it is and which files it lacks; None for any other folder."""
+    path = Path(path)
+    if not path.is_dir() or is_torch_npu_dir(path) or find_torch_npu_db(path) is not None:
+        return None
+    signs = [f"{OUTPUT_DIR}/"] if (path / OUTPUT_DIR).is_dir() else []
+    signs += sorted(p.name for pattern in _INFO_FILES for p in path.glob(pattern) if p.is_file())
+    if not signs and not _RUN_DIR_NAME.match(path.name):
+        return None
+    holding = f"holding {', '.join(signs)}" if signs else "by its name"
+    return (f"a torch_npu profiler folder ({holding}) without any file perfsight reads: {OUTPUT_DIR}/ lacks "
+            f"{', '.join(TEXT_FILES)} and a profiler database (ascend_pytorch_profiler_N.db, msprof_N.db)")
 
 
 def find_torch_npu_db(run_dir: Path) -> Path | None:
     """The profiler database of a torch_npu run: ``run_dir`` is the ``*_ascend_pt`` directory, its
-    ASCEND_PROFILER_OUTPUT directory or the .db itself; None when there is none."""
+    ASCEND_PROFILER_OUTPUT directory, a folder holding one database and nothing else of a run, or the .db
+    itself (``DB_NAME``: ``ascend_pytorch_profiler_N.db``, ``msprof_N.db``); None when there is none, and for
+    an msprof PROF_ directory (its own reader's) or a folder holding several databases (each one a run)."""
     run_dir = Path(run_dir)
     if run_dir.is_file():
         return run_dir if DB_NAME.fullmatch(run_dir.name) else None
-    for folder in (run_dir / OUTPUT_DIR, run_dir):
-        found = sorted(p for p in folder.glob("ascend_pytorch_profiler*.db") if DB_NAME.fullmatch(p.name)
-                       and p.is_file()) \
-            if folder.is_dir() else []
-        if found:
-            return found[0]
-    return None
+    if is_msprof_dir(run_dir):
+        return None
+    inside = _databases(run_dir / OUTPUT_DIR)
+    if inside:
+        return inside[0]
+    beside = _databases(run_dir)
+    return beside[0] if len(beside) == 1 else None
+
+
+def _databases(folder: Path) -> list[Path]:
+    try:
+        return sorted(p for p in folder.iterdir() if DB_NAME.fullmatch(p.name) and p.is_file())
+    except OSError:
+        return []
 
 
 def is_msprof_dir(path: Path) -> bool:

@@ -18,20 +18,25 @@ from perfsight.ingest.ascend.detect import (
     is_torch_npu_dir,
     rank_to_read,
     ranks_in,
+    torch_npu_without_data,
 )
 from perfsight.ingest.common.reader import Reader, RunSource
 
 
 class TorchNpuReader(Reader):
     """torch_npu's (and current MindSpore's) output folder (``*_ascend_pt`` / ``*_ascend_ms``): its SQLite export
-    when it holds one, else its ``ASCEND_PROFILER_OUTPUT/`` text files."""
+    when it holds one, else its ``ASCEND_PROFILER_OUTPUT/`` text files, whichever of them it has; also a bare
+    profiler database (``ascend_pytorch_profiler_N.db``, ``msprof_N.db``) or a folder holding only one."""
 
     name = "torch_npu"
-    siblings_are_ranks = True     # one folder per rank, the rank said inside
+    siblings_are_ranks = True     # one folder (or database) per rank, the rank said inside
 
     def runs_at(self, path: Path) -> list[RunSource]:
-        found = is_torch_npu_dir(path) or (path.is_dir() and find_torch_npu_db(path) is not None)
+        found = is_torch_npu_dir(path) or find_torch_npu_db(path) is not None
         return [RunSource(self, path)] if found else []
+
+    def without_data(self, path: Path) -> str | None:
+        return torch_npu_without_data(path)
 
     def sources(self, run: RunSource) -> list[Path]:
         if find_torch_npu_db(run.path):
@@ -46,6 +51,14 @@ class TorchNpuReader(Reader):
         else:
             from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text as read
         return read(run.path)
+
+    def cache_dir(self, run: RunSource) -> Path:
+        """Inside the run's folder; beside a bare database (as a trace file's)."""
+        return run.path.with_name(run.path.name + "." + layout.CACHE_DIR) if run.path.is_file() \
+            else super().cache_dir(run)
+
+    def output_dir(self, run: RunSource) -> Path:
+        return run.path.parent / layout.OUTPUT_DIR / run.path.stem if run.path.is_file() else super().output_dir(run)
 
 
 class MsprofReader(Reader):

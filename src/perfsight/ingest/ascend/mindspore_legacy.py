@@ -56,6 +56,7 @@ from perfsight.ingest.ascend.detect import MINDSPORE_FILE, rank_to_read
 from perfsight.ingest.ascend.mindspore_minddata import add_cpu_utilization, add_device_queue, add_pipeline
 from perfsight.ingest.common.build import RunBuilder, add_steps
 from perfsight.ingest.common.chrome_json import TraceStream
+from perfsight.ingest.common.columns import counted
 from perfsight.ingest.common.events import event_tables
 
 _OP_NUMBER = re.compile(r"-op\d+$")
@@ -130,7 +131,7 @@ class _Ops:
         if self.dynamic:
             self._synthetic(self.dynamic, self.files["dynamic_shape_info"])
         elif "aicore_intermediate_detail" in self.files:
-            self._synthetic(_aicore_detail(self.files["aicore_intermediate_detail"]),
+            self._synthetic(_aicore_detail(self.files["aicore_intermediate_detail"], self.builder.warnings),
                             self.files["aicore_intermediate_detail"])
 
     def _rows(self, rows: list[dict]) -> dict:
@@ -272,7 +273,7 @@ def _framework(path: Path | None, builder: RunBuilder) -> dict[str, dict]:
     """framework_raw rows by full name and by kernel (short) name."""
     if path is None:
         return {}
-    table = read_csv(path, required=["full_name"])
+    table = read_csv(path, builder.warnings, required=["full_name"])
     found = {}
     for row in table.to_pylist():
         shapes, dtypes = _op_info(json_object(row.get("op_info")))
@@ -290,10 +291,10 @@ def _flops(path: Path | None, builder: RunBuilder) -> dict[str, int]:
     """flops_N.txt: full name -> FLOPs of one execution (MFLOPs, cube + vector, x 10^6)."""
     if path is None:
         return {}
-    table = read_csv(path, required=["full_name"])
+    table = read_csv(path, builder.warnings, required=["full_name"])
     columns = [c for c in table.column_names if c.startswith("MFLOPs") or c == "FLOPs"]
     if not columns:
-        read_csv(path, required=["FLOPs"])
+        read_csv(path, builder.warnings, required=["FLOPs"])
     total = numbers(table[columns[0]])
     for column in columns[1:]:
         total = pc.add(pc.fill_null(total, 0), pc.fill_null(numbers(table[column]), 0))
@@ -308,22 +309,30 @@ def _dynamic_shape(path: Path | None, builder: RunBuilder) -> list[dict]:
         return []
     try:
         steps = json.loads(read_regular(path).decode("utf-8"))["operator"]
-        rows = [{"name": e["op_name"], "short": e["op_name"], "op_type": e.get("op_type"),
-                 "task_type": _SIDE_TASKS.get(str(e.get("op_side", "")).lower(), "HOST_CPU"),
-                 "step": int(e.get("step", step)), "dur_ns": int(round(float(e["dur"]) * 1000)),
-                 "input_shapes": json.dumps([json.loads(s) for s in e.get("shape_info") or []]) or None}
-                for step, entries in steps.items() for e in entries]
+        executions = [(step, e) for step, entries in steps.items() for e in entries]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise InputError(f"{path}: not a MindSpore dynamic shape file ({error}); expected "
                          '{"operator": {"<step>": [{"step", "op_type", "op_name", "op_side", "dur", '
                          '"shape_info"}]}}') from None
+    rows, bad = [], 0
+    for step, e in executions:
+        try:
+            rows.append({"name": e["op_name"], "short": e["op_name"], "op_type": e.get("op_type"),
+                         "task_type": _SIDE_TASKS.get(str(e.get("op_side", "")).lower(), "HOST_CPU"),
+                         "step": int(e.get("step", step)), "dur_ns": int(round(float(e["dur"]) * 1000)),
+                         "input_shapes": json.dumps([json.loads(s) for s in e.get("shape_info") or []]) or None})
+        except (ValueError, KeyError, TypeError, AttributeError):
+            bad += 1
+    if bad:
+        builder.warnings.append(f"{path.name}: {counted(bad, 'execution')} not read (not an object with op_name, "
+                                "a numeric dur and step, and shape_info a list of JSON texts)")
     builder.sources.append(str(path))
     return rows
 
 
-def _aicore_detail(path: Path) -> list[dict]:
+def _aicore_detail(path: Path, warnings: list[str]) -> list[dict]:
     """aicore_intermediate_N_detail.csv: each op's ``execution_frequency`` executions of its average time."""
-    table = read_csv(path, required=["full_name", "execution_ms", "count"])
+    table = read_csv(path, warnings, required=["full_name", "execution_ms", "count"])
     rows = []
     for name, ms, count in zip(table["full_name"].to_pylist(), numbers(table["execution_ms"]).to_pylist(),
                                numbers(table["count"], pa.int64()).to_pylist()):
@@ -336,7 +345,7 @@ def _aicore_detail(path: Path) -> list[dict]:
 # --- step trace and meta files ---------------------------------------------------------------------------
 
 def _add_step_trace(path: Path, builder: RunBuilder, rank: int) -> None:
-    table = read_csv(path, required=["step", "start_point", "end_point", "fp_point", "bp_point"])
+    table = read_csv(path, builder.warnings, required=["step", "start_point", "end_point", "fp_point", "bp_point"])
     table = table.filter(pc.is_valid(numbers(table["step"])))
 
     def ticks(name: str) -> pa.Array:
@@ -365,7 +374,7 @@ def _add_step_trace(path: Path, builder: RunBuilder, rank: int) -> None:
 
 def _add_meta_files(files: dict[str, Path], builder: RunBuilder, facts: dict) -> None:
     if "aicore_intermediate_type" in files:
-        facts["mindspore_op_type_statistic"] = read_csv(files["aicore_intermediate_type"]).to_pylist()
+        facts["mindspore_op_type_statistic"] = read_csv(files["aicore_intermediate_type"], builder.warnings).to_pylist()
         builder.sources.append(str(files["aicore_intermediate_type"]))
     for kind in ("flops_summary", "flops_scope", "ascend_timeline_summary"):
         if kind in files:

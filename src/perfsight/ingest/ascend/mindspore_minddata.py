@@ -62,7 +62,7 @@ def add_device_queue(path: Path, builder: RunBuilder, *, rank: int, facts: dict)
 
 
 def add_pipeline(path: Path, builder: RunBuilder, *, rank: int, facts: dict) -> None:
-    table = read_csv(path, required=["op_id", "op_type", "output_queue_size"])
+    table = read_csv(path, builder.warnings, required=["op_id", "op_type", "output_queue_size"])
     interval = (numbers(table["sample_interval"]).to_pylist() if "sample_interval" in table.column_names
                 else [None] * table.num_rows)
     for op_id, op_type, sizes, every in zip(table["op_id"].to_pylist(), table["op_type"].to_pylist(),

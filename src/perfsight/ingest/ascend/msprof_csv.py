@@ -27,16 +27,16 @@ from perfsight.ingest.common.build import RunBuilder
 _TASK_TIME_USED = {"name", "kernel_name", "task_type", "kernel_type", "start_us", "duration_us", "stream_id"}
 
 
-def task_kernels(paths: list[Path]) -> pa.Table:
+def task_kernels(paths: list[Path], warnings: list[str]) -> pa.Table:
     """task_time rows in torch_npu_kernels.read_kernels' layout (name, op_type, task_type, start_ns, dur_ns,
     step, input_shapes, input_dtypes, extra, stream)."""
     parts = []
     for path in paths:
-        table = read_csv(path, required=["start_us", "duration_us"])
+        table = read_csv(path, warnings, required=["start_us", "duration_us"])
         names = [table[c] for c in ("name", "kernel_name") if c in table.column_names]
         types = [table[c] for c in ("task_type", "kernel_type") if c in table.column_names]
         if not names:
-            read_csv(path, required=["kernel_name"])  # the clear error naming the file and the column
+            read_csv(path, warnings, required=["kernel_name"])  # the clear error naming the file and the column
         n = table.num_rows
         parts.append(pa.table({
             "name": pc.coalesce(*names).combine_chunks(), "op_type": pa.nulls(n, pa.string()),
@@ -52,11 +52,11 @@ def task_kernels(paths: list[Path]) -> pa.Table:
     return pa.concat_tables(parts)
 
 
-def step_rows(paths: list[Path], *, device: int) -> pa.Table:
+def step_rows(paths: list[Path], warnings: list[str], *, device: int) -> pa.Table:
     """step_trace rows: device, step, start_ns, end_ns, fp_ns, bp_ns."""
     parts = []
     for path in paths:
-        table = read_csv(path, required=["step", "iteration_end_us", "iteration_time_us"])
+        table = read_csv(path, warnings, required=["step", "iteration_end_us", "iteration_time_us"])
         end = ns_from_us(table["iteration_end_us"], "iteration_end_us", path)
         optional = {name: ns_from_us(table[column], column, path) if column in table.column_names
                     else pa.nulls(table.num_rows, pa.int64())
@@ -68,15 +68,15 @@ def step_rows(paths: list[Path], *, device: int) -> pa.Table:
     return pa.concat_tables(parts)
 
 
-def statistic_rows(paths: list[Path]) -> list[dict]:
+def statistic_rows(paths: list[Path], warnings: list[str]) -> list[dict]:
     """op_statistic / api_statistic rows as read (canonical names where the alias table knows them)."""
-    return [row for path in paths for row in read_csv(path).to_pylist()]
+    return [row for path in paths for row in read_csv(path, warnings).to_pylist()]
 
 
 def add_npu_mem(paths: list[Path], builder: RunBuilder, *, device: int, ranks: dict[int, int | None]) -> None:
     """npu_mem rows as counters ``npu.mem.{event}.{ddr|hbm|memory}_bytes`` on their device."""
     for path in paths:
-        table = read_csv(path, required=["timestamp_us"])
+        table = read_csv(path, builder.warnings, required=["timestamp_us"])
         ts = ns_from_us(table["timestamp_us"], "timestamp_us", path).to_numpy(zero_copy_only=False)
         devices = pc.fill_null(_devices(table), device).to_numpy()
         events = (pc.fill_null(table["event"], "").to_numpy(zero_copy_only=False) if "event" in table.column_names

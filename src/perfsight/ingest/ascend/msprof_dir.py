@@ -159,7 +159,8 @@ def _read_text(exports: _Exports, builder: RunBuilder, ranks: dict[int, int | No
         elif kernels is not None:
             slices = tasks_from_kernels(kernels, builder, rank=rank, device=device)
         elif slices is None and ("task_time", "csv") in kinds:
-            slices = tasks_from_kernels(task_kernels(kinds[("task_time", "csv")]), builder, rank=rank, device=device)
+            slices = tasks_from_kernels(task_kernels(kinds[("task_time", "csv")], builder.warnings), builder,
+                                        rank=rank, device=device)
             builder.sources += [str(p) for p in kinds[("task_time", "csv")]]
         if slices is not None:
             builder.add_slices({name: slices[name] for name in _SLICE_COLUMNS})
@@ -168,7 +169,7 @@ def _read_text(exports: _Exports, builder: RunBuilder, ranks: dict[int, int | No
             _add_step_csv(kinds[("step_trace", "csv")], builder, device, ranks)
         for kind in ("op_statistic", "api_statistic"):
             paths = kinds.get((kind, "csv"), [])
-            statistics[f"msprof_{kind}"] += statistic_rows(paths)
+            statistics[f"msprof_{kind}"] += statistic_rows(paths, builder.warnings)
             builder.sources += [str(p) for p in paths]
         add_npu_mem(kinds.get(("npu_mem", "csv"), []), builder, device=device, ranks=ranks)
     facts.update(statistics)
@@ -228,7 +229,7 @@ def _kernels(kinds: dict, builder: RunBuilder) -> pa.Table | None:
 
 
 def _add_step_csv(paths: list[Path], builder: RunBuilder, device: int, ranks: dict[int, int | None]) -> None:
-    steps = step_rows(paths, device=device)
+    steps = step_rows(paths, builder.warnings, device=device)
     builder.sources += [str(p) for p in paths]
     for npu in sorted(set(steps["device"].to_pylist())):
         track = builder.track("thread", f"npu:{npu}", "Step Trace", rank=ranks.get(npu), pid=f"npu:{npu}",

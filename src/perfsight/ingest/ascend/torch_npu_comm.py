@@ -1,11 +1,12 @@
-"""HCCL communication operators of a torch_npu profile described as analysis/cluster.py reads collectives.
+"""HCCL communication operators of a torch_npu profile described as analysis/collectives.py reads them.
 
 Owns adding to each ``comm`` operator slice's ``args`` the keys PyTorch writes on NCCL kernels (and
-``cluster.collectives`` reads): ``Collective name`` (``hcom_allReduce__586_0_1`` -> ``allreduce``),
+``collectives.collectives`` reads): ``Collective name`` (``hcom_allReduce__586_0_1`` -> ``allreduce``),
 ``dtype`` (HCCL's ``data_type``: ``FP32`` -> ``float32``), ``In msg nelems`` / ``Out msg nelems`` (HCCL's
 ``count``, the elements the operator was called with), and from the operator's group: ``Process Group
 Name`` (the group name after ``@`` in communication.json's ``op@group`` keys), ``Process Group Desc`` (the
-framework's group name), ``Group size`` and ``Process Group Ranks`` (global ranks: torch_npu_meta.Group).
+framework's group name), ``Group size`` and ``Process Group Ranks`` (global ranks where the group is
+mapped, else group-local with ``Process Group Ranks Local`` true: hccl_groups.Group).
 The operator's entry of communication.json (same name, nearest ``Start Timestamp(us)``) is added too:
 ``Communication Time Info`` (elapse, transit, wait, synchronization and idle times, ms) and
 ``Communication Bandwidth Info`` (per transport: size MB, time ms, bandwidth GB/s, packet sizes).
@@ -13,27 +14,26 @@ The operator's entry of communication.json (same name, nearest ``Start Timestamp
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.ingest.ascend.ascend_csv import json_object, read_json
+from perfsight.ingest.ascend.ascend_csv import json_object
 from perfsight.ingest.ascend.ascend_kinds import collective_args
+from perfsight.ingest.ascend.hccl_groups import Group
+from perfsight.ingest.ascend.torch_npu_hccl import Record
 from perfsight.ingest.ascend.torch_npu_kernels import merge_args, replace_rows
-from perfsight.ingest.ascend.torch_npu_meta import Group
-
-_INFO_KEYS = ("Communication Time Info", "Communication Bandwidth Info")
 
 
-def describe(slices: pa.Table, communication: Path | None, groups: dict[str, Group], warnings: list[str]) -> pa.Table:
-    """``slices`` (torch_npu_trace.Trace.slices layout) with the args of its HCCL operators completed."""
+def describe(slices: pa.Table, communication: list[Record], groups: dict[str, Group]) -> pa.Table:
+    """``slices`` (torch_npu_trace.Trace.slices layout) with the args of its HCCL operators completed from
+    their groups and their records of communication.json (torch_npu_hccl.records)."""
     rows = np.flatnonzero(pc.and_(pc.equal(slices["kind"], "comm"), pc.equal(slices["role"], "communication"))
                           .to_numpy(zero_copy_only=False))
     if not len(rows):
         return slices
-    entries = _entries(communication, warnings) if communication is not None else {}
+    entries = _entries(communication)
     names = slices["name"].take(pa.array(rows)).to_pylist()
     starts = slices["start_ns"].take(pa.array(rows)).to_pylist()
     args = slices["args"].take(pa.array(rows)).to_pylist()
@@ -42,20 +42,12 @@ def describe(slices: pa.Table, communication: Path | None, groups: dict[str, Gro
     return replace_rows(slices, "args", rows, merge_args(pa.array(args, pa.string()), pa.array(patches, pa.string())))
 
 
-def _entries(path: Path, warnings: list[str]) -> dict[str, list[tuple[float, str, dict]]]:
+def _entries(communication: list[Record]) -> dict[str, list[tuple[float | None, str, dict]]]:
     """Operator name -> [(start us, group name, {Communication Time Info, Communication Bandwidth Info})]."""
-    document = read_json(path, warnings, "communication groups and times unknown")
     found: dict[str, list] = {}
-    for step in document.values() if isinstance(document, dict) else ():
-        for kind in step.values() if isinstance(step, dict) else ():
-            for key, entry in kind.items() if isinstance(kind, dict) else ():
-                if "@" not in key or not isinstance(entry, dict):
-                    continue
-                name, group = key.rsplit("@", 1)
-                time_info = entry.get("Communication Time Info") or {}
-                start = time_info.get("Start Timestamp(us)") if isinstance(time_info, dict) else None
-                info = {k: entry[k] for k in _INFO_KEYS if k in entry}
-                found.setdefault(name, []).append((start if isinstance(start, (int, float)) else None, group, info))
+    for record in communication:
+        start = record.start_ns / 1000 if record.start_ns is not None else None
+        found.setdefault(record.name, []).append((start, record.group, record.info))
     return found
 
 
@@ -67,7 +59,8 @@ def _patch(name: str, start_ns: int, args: dict, entries: dict, groups: dict[str
     group_name = args.get("group_name") or (entry[1] if entry else None)
     group = groups.get(group_name) if group_name else None
     patch = collective_args(name, args.get("data_type"), args.get("count"), group_name,
-                            group.name if group else None, list(group.ranks) if group else [])
+                            group.name if group else None, list(group.ranks) if group else [],
+                            group.local if group else False)
     if entry is not None:
         patch.update(entry[2])
     return {key: value for key, value in patch.items() if value is not None}

@@ -18,12 +18,15 @@ previous ones' (as for read_kineto). Rank: ``rank`` if given, else RANK_DEVICE_M
 ``distributed_args``, profiler_info_{rank}.json's ``rank_id``, the file name's number. World size:
 ``distributed_args.world_size``, else the largest communication group's size.
 
-analysis.db (torch_npu's own step trace and communication analysis) is not read: its figures are derived
-from this database, and perfsight derives its own; tests compare the two.
+analysis.db (torch_npu's own step trace and communication analysis, beside the database): only its
+CommAnalyzerMatrix is read, as the rank's meta ``communication_matrix`` (hccl_groups: the links of
+communication_matrix.json); its other figures are derived from this database, and perfsight derives its
+own (tests compare). Communication groups: hccl_groups (parallel_group_info, else group-local, marked).
 """
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -34,24 +37,37 @@ from perfsight.core.errors import InputError
 from perfsight.core.files import read_regular
 from perfsight.core.tables import TRACKS, RunTables, conform, meta_table, new_connection
 from perfsight.ingest.ascend.detect import DB_NAME, OUTPUT_DIR, find_torch_npu_db
+from perfsight.ingest.ascend.hccl_groups import (
+    link_facts,
+    local_groups,
+    local_warning,
+    matrix_links,
+    parallel_groups,
+    place_rank,
+)
 from perfsight.ingest.ascend.torch_npu_db_device import read_device
 from perfsight.ingest.ascend.torch_npu_db_host import INT, TEXT, read_host
 from perfsight.ingest.ascend.torch_npu_db_links import link
 from perfsight.ingest.ascend.torch_npu_db_memory import read_counters, read_memory
-from perfsight.ingest.ascend.torch_npu_db_source import Database
-from perfsight.ingest.ascend.torch_npu_links import memory_operators
+from perfsight.ingest.ascend.torch_npu_db_source import Database, connect_read_only
+from perfsight.ingest.ascend.torch_npu_links import device_tracks, memory_operators
 from perfsight.ingest.common.nesting import Nesting, ids_or_null, overlap_warning, take_or_missing
 
 _SEP = "\x1f"
+ANALYSIS_DB = "analysis.db"
+_MATRIX_SQL = ("SELECT step, type, hccl_op_name, group_name, src_rank, dst_rank, transport_type, transit_size, "
+               "transit_time, bandwidth, op_name FROM CommAnalyzerMatrix")
 
 
 def sources(run_dir: Path) -> list[Path]:
-    """The files the tables are built from (for a cache's fingerprint): the database and profiler_info."""
+    """The files the tables are built from (for a cache's fingerprint): the database, analysis.db beside it
+    and profiler_info."""
     path = find_torch_npu_db(run_dir)
     if path is None:
         return []
     info = sorted(path.parent.parent.glob("profiler_info*.json")) if path.parent.name == OUTPUT_DIR else []
-    return [path, *info[:1]]
+    analysis = path.parent / ANALYSIS_DB
+    return [path, *([analysis] if analysis.is_file() else []), *info[:1]]
 
 
 def read_torch_npu_db(run_dir: Path, *, rank: int | None = None, id_offset: int = 0,
@@ -69,7 +85,10 @@ def read_torch_npu_db(run_dir: Path, *, rank: int | None = None, id_offset: int 
         con.register("strings", db.read("STRING_IDS", {"id": ("id", INT), "value": ("value", TEXT)}))
         facts = _facts(db, path, rank, warnings)
         host = read_host(db, con)
-        device, groups = read_device(db, con, facts["parallel_groups"], facts["rank"])
+        links = _analysis_links(path.parent / ANALYSIS_DB, warnings)
+        mapped = facts["parallel_groups"]
+        place_rank(mapped, links, facts["rank"])
+        device, groups = read_device(db, con, {**local_groups(links, mapped, warnings, ANALYSIS_DB), **mapped})
         counters = read_counters(db, con, facts["device"])
         tracks = _tracks(host, device, counters, facts["rank"], track_offset)
         src = _sources(host, device, tracks, id_offset)
@@ -82,10 +101,11 @@ def read_torch_npu_db(run_dir: Path, *, rank: int | None = None, id_offset: int 
                                                                "connectionId": ("connectionId", INT)}))
         linked, flows = link(con)
         memory = _memory(read_memory(db, con, facts["device"]), src, nesting, tracks)
-    if any(g["source"].startswith("HCCL tasks") for g in groups.values()):
-        warnings.append("communication groups' ranks are taken as global ranks: the database has no "
-                        "parallel_group_info in META_DATA")
-    world_size = facts["world_size"] or max((len(g["ranks"]) for g in groups.values()), default=0) or None
+        warnings += db.warnings
+    warning = local_warning(groups)
+    if warning:
+        warnings.append(warning)
+    world_size = facts["world_size"] or max((len(g.ranks) for g in groups.values()), default=0) or None
     ids = src["id"].to_numpy()
     slices = conform("slices", pa.table({
         "id": src["id"], "kind": src["kind"], "name": src["name"], "op_type": src["op_type"],
@@ -100,8 +120,10 @@ def read_torch_npu_db(run_dir: Path, *, rank: int | None = None, id_offset: int 
                      counters=_counters(counters, tracks), flows=flows, memory=memory,
                      meta=meta_table({**facts["meta"], "source_files": [str(p) for p in facts["files"]],
                                       "rank": facts["rank"], "world_size": world_size,
-                                      "communication_groups": {name: {k: g[k] for k in ("ranks", "source", "name")}
-                                                               for name, g in groups.items()} or None,
+                                      "step_source": "trace" if pc.any(pc.equal(slices["kind"], "step")).as_py()
+                                      else "none",
+                                      "communication_groups": {name: g.facts() for name, g in groups.items()} or None,
+                                      "communication_matrix": link_facts(links, groups) or None,
                                       "parse_warnings": warnings}))
 
 
@@ -110,11 +132,11 @@ def read_torch_npu_db(run_dir: Path, *, rank: int | None = None, id_offset: int 
 def _facts(db: Database, path: Path, rank: int | None, warnings: list[str]) -> dict:
     """Rank, device, parallel_group_info, world size and the meta facts of the run."""
     meta_rows = dict(db.rows("SELECT name, value FROM META_DATA", "META_DATA"))
-    parallel_groups = _json(meta_rows.pop("parallel_group_info", None), "META_DATA parallel_group_info", warnings)
+    parallel = parallel_groups(meta_rows.pop("parallel_group_info", None), f"{path.name} META_DATA", warnings)
     distributed = _json(meta_rows.pop("distributed_args", None), "META_DATA distributed_args", warnings)
     environment = _json(meta_rows.pop("ENV_VARIABLES", None), "META_DATA ENV_VARIABLES", warnings)
     rank_devices = db.rows("SELECT rankId, deviceId FROM RANK_DEVICE_MAP", "RANK_DEVICE_MAP")
-    info_path = next(iter(sources(path)[1:]), None)
+    info_path = next((p for p in sources(path)[1:] if p.suffix == ".json"), None)
     info = (_json(read_regular(info_path).decode("utf-8", "replace"), str(info_path), warnings)
             if info_path else None) or {}
     distributed = distributed if isinstance(distributed, dict) else {}
@@ -138,9 +160,32 @@ def _facts(db: Database, path: Path, rank: int | None, warnings: list[str]) -> d
     }
     return {"rank": next((r for r in candidates if isinstance(r, int) and r >= 0), None),
             "device": devices[0] if devices else 0,
-            "parallel_groups": parallel_groups if isinstance(parallel_groups, dict) else {},
+            "parallel_groups": parallel,
             "world_size": world_size if isinstance(world_size, int) and world_size > 0 else None, "meta": meta,
-            "files": [path, *([info_path] if info_path else [])]}
+            "files": sources(path)}
+
+
+def _analysis_links(path: Path, warnings: list[str]) -> list:
+    """analysis.db's CommAnalyzerMatrix rows as communication_matrix.json links (hccl_groups.matrix_links);
+    none without the file, and a warning when it cannot be read."""
+    if not path.is_file():
+        return []
+    try:
+        con = connect_read_only(path)
+        try:
+            rows = con.execute(_MATRIX_SQL).fetchall()
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as error:
+        warnings.append(f"{path}: CommAnalyzerMatrix not readable ({error}); the rank's communication matrix "
+                        "links are unknown")
+        return []
+    document: dict = {}
+    for step, kind, key, group, src, dst, transport, size, time, bandwidth, op_name in rows:
+        document.setdefault(step, {}).setdefault(kind, {}).setdefault(f"{key}@{group}", {})[f"{src}-{dst}"] = {
+            "Transport Type": transport, "Transit Size(MB)": size, "Transit Time(ms)": time,
+            "Bandwidth(GB/s)": bandwidth, "Op Name": op_name}
+    return matrix_links(document, f"{path.name} CommAnalyzerMatrix", warnings)
 
 
 def _json(text: str | None, what: str, warnings: list[str]):
@@ -211,16 +256,18 @@ def _part(columns: dict, rows: int) -> pa.Table:
 
 
 def _memory(records: pa.Table, src: pa.Table, nesting: Nesting, tracks: pa.Table) -> pa.Table:
-    """Memory records with their operator slice and its thread (else the main thread)."""
+    """Memory records with their operator slice and its thread (else the main thread, else the first track
+    of their device: torch_npu_links.device_tracks)."""
     view = pa.table({"name": src["name"], "kind": src["kind"], "track": src["track_id"],
                      "role": pc.if_else(pc.equal(src["side"], "device"), "device", "host")})
     operator = memory_operators(records, view, nesting)
     threads = take_or_missing(src["track_id"].to_numpy().astype(np.int64), operator, -1)
     main = _main_thread(tracks)
+    track_ids = pa.array(np.where(threads >= 0, threads, -1 if main is None else main), pa.int32(),
+                         mask=(threads < 0) & (main is None))
     return conform("memory", records.drop_columns(["op_name"]).append_column(
         "op_slice_id", ids_or_null(src["id"].to_numpy(), operator)
-    ).append_column("track_id", pa.array(np.where(threads >= 0, threads, -1 if main is None else main),
-                                         pa.int32(), mask=(threads < 0) & (main is None))))
+    ).append_column("track_id", pc.coalesce(track_ids, device_tracks(tracks, records["device"]))))
 
 
 def _main_thread(tracks: pa.Table) -> int | None:

@@ -26,10 +26,11 @@ the communication groups (members, group-local to global ranks) and the ``args``
 * Any other TASK row: ``ascend_kinds.task_kind`` of its hardware task type (MEMCPY_ASYNC -> ``memcpy``,
   EVENT_RECORD / EVENT_WAIT -> ``sync``, PROFILING_ENABLE -> ``other``, ...), which is its ``task_type``.
 
-Group ranks: META_DATA ``parallel_group_info`` (torch_npu >= 2.5: HCCL comm name -> group_name,
-group_rank, global_ranks) maps a group-local rank to a global rank. Without it the group's members are
-the local ranks its HCCL tasks name (src/dst rank) and are taken as global ranks (true for the default
-group; the reader records a parse warning saying so).
+Group ranks (hccl_groups): a group is keyed by ``group_hash`` of its communicator name (the name
+communication.json and analysis.db use). META_DATA ``parallel_group_info`` (torch_npu >= 2.5:
+communicator -> group_name, group_rank, global_ranks) maps a group-local rank to a global rank. Without it
+the group's members are the group-local ranks its HCCL tasks name (src/dst rank) and analysis.db's
+matrix links, kept group-local and marked so (``Process Group Ranks Local``), never taken as global.
 """
 from __future__ import annotations
 
@@ -39,20 +40,21 @@ import duckdb
 import pyarrow as pa
 
 from perfsight.ingest.ascend.ascend_csv import dtypes_json, shapes_json
-from perfsight.ingest.ascend.ascend_kinds import collective_args, task_kind
+from perfsight.ingest.ascend.ascend_kinds import HCCL_OP_SUFFIX, collective_args, task_kind
+from perfsight.ingest.ascend.hccl_groups import Group, group_hash
 from perfsight.ingest.ascend.torch_npu_db_host import INT, TEXT, enum_table, numbered
 from perfsight.ingest.ascend.torch_npu_db_source import Database
 
 INVALID = 4294967295          # Ascend's "no value" for 32-bit ids (contextId, modelId, ranks, planes)
 
 
-def read_device(db: Database, con: duckdb.DuckDBPyConnection, parallel_groups: dict,
-                rank: int | None) -> tuple[pa.Table, dict[str, dict]]:
+def read_device(db: Database, con: duckdb.DuckDBPyConnection,
+                known: dict[str, Group]) -> tuple[pa.Table, dict[str, Group]]:
     """The device slices in source order (TASK rows, then COMMUNICATION_OP rows), as source columns:
     ``device``, ``stream``, ``plane`` (HCCL sub-tasks), ``name``, ``op_type``, ``kind``, ``task_type``,
     ``start_ns``, ``dur_ns``, ``connection_id``, ``input_shapes``, ``input_dtypes``, ``args``; and the
-    communication groups (``_groups``). ``parallel_groups`` is META_DATA's parallel_group_info (may be
-    empty), ``rank`` this rank (for p2p peers when that is missing). ``con`` has ``strings`` registered."""
+    communication groups by name (``_groups``). ``known`` holds the groups parallel_group_info maps and those
+    analysis.db's links name (group-local), by name. ``con`` has ``strings`` registered."""
     con.register("task", numbered(db.read("TASK", {
         "start_ns": ("startNs", INT), "end_ns": ("endNs", INT), "device": ("deviceId", INT),
         "connection_id": ("connectionId", INT), "global_task_id": ("globalTaskId", INT),
@@ -89,45 +91,42 @@ def read_device(db: Database, con: duckdb.DuckDBPyConnection, parallel_groups: d
                              shapes_json(tasks["input_shapes"]))
     tasks = tasks.set_column(tasks.schema.get_field_index("input_dtypes"), "input_dtypes",
                              dtypes_json(tasks["input_dtypes"]))
-    ops = con.sql(_OP_SQL.format(invalid=INVALID)).to_arrow_table()
-    groups = _groups(ops, parallel_groups)
-    return pa.concat_tables([tasks, _with_op_args(ops, groups, rank)]), groups
+    ops = con.sql(_OP_SQL.format(invalid=INVALID, suffix=HCCL_OP_SUFFIX)).to_arrow_table()
+    groups = _groups(ops, known)
+    return pa.concat_tables([tasks, _with_op_args(ops, groups)]), groups
 
 
-def _groups(ops: pa.Table, parallel_groups: dict) -> dict[str, dict]:
-    """Per HCCL comm name of the operators: ``ranks`` (global), ``source`` and the framework's ``name``;
-    with ``group_rank`` (this rank's place in the group) when parallel_group_info says it."""
-    groups = {}
-    for name, local in zip(ops["group"].to_pylist(), ops["local_ranks"].to_pylist()):
-        info = parallel_groups.get(name)
-        if name is None or name in groups:
+def _groups(ops: pa.Table, known: dict[str, Group]) -> dict[str, Group]:
+    """``known`` and the groups of the operators: a known group by the hash of the operator's communicator,
+    else the group-local ranks its HCCL tasks name (marked local); a local group gets those ranks too."""
+    groups = dict(known)
+    for communicator, members in zip(ops["group"].to_pylist(), ops["local_ranks"].to_pylist()):
+        if communicator is None:
             continue
-        if isinstance(info, dict) and info.get("global_ranks"):
-            groups[name] = {"ranks": list(info["global_ranks"]), "source": "parallel_group_info",
-                            "name": info.get("group_name") or None, "group_rank": info.get("group_rank")}
-        elif local:
-            groups[name] = {"ranks": sorted(set(local)), "source": "HCCL tasks' group-local ranks taken as global "
-                            "(no parallel_group_info)", "name": None, "group_rank": None}
-        else:
-            groups[name] = {"ranks": [], "source": "unknown (no parallel_group_info, no ranks in the HCCL tasks)",
-                            "name": None, "group_rank": None}
+        name = group_hash(communicator)
+        group = groups.setdefault(name, Group([], True, "COMMUNICATION_TASK_INFO (group-local ranks: no "
+                                                        "parallel_group_info entry)"))
+        group.communicator = group.communicator or communicator
+        if group.local:
+            group.ranks = sorted(set(group.ranks) | set(members or ()))
     return groups
 
 
-def _with_op_args(ops: pa.Table, groups: dict[str, dict], rank: int | None) -> pa.Table:
-    """Communication operators: the collective metadata analysis/cluster.py reads, as ``args``."""
+def _with_op_args(ops: pa.Table, groups: dict[str, Group]) -> pa.Table:
+    """Communication operators: the collective metadata analysis/cluster.py reads, as ``args``; a send's or
+    recv's peer is the rank of its HCCL tasks that is not this rank's group-local rank."""
     args = []
     for row in ops.select(["name", "group", "op_ranks", "data_type", "count", "facts"]).to_pylist():
-        group = groups.get(row["group"]) or {"ranks": [], "source": None, "name": None, "group_rank": None}
-        members = group["ranks"]
-        facts = collective_args(row["name"], row["data_type"], row["count"], row["group"], group["name"], members)
+        name = group_hash(row["group"]) if row["group"] is not None else None
+        group = groups.get(name) if name else None
+        facts = collective_args(row["name"], row["data_type"], row["count"], name, group.name if group else None,
+                                group.ranks if group else [], group.local if group else False)
         collective = facts["Collective name"]
-        if collective in ("send", "recv"):
-            mapped = group["source"] == "parallel_group_info"
-            own = group["group_rank"] if mapped else rank
-            peers = [local for local in sorted(set(row["op_ranks"] or [])) if local != own]
-            if peers and (not mapped or peers[0] < len(members)):
-                facts["Dst Rank" if collective == "send" else "Src Rank"] = members[peers[0]] if mapped else peers[0]
+        if collective in ("send", "recv") and group is not None and group.group_rank is not None:
+            peers = [local for local in sorted(set(row["op_ranks"] or [])) if local != group.group_rank]
+            peer = (peers[0] if group.local else group.global_rank(peers[0])) if peers else None
+            if peer is not None:
+                facts["Dst Rank" if collective == "send" else "Src Rank"] = peer
         facts.update(json.loads(row["facts"]))
         args.append(json.dumps({key: value for key, value in facts.items() if value is not None}))
     return ops.drop_columns(["group", "local_ranks", "op_ranks", "data_type", "count", "facts"]).append_column(
@@ -214,7 +213,7 @@ WITH steps AS (
 )
 SELECT coalesce(p.device, l.device, 0) AS device, coalesce(p.stream, l.stream, -1) AS stream,
        NULL::BIGINT AS plane, coalesce(n.value, '') AS name,
-       CASE WHEN ot.value IS NULL OR ot.value IN ('', 'N/A', 'NA') THEN regexp_replace(n.value, '(_[0-9]+)+$', '')
+       CASE WHEN ot.value IS NULL OR ot.value IN ('', 'N/A', 'NA') THEN regexp_replace(n.value, '{suffix}', '')
             ELSE ot.value END AS op_type, 'comm' AS kind,
        'HCCL' AS task_type, o.start_ns, greatest(o.end_ns - o.start_ns, 0) AS dur_ns, o.connection_id,
        NULL::VARCHAR AS input_shapes, NULL::VARCHAR AS input_dtypes,

@@ -5,19 +5,23 @@ lies beside it: profiler output is finished, and often sits in a read-only direc
 not create its lock files), telling a file that is not SQLite, which tables and columns perfsight needs
 (``REQUIRED_COLUMNS``), and turning a table into an Arrow table of chosen columns with chosen types.
 
-Every error is an InputError naming the file, and the table and column concerned. A table that exists
-but is empty is simply an empty Arrow table; a table perfsight can do without may be absent
-(``Database.has``). Times and ids stay int64 (the database's integers, never through float); columns
-stored as text (PYTORCH_API's ``startNs``/``endNs``) are converted by SQLite's own exact integer CAST.
+Every error is an InputError naming the file, and the table and column concerned; a row holding a value
+its column's type cannot take costs that row only (left out, counted in ``Database.warnings`` by table and
+column). A table that exists but is empty is simply an empty Arrow table; a table perfsight can do
+without may be absent (``Database.has``). Times and ids stay int64 (the database's integers, never through
+float); columns stored as text (PYTORCH_API's ``startNs``/``endNs``) are converted by SQLite's own exact
+integer CAST.
 """
 from __future__ import annotations
 
 import sqlite3
+from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
 
 from perfsight.core.errors import InputError
+from perfsight.ingest.common.columns import counted
 
 #: the columns perfsight reads from each table, when the table is present
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -39,15 +43,22 @@ DATA_TABLES = ("PYTORCH_API", "CANN_API", "TASK")
 BATCH_ROWS = 65536
 
 
+def connect_read_only(path: Path) -> sqlite3.Connection:
+    """``path`` opened read-only: ``immutable=1`` skips locking (no files created beside it), not with a
+    ``-wal`` file, whose pages it would miss. Raises sqlite3.DatabaseError."""
+    immutable = "" if path.with_name(path.name + "-wal").exists() else "&immutable=1"
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro{immutable}", uri=True)
+
+
 class Database:
-    """One profiler database, open read-only; use as a context manager or call ``close``."""
+    """One profiler database, open read-only; use as a context manager or call ``close``. ``warnings``
+    collects what ``read`` read around (rows holding a value not of its column's type)."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
+        self.warnings: list[str] = []
         try:
-            # immutable=1 skips locking (no files created beside it); not with a -wal file, whose pages it would miss
-            immutable = "" if self.path.with_name(self.path.name + "-wal").exists() else "&immutable=1"
-            self._con = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro{immutable}", uri=True)
+            self._con = connect_read_only(self.path)
             self._tables = {name for (name,) in self._con.execute(
                 "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
         except sqlite3.DatabaseError as error:
@@ -94,16 +105,17 @@ class Database:
                              f"are {', '.join(sorted(present))}")
         selected = [expression if not expression.isidentifier() or expression in present else "NULL"
                     for expression, _ in columns.values()]
-        batches = []
+        batches, bad = [], Counter[str]()
         try:
             cursor = self._con.execute(f'SELECT {", ".join(selected)} FROM "{table}"')
             while rows := cursor.fetchmany(BATCH_ROWS):
-                batches.append(pa.record_batch([pa.array(column, type_) for column, type_ in
-                                                zip(zip(*rows), schema.types)], schema=schema))
+                batches.append(_batch(rows, schema, bad))
         except sqlite3.DatabaseError as error:
             raise InputError(f"{self.path}: cannot read table {table} ({error})") from None
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as error:
-            raise InputError(f"{self.path}: table {table} holds a value of an unexpected type ({error})") from None
+        if bad:
+            described = ", ".join(f"{n} in {columns[name][0]}" for name, n in sorted(bad.items()))
+            self.warnings.append(f"{self.path.name}: table {table}: {counted(sum(bad.values()), 'row')} not read, "
+                                 f"holding a value not of its column's type ({described})")
         return pa.Table.from_batches(batches, schema=schema)
 
     def rows(self, sql: str, table: str) -> list[tuple]:
@@ -115,3 +127,32 @@ class Database:
             return self._con.execute(sql).fetchall()
         except sqlite3.DatabaseError as error:
             raise InputError(f"{self.path}: cannot read table {table} ({error})") from None
+
+
+def _batch(rows: list[tuple], schema: pa.Schema, bad: Counter[str]) -> pa.RecordBatch:
+    """The rows as a record batch of ``schema``; a row holding a value its column's type cannot take (text in
+    an integer column, an integer beyond 64 bits) is left out and counted in ``bad`` under its first such
+    column."""
+    columns = list(zip(*rows))
+    try:
+        return pa.record_batch([pa.array(column, type_) for column, type_ in zip(columns, schema.types)],
+                               schema=schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        pass
+    keep = [True] * len(rows)
+    for name, column, type_ in zip(schema.names, columns, schema.types):
+        for row, value in enumerate(column):
+            if keep[row] and not _fits(value, type_):
+                keep[row] = False
+                bad[name] += 1
+    kept = [row for row, ok in zip(rows, keep) if ok]
+    return pa.record_batch([pa.array(column, type_) for column, type_ in zip(zip(*kept), schema.types)]
+                           if kept else [pa.array([], type_) for type_ in schema.types], schema=schema)
+
+
+def _fits(value, type_: pa.DataType) -> bool:
+    try:
+        pa.array([value], type_)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return False
+    return True

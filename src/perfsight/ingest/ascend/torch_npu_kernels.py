@@ -32,7 +32,7 @@ _USED = {"name", "op_type", "task_type", "start_us", "duration_us", "step", "inp
 def read_kernels(path: Path, warnings: list[str]) -> pa.Table:
     """The rows as columns: name, op_type, task_type, start_ns, dur_ns, step, input_shapes, input_dtypes,
     extra (JSON text of the other columns), stream. Rows without a start time are left out (warned)."""
-    table = read_csv(path, required=["name", "start_us", "duration_us"])
+    table = read_csv(path, warnings, required=["name", "start_us", "duration_us"])
     start = ns_from_us(table["start_us"], "start_us", path)
     if start.null_count:
         warnings.append(f"{path.name}: {start.null_count} rows without a start time (not read)")

@@ -13,7 +13,8 @@ Owns, over the slices in builder order (ids are ``id_offset`` + row) and their n
   correlation itself and are not repeated;
 * the operator of a memory record: on the host threads (the one with the steps first), the innermost
   ``cpu_op`` enclosing the record's time, or its enclosing operator named as operator_memory.csv names
-  the allocation, when one is.
+  the allocation, when one is; the row (``track_id``) of a record no host thread holds (a profile without
+  host threads): the first row of its device (``device_tracks``), so the record keeps the rank's rank.
 """
 from __future__ import annotations
 
@@ -97,6 +98,14 @@ def memory_operators(records: pa.Table, slices: pa.Table, nesting: Nesting) -> n
         named = _named_ancestor(inner, wanted, names, nesting.parent)
         chosen = np.where((chosen < 0) & (named >= 0), named, chosen)
     return np.where(chosen >= 0, chosen, fallback)
+
+
+def device_tracks(tracks: pa.Table, devices: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """For each memory record's ``devices`` (``npu:4``), the first track of that device in ``tracks`` (the
+    final tracks table), else the first track: every track of a rank's run carries its rank."""
+    first = pc.index_in(devices, value_set=tracks["device"])
+    fallback = pa.scalar(0 if tracks.num_rows else None, pa.int32())
+    return pc.take(tracks["track_id"], pc.fill_null(first, fallback)).cast(pa.int32())
 
 
 def host_tracks(slices: pa.Table) -> list[int]:

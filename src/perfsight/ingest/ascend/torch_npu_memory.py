@@ -33,9 +33,10 @@ def read_memory(output: Path, builder: RunBuilder, *, rank: int | None, device: 
     """The allocator's records (ts_ns, bytes, total_allocated, total_reserved, device, op_name); the other
     components and the modules as counters in ``builder``. Files that are absent give nothing."""
     npu = f"npu:{device}"
-    records = _records(output / "memory_record.csv")
+    records = _records(output / "memory_record.csv", builder.warnings)
     if (output / "npu_module_mem.csv").is_file():
-        modules = read_csv(output / "npu_module_mem.csv", required=["timestamp_us", "total_reserved_mb"])
+        modules = read_csv(output / "npu_module_mem.csv", builder.warnings,
+                           required=["timestamp_us", "total_reserved_mb"])
         _series(modules, "npu.module_memory", {"reserved": "total_reserved_mb"}, output / "npu_module_mem.csv",
                 builder, rank, npu)
     if records is None:
@@ -54,7 +55,7 @@ def read_memory(output: Path, builder: RunBuilder, *, rank: int | None, device: 
     return pa.table({
         "ts_ns": ts, "bytes": _changes(allocated), "total_allocated": allocated,
         "total_reserved": _bytes(records, "total_reserved_mb"),
-        "device": _devices(records, npu), "op_name": _operators(output / "operator_memory.csv", ts),
+        "device": _devices(records, npu), "op_name": _operators(output / "operator_memory.csv", ts, builder.warnings),
     })
 
 
@@ -68,8 +69,8 @@ def _changes(totals: pa.Array) -> pa.Array:
     return pa.array(change.astype(np.int64), pa.int64())
 
 
-def _records(path: Path) -> pa.Table | None:
-    return read_csv(path, required=["timestamp_us"]) if path.is_file() else None
+def _records(path: Path, warnings: list[str]) -> pa.Table | None:
+    return read_csv(path, warnings, required=["timestamp_us"]) if path.is_file() else None
 
 
 def _bytes(table: pa.Table, column: str) -> pa.Array:
@@ -83,11 +84,11 @@ def _devices(table: pa.Table, default: str) -> pa.Array:
     return pc.fill_null(named, default).combine_chunks()
 
 
-def _operators(path: Path, ts: pa.Array) -> pa.Array:
+def _operators(path: Path, ts: pa.Array, warnings: list[str]) -> pa.Array:
     """The operator_memory.csv operator allocating or releasing at exactly each time (null for none)."""
     if not path.is_file():
         return pa.nulls(len(ts), pa.string())
-    table = read_csv(path, required=["name", "allocation_us"])
+    table = read_csv(path, warnings, required=["name", "allocation_us"])
     times = [ns_from_us(table["allocation_us"], "allocation_us", path)]
     names = [table["name"].combine_chunks()]
     if "release_us" in table.column_names:

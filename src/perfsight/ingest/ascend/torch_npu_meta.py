@@ -10,12 +10,10 @@ Owns:
 * the device index: the first ``NPU:N`` of memory_record.csv / npu_module_mem.csv / operator_memory.csv
   (``Device Type`` / ``Device``), else kernel_details' ``Device_id``, else 0; its properties (``npu``,
   the ``chip_name`` when the profile says it);
-* the communication groups (``groups``): per HCCL group name (the hash after ``@`` in communication
-  operator names), its global ranks from ``parallel_group_info`` (``{name: {group_name, group_rank,
-  global_ranks}}``) under the same name, else from the only entry there of the group's size (the
-  matrix's largest group-local rank + 1) that holds this rank; else the group-local ranks its
-  ``communication_matrix.json`` links name, taken as global ranks (as msprof-analyze does without the
-  metadata). ``source`` says which;
+* the communication groups (``groups``, hccl_groups.Group by the hash after ``@`` in communication
+  operator names): ``parallel_group_info``'s (global ranks), else the group-local ranks its
+  ``communication_matrix.json`` links name, marked local; and the matrix's links (``links``, meta
+  ``communication_matrix``), both as hccl_groups reads them;
 * the world size: ``distributed_args.world_size``, else the size of the largest group;
 * the facts for meta (``FACT_KEYS``): the profiler's configuration, versions, environment variables.
 
@@ -23,7 +21,6 @@ A missing or unreadable JSON file is tolerated (the fact is unknown) and reporte
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,20 +29,19 @@ import pyarrow.compute as pc
 
 from perfsight.ingest.ascend.ascend_csv import read_csv, read_json
 from perfsight.ingest.ascend.detect import OUTPUT_DIR
+from perfsight.ingest.ascend.hccl_groups import (
+    Group,
+    link_facts,
+    local_groups,
+    local_warning,
+    matrix_links,
+    parallel_groups,
+    place_rank,
+)
 
 _INFO_NAME = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
 _NPU = re.compile(r"NPU:?\s*(\d+)", re.IGNORECASE)
-_LINK = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
 _VERSION_KEY = re.compile(r"version", re.IGNORECASE)
-
-
-@dataclass
-class Group:
-    """One HCCL communication group: global ranks and where they came from."""
-
-    ranks: list[int]
-    source: str                  # where the ranks come from (parallel_group_info, or the matrix's local ranks)
-    name: str | None = None      # the framework's group name (parallel_group_info's group_name)
 
 
 @dataclass
@@ -55,6 +51,7 @@ class Facts:
     world_size: int | None = None
     device_properties: list[dict] = field(default_factory=list)
     groups: dict[str, Group] = field(default_factory=dict)
+    links: list[dict] = field(default_factory=list)
     meta: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
@@ -76,8 +73,7 @@ def read_facts(run_dir: Path, rank: int | None) -> Facts:
     chip = info.get("chip_name") or metadata.get("chip_name")
     facts.device_properties = [{"id": facts.device, "type": "npu",
                                 "name": f"Ascend {chip}" if isinstance(chip, str) else "Ascend NPU"}]
-    facts.groups = _groups(metadata.get("parallel_group_info"), run_dir / OUTPUT_DIR / "communication_matrix.json",
-                           facts)
+    _groups(metadata.get("parallel_group_info"), run_dir / OUTPUT_DIR / "communication_matrix.json", facts)
     facts.world_size = _first_int(distributed.get("world_size"),
                                   max((len(g.ranks) for g in facts.groups.values()), default=None))
     facts.meta = {
@@ -86,8 +82,8 @@ def read_facts(run_dir: Path, rank: int | None) -> Facts:
         "environment": metadata.get("ENV_VARIABLES"),
         "framework_versions": {k: v for source in (info, metadata) for k, v in source.items()
                                if _VERSION_KEY.search(k) and isinstance(v, (str, int, float))} or None,
-        "communication_groups": {h: {"ranks": g.ranks, "source": g.source, "name": g.name}
-                                 for h, g in facts.groups.items()} or None,
+        "communication_groups": {h: g.facts() for h, g in facts.groups.items()} or None,
+        "communication_matrix": facts.links or None,
     }
     return facts
 
@@ -114,7 +110,7 @@ def _device(output: Path) -> int:
         path = output / name
         if not path.is_file():
             continue
-        table = read_csv(path, first_rows_only=True)    # the device is the same on every row
+        table = read_csv(path, [], first_rows_only=True)    # the device is the same on every row (the reader warns)
         if column not in table.column_names:
             continue
         for text in pc.unique(table[column].drop_null()).to_pylist()[:8]:
@@ -124,43 +120,20 @@ def _device(output: Path) -> int:
     return 0
 
 
-def _groups(info, matrix_path: Path, facts: Facts) -> dict[str, Group]:
-    """Groups of parallel_group_info under their keys, and the groups the communication matrix names: the
-    parallel_group_info entry of the same key, else the only entry of the same size holding this rank,
-    else the matrix's group-local ranks taken as global."""
-    if isinstance(info, str):
-        try:
-            info = json.loads(info)
-        except ValueError:
-            info = None
-    groups: dict[str, Group] = {}
-    for key, group in info.items() if isinstance(info, dict) else ():
-        ranks = group.get("global_ranks") if isinstance(group, dict) else None
-        if isinstance(ranks, list) and ranks and all(type(r) is int for r in ranks):
-            groups[str(key)] = Group(ranks, "parallel_group_info", group.get("group_name") or None)
-    known = list(groups.values())
-    for key, local in (_matrix_ranks(_json(matrix_path, facts)) if matrix_path.is_file() else {}).items():
-        if key in groups:
-            continue
-        fits = [g for g in known if len(g.ranks) == max(local) + 1 and (facts.rank is None or facts.rank in g.ranks)]
-        groups[key] = (Group(fits[0].ranks, "parallel_group_info (the only group of its size holding this rank)",
-                             fits[0].name) if len(fits) == 1
-                       else Group(sorted(local), "communication_matrix (group-local ranks taken as global)"))
-    return groups
-
-
-def _matrix_ranks(matrix: dict) -> dict[str, set[int]]:
-    """Group hash -> the group-local ranks named by its links (``{step: {collective|p2p: {op@hash:
-    {"src-dst": ...}}}}``)."""
-    found: dict[str, set[int]] = {}
-    for step in matrix.values() if isinstance(matrix, dict) else ():
-        for kind in step.values() if isinstance(step, dict) else ():
-            for op, links in kind.items() if isinstance(kind, dict) else ():
-                if "@" not in op or not isinstance(links, dict):
-                    continue
-                ranks = found.setdefault(op.rsplit("@", 1)[1], set())
-                for link in links:
-                    pair = _LINK.match(link)
-                    if pair:
-                        ranks.update(int(r) for r in pair.groups())
-    return {key: ranks for key, ranks in found.items() if ranks}
+def _groups(info, matrix_path: Path, facts: Facts) -> None:
+    """``facts.groups`` and ``facts.links``: parallel_group_info's groups, then the groups only the
+    communication matrix names (group-local); its links with global ranks where mapped."""
+    groups = parallel_groups(info, "profiler_metadata.json", facts.warnings)
+    for name, group in groups.items():
+        if facts.rank is not None and facts.rank not in group.ranks:
+            facts.warnings.append(f"profiler_metadata.json: parallel_group_info's group {group.communicator} "
+                                  f"({name}) holds ranks {group.ranks}, not this rank {facts.rank}")
+    document = (read_json(matrix_path, facts.warnings, "its links and groups are unknown") if matrix_path.is_file()
+                else None)
+    links = matrix_links(document, matrix_path.name, facts.warnings)
+    place_rank(groups, links, facts.rank)
+    groups.update(local_groups(links, groups, facts.warnings, matrix_path.name))
+    facts.groups, facts.links = groups, link_facts(links, groups)
+    warning = local_warning(groups)
+    if warning:
+        facts.warnings.append(warning)

@@ -4,15 +4,19 @@
 Public: ``read_torch_npu_text``. This module assembles the tables; the work is
 split: torch_npu_meta (rank, device, world size, communication groups, facts), torch_npu_trace
 (trace_view.json: slices, rows, counters, flows), torch_npu_kernels (kernel_details.csv joined to the
-device tasks, or standing in for them without a trace), torch_npu_comm (HCCL operators described for
-analysis/cluster.py), torch_npu_links (operator <-> task links, flows, memory records' operators),
-torch_npu_memory (memory_record / operator_memory / npu_module_mem), ascend_build.RunBuilder (ids, display
-order, nesting, steps by time, launch flows by correlation) and ascend_kinds (Ascend's vocabularies).
+device tasks, or standing in for them without a trace), torch_npu_hccl (communication.json's records, and
+the HCCL operators from them without trace or kernels), torch_npu_comm (HCCL operators described for
+analysis/cluster.py), torch_npu_steps (steps from the best source, step_trace_time.csv for meta),
+torch_npu_links (operator <-> task links, flows, memory records' operators), torch_npu_memory
+(memory_record / operator_memory / npu_module_mem), ascend_build.RunBuilder (ids, display order, nesting,
+steps by time, launch flows by correlation) and ascend_kinds (Ascend's vocabularies).
 
 The other files of the directory are torch_npu's own summaries of the same events (op_statistic.csv,
-api_statistic.csv, step_trace_time.csv, operator_details.csv, l2_cache.csv): perfsight computes them from
-the tables (the cross-check tests compare). Missing optional files are tolerated; without trace_view.json
-and kernel_details.csv there is nothing to read (InputError).
+api_statistic.csv, operator_details.csv, l2_cache.csv): perfsight computes them from the tables (the
+cross-check tests compare). A folder holding any file of ``detect.TEXT_FILES`` is read for what it has:
+meta ``lacking_files`` lists the others, and a warning says what a missing trace_view.json or
+kernel_details.csv costs and where the steps and communication come from instead; a folder with none of
+them is an InputError saying what it is and what it lacks.
 
 Ids: slice ids are ``id_offset`` + the slice's row, track ids ``track_offset`` + the track's display
 position, as read_kineto's, so several ranks can be read one after the other and merged.
@@ -27,12 +31,22 @@ import pyarrow.compute as pc
 
 from perfsight.core.errors import InputError
 from perfsight.core.tables import RunTables, conform
-from perfsight.ingest.ascend.detect import OUTPUT_DIR, TIMED_FILES, is_torch_npu_dir
+from perfsight.ingest.ascend.detect import (
+    OUTPUT_DIR,
+    TEXT_FILES,
+    TIMED_FILES,
+    is_torch_npu_dir,
+    lacking,
+    torch_npu_without_data,
+)
 from perfsight.ingest.ascend.torch_npu_comm import describe
+from perfsight.ingest.ascend.torch_npu_hccl import operators as hccl_operators
+from perfsight.ingest.ascend.torch_npu_hccl import records as hccl_records
 from perfsight.ingest.ascend.torch_npu_kernels import enrich, read_kernels, tasks_from_kernels
-from perfsight.ingest.ascend.torch_npu_links import host_tracks, link, memory_operators
+from perfsight.ingest.ascend.torch_npu_links import device_tracks, host_tracks, link, memory_operators
 from perfsight.ingest.ascend.torch_npu_memory import read_memory
 from perfsight.ingest.ascend.torch_npu_meta import read_facts
+from perfsight.ingest.ascend.torch_npu_steps import add_best_steps, step_trace_rows
 from perfsight.ingest.ascend.torch_npu_trace import read_trace
 from perfsight.ingest.common.build import RunBuilder
 
@@ -44,9 +58,7 @@ def sources(run_dir: Path) -> list[Path]:
     """The files the tables are built from (meta ``source_files``, and a cache's fingerprint)."""
     run_dir = Path(run_dir)
     output = run_dir / OUTPUT_DIR
-    names = [*TIMED_FILES, "communication.json", "communication_matrix.json", "memory_record.csv",
-             "operator_memory.csv", "npu_module_mem.csv"]
-    found = [output / name for name in names if (output / name).is_file()]
+    found = [output / name for name in TEXT_FILES if (output / name).is_file()]
     return found + sorted(run_dir.glob("profiler_info*.json")) + sorted(run_dir.glob("profiler_metadata.json"))
 
 
@@ -56,33 +68,60 @@ def read_torch_npu_text(run_dir: Path, *, rank: int | None = None, id_offset: in
     run_dir = Path(run_dir)
     output = run_dir / OUTPUT_DIR
     if not is_torch_npu_dir(run_dir):
-        raise InputError(f"{run_dir}: not a torch_npu profile; expected {OUTPUT_DIR}/ with trace_view.json or "
-                         "kernel_details.csv")
+        raise InputError(f"{run_dir}: {torch_npu_without_data(run_dir) or 'not a torch_npu profile'}; expected "
+                         f"{OUTPUT_DIR}/ with any of {', '.join(TEXT_FILES)}")
     facts = read_facts(run_dir, rank)
     builder = RunBuilder(warnings=list(facts.warnings), sources=[str(path) for path in sources(run_dir)])
     kernels_path = output / "kernel_details.csv"
     kernels = read_kernels(kernels_path, builder.warnings) if kernels_path.is_file() else None
+    communication = output / "communication.json"
+    records = hccl_records(communication if communication.is_file() else None, builder.warnings)
     if (output / "trace_view.json").is_file():
         trace = read_trace(output / "trace_view.json", builder, rank=facts.rank, device=facts.device)
         slices, flows, track_keys = trace.slices, trace.flows, trace.track_keys
         if kernels is not None:
             slices = enrich(slices, kernels, name=kernels_path.name, warnings=builder.warnings)
     else:
-        slices = tasks_from_kernels(kernels, builder, rank=facts.rank, device=facts.device)
+        tasks = kernels if kernels is not None else hccl_operators(records, communication, builder.warnings)
+        slices = tasks_from_kernels(tasks, builder, rank=facts.rank, device=facts.device)
         flows, track_keys = _no_flows(), {}
-    communication = output / "communication.json"
-    slices = describe(slices, communication if communication.is_file() else None, facts.groups, builder.warnings)
+    slices = describe(slices, records, facts.groups)
     links = link(slices, flows, track_keys, id_offset, builder.warnings)
     slices = slices.append_column("external_id", links.external_id)
     builder.add_slices({name: slices[name] for name in _SLICE_COLUMNS})
-    records = read_memory(output, builder, rank=facts.rank, device=facts.device)
+    step_rows = step_trace_rows(output / "step_trace_time.csv", builder.warnings)
+    step_source = add_best_steps(builder, slices, from_kernels=kernels is not None, step_rows=step_rows,
+                                 rank=facts.rank, npu=f"npu:{facts.device}")
+    lacks = lacking(run_dir)
+    builder.warnings += _lack_warning(lacks, step_source, from_communication=kernels is None and bool(records)
+                                      and "trace_view.json" in lacks)
+    records_memory = read_memory(output, builder, rank=facts.rank, device=facts.device)
     tables = builder.finish({"source_format": "torch_npu", "base_time_ns": "", "rank": facts.rank,
                              "world_size": facts.world_size, "device_properties": facts.device_properties,
+                             "step_source": step_source, "step_trace_time": step_rows or None,
+                             "lacking_files": lacks or None,
                              **{k: v for k, v in facts.meta.items() if v is not None}},
                             id_offset=id_offset, track_offset=track_offset)
     tables.flows = pa.concat_tables([tables.flows, links.flows])
-    tables.memory = _memory(records, slices, links, tables, track_keys, id_offset)
+    tables.memory = _memory(records_memory, slices, links, tables, track_keys, id_offset)
     return tables
+
+
+def _lack_warning(lacks: list[str], step_source: str, *, from_communication: bool) -> list[str]:
+    """What the folder's missing timed files cost, and where its steps and communication come from instead
+    (``no kernel_details.csv, no trace_view.json: no kernels or operators; steps from step_trace_time.csv,
+    communication from communication.json``); [] when it has both timed files."""
+    missing = sorted(name for name in TIMED_FILES if name in lacks)
+    if not missing:
+        return []
+    costs = {("kernel_details.csv",): "no op types, accelerator cores, shapes or Step Id of the device tasks",
+             ("trace_view.json",): "no host operators, CANN calls, counters or launch flows; device tasks from "
+                                   "kernel_details.csv",
+             ("kernel_details.csv", "trace_view.json"): "no kernels or operators"}
+    instead = [f"steps from {step_source}" if step_source != "none" else "no steps"]
+    if from_communication:
+        instead.append("communication from communication.json")
+    return [f"{', '.join(f'no {name}' for name in missing)}: {costs[tuple(missing)]}; {', '.join(instead)}"]
 
 
 def _no_flows() -> pa.Table:
@@ -103,7 +142,7 @@ def _memory(records: pa.Table, slices: pa.Table, links, tables: RunTables, track
     return conform("memory", pa.table({
         "ts_ns": records["ts_ns"], "bytes": records["bytes"], "total_allocated": records["total_allocated"],
         "total_reserved": records["total_reserved"], "device": records["device"],
-        "track_id": pa.array(track_ids, pa.int32()),
+        "track_id": pc.coalesce(pa.array(track_ids, pa.int32()), device_tracks(tables.tracks, records["device"])),
         "op_slice_id": pa.array([id_offset + row if row >= 0 else None for row in operator], pa.int64()),
     }))
 

@@ -3,7 +3,7 @@
 Owns: raw JSON text to a string column (one join plus offsets), exact conversion of microseconds (ints
 or decimal texts) to integer nanoseconds, and tolerant int/str columns that turn values of the wrong type
 into nulls (ints and times count them, so the reader can report them) instead of failing the column;
-plus small helpers for chunked columns and row lookups.
+plus small helpers for chunked columns, row lookups and the counts the readers' warnings give.
 """
 from __future__ import annotations
 
@@ -147,3 +147,8 @@ def text_column(values: list) -> pa.Array:
         return pa.array(values, pa.string())
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return pa.array([value if isinstance(value, str) else None for value in values], pa.string())
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 row``, ``3 rows``: a count and its noun, as the readers' warnings say what they read around."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"

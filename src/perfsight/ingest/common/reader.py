@@ -43,6 +43,11 @@ class Reader(ABC):
         """The rank ``run`` has as far as can be told before reading it; None when only its tables say."""
         return run.rank
 
+    def without_data(self, path: Path) -> str | None:
+        """For a folder that is this format's by its names but holds nothing it reads (no run at it): what the
+        folder is and which files it lacks, for the error of opening it; None otherwise."""
+        return None
+
     @abstractmethod
     def sources(self, run: RunSource) -> list[Path]:
         """The raw files the tables of ``run`` are read from."""

@@ -353,5 +353,6 @@ def _meta(sources: list[_Source], rank: int | None, skipped: Counter) -> pa.Tabl
                                   None),
         "rank": rank,
         "world_size": _first_fact(sources, "world_size"),
+        "distributed_info": next((s.stream.distributed_info for s in sources if s.stream.distributed_info), None),
         "parse_warnings": warnings,
     })

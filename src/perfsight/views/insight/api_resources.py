@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fastapi import APIRouter, Depends, HTTPException
 
-from perfsight.analysis import cluster, data, memory, resources
+from perfsight.analysis import cluster, collectives, data, memory, resources
 from perfsight.analysis.breakdown import CATEGORIES, step_breakdown
 from perfsight.analysis.summary import run_start_ns
 from perfsight.core.memo import computed
@@ -154,8 +154,8 @@ def router(get_run: Callable[[str], LoadedRun]) -> APIRouter:
 
     @api.get("/cluster/communication")
     def communication(loaded: LoadedRun = Depends(get_run)):
-        """The communication matrix (cells with peer null: peers not recorded) and collectives per rank."""
-        return json_response({"matrix": computed(cluster.communication_matrix, loaded.tables),
-                              "collectives": computed(cluster.collective_summary, loaded.tables)})
+        """The communication matrix by (src, dst) pair (dst null: peers not recorded) and collectives per rank."""
+        return json_response({"matrix": computed(collectives.communication_pairs, loaded.tables),
+                              "collectives": computed(collectives.collective_summary, loaded.tables)})
 
     return api

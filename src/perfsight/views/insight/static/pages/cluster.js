@@ -56,11 +56,13 @@
 
   const UNKNOWN = "peers not recorded";
   const MATRIX_COLUMNS = [
-    {key: "rank", label: "rank", cls: "num"},
-    {key: "peer", label: "with", format: v => v === null ? UNKNOWN : `rank ${v}`},
+    {key: "src_rank", label: "rank", cls: "num"},
+    {key: "dst_rank", label: "with", format: v => v === null ? UNKNOWN : `rank ${v}`},
+    {key: "transport", label: "transport"},
     {key: "collectives", label: "operations", cls: "num"},
-    {key: "bytes", label: "message bytes", format: PS.fmtBytes, cls: "num"},
-    {key: "dur_ns", label: "device time", format: v => v === null ? "not recorded" : PS.fmtNs(v), cls: "num"},
+    {key: "transit_bytes", label: "bytes", format: PS.fmtBytes, cls: "num"},
+    {key: "transit_ns", label: "transit time", format: v => v === null ? "not recorded" : PS.fmtNs(v), cls: "num"},
+    {key: "bandwidth_gbps", label: "bandwidth (GB/s)", format: v => v === null ? "" : v.toFixed(3), cls: "num"},
   ];
   const COLLECTIVE_COLUMNS = [
     {key: "rank", label: "rank", cls: "num"},
@@ -74,16 +76,18 @@
   ];
 
   function matrixChart(cells) {
-    const rows = [...new Set(cells.map(c => c.rank))].sort((a, b) => a - b);
-    const peers = [...new Set(cells.filter(c => c.peer !== null).map(c => c.peer))].sort((a, b) => a - b);
+    const rows = [...new Set(cells.map(c => c.src_rank))].sort((a, b) => a - b);
+    const peers = [...new Set(cells.filter(c => c.dst_rank !== null).map(c => c.dst_rank))].sort((a, b) => a - b);
     const columns = peers.map(p => `rank ${p}`);
-    if (cells.some(c => c.peer === null)) columns.push(UNKNOWN);
-    const at = (rank, column) => cells.find(c => c.rank === rank &&
-      (column === UNKNOWN ? c.peer === null : `rank ${c.peer}` === column));
-    const z = rows.map(rank => columns.map(col => { const c = at(rank, col); return c ? c.bytes : null; }));
+    if (cells.some(c => c.dst_rank === null)) columns.push(UNKNOWN);
+    const at = (rank, column) => cells.find(c => c.src_rank === rank &&
+      (column === UNKNOWN ? c.dst_rank === null : `rank ${c.dst_rank}` === column));
+    const z = rows.map(rank => columns.map(col => { const c = at(rank, col); return c ? c.transit_bytes : null; }));
     const text = rows.map(rank => columns.map(col => {
       const c = at(rank, col);
-      return c ? `${PS.fmtBytes(c.bytes)} in ${c.collectives} operations` : "";
+      if (!c) return "";
+      const speed = c.bandwidth_gbps === null ? "" : `, ${c.bandwidth_gbps.toFixed(3)} GB/s`;
+      return `${PS.fmtBytes(c.transit_bytes)} in ${c.collectives} operations${speed}`;
     }));
     return PS.plot([{type: "heatmap", x: columns, y: rows.map(r => `rank ${r}`), z, text, colorscale: "Blues", reversescale: true,
                      hovertemplate: "%{y} with %{x}: %{text}<extra></extra>",
@@ -96,7 +100,7 @@
     if (!comm.matrix.length) {
       return PS.section("Communication", PS.message("No communication operations were recorded in this run."));
     }
-    const unknown = comm.matrix.some(c => c.peer === null);
+    const unknown = comm.matrix.some(c => c.dst_rank === null);
     return PS.section("Communication",
       PS.message("A cell is the volume of the collectives a rank (row) ran with a peer (column), as that rank's " +
                  "trace records it: the operations the two share and their message bytes, not the bytes crossing " +
