@@ -1,5 +1,5 @@
-"""analysis/cluster_outputs.py and views/export/cluster_analysis.py on small tables of the issue-16 contract's
-schemas (collectives.collective_figures, link_bandwidth, communication_matrix, communication_groups): an
+"""analysis/cluster_outputs.py and views/export/cluster_analysis.py on small tables of collectives' schemas
+(collective_figures, link_bandwidth, communication_matrix, communication_groups): an
 HCCL all-reduce group whose ranks are group-local (two of its eight ranks profiled) and a Kineto p2p group with
 global ranks. Every expected figure is worked out by hand in the comments; the JSON and the database rows are
 compared whole."""
@@ -11,34 +11,12 @@ import pyarrow as pa
 import pytest
 
 from perfsight.analysis import cluster_outputs as co
+from perfsight.analysis import collectives
 from perfsight.core.tables import RunTables
 from perfsight.views.export import cluster_analysis as view
 
-FIGURES = pa.schema([
-    ("rank", pa.int32()), ("slice_id", pa.int64()), ("step", pa.int32()), ("source", pa.string()),
-    ("op_name", pa.string()), ("collective", pa.string()), ("process_group", pa.string()),
-    ("group_ranks", pa.list_(pa.int32())), ("ranks_global", pa.bool_()), ("sequence", pa.int64()),
-    ("peer", pa.int32()), ("dtype", pa.string()), ("bytes", pa.int64()), ("start_ns", pa.int64()),
-    ("aligned_start_ns", pa.int64()), ("elapse_ns", pa.int64()), ("transit_ns", pa.int64()), ("wait_ns", pa.int64()),
-    ("sync_ns", pa.int64()), ("idle_ns", pa.int64()), ("wait_ratio", pa.float64()), ("sync_ratio", pa.float64()),
-    ("algbw_gbps", pa.float64()), ("busbw_gbps", pa.float64()), ("figures_from", pa.string()),
-])
-LINKS = pa.schema([
-    ("rank", pa.int32()), ("slice_id", pa.int64()), ("step", pa.int32()), ("op_name", pa.string()),
-    ("process_group", pa.string()), ("link_type", pa.string()), ("transit_bytes", pa.int64()),
-    ("transit_ns", pa.int64()), ("bandwidth_gbps", pa.float64()), ("large_packet_ratio", pa.float64()),
-    ("size_distribution", co.SIZE_DISTRIBUTION),
-])
-MATRIX = pa.schema([
-    ("rank", pa.int32()), ("step", pa.int32()), ("process_group", pa.string()), ("key", pa.string()),
-    ("op_name", pa.string()), ("src_rank", pa.int32()), ("dst_rank", pa.int32()), ("transport", pa.string()),
-    ("transit_bytes", pa.int64()), ("transit_ns", pa.int64()), ("bandwidth_gbps", pa.float64()),
-    ("collectives", pa.int64()), ("source", pa.string()),
-])
-GROUPS = pa.schema([
-    ("process_group", pa.string()), ("group_name", pa.string()), ("kind", pa.string()),
-    ("ranks", pa.list_(pa.int32())), ("ranks_global", pa.bool_()), ("source", pa.string()),
-])
+FIGURES, LINKS = collectives.COLLECTIVE_FIGURES, collectives.LINK_BANDWIDTH
+MATRIX, GROUPS = collectives.COMMUNICATION_MATRIX, collectives.COMMUNICATION_GROUPS
 
 HCCL, PP = "123", "pg_pp"
 OP0, OP1 = "hcom_allReduce__1_0_1", "hcom_allReduce__1_1_1"

@@ -102,22 +102,14 @@ CLUSTER_COMMUNICATION_TIME = pa.schema([
     ("sync_ratio", pa.float64()),
 ])
 
-SIZE_DISTRIBUTION = pa.list_(pa.struct([("packet_bytes", pa.int64()), ("count", pa.int64()),
-                                        ("dur_ns", pa.int64())]))
+#: link_bandwidth's columns of a link (``collectives.LINK_BANDWIDTH``), kept as they are
+_LINK_COLUMNS = ("link_type", "transit_bytes", "transit_ns", "bandwidth_gbps", "large_packet_ratio",
+                 "size_distribution")
 
-CLUSTER_COMMUNICATION_BANDWIDTH = pa.schema([
-    ("recorded_ranks", pa.list_(pa.int32())),
-    ("step", pa.int32()),
-    ("group_name", pa.string()),
-    ("op_name", pa.string()),
-    ("rank", pa.int32()),
-    ("link_type", pa.string()),
-    ("transit_bytes", pa.int64()),
-    ("transit_ns", pa.int64()),
-    ("bandwidth_gbps", pa.float64()),
-    ("large_packet_ratio", pa.float64()),
-    ("size_distribution", SIZE_DISTRIBUTION),
-])
+CLUSTER_COMMUNICATION_BANDWIDTH = pa.schema(
+    [("recorded_ranks", pa.list_(pa.int32())), ("step", pa.int32()), ("group_name", pa.string()),
+     ("op_name", pa.string()), ("rank", pa.int32())]
+    + [collectives.LINK_BANDWIDTH.field(name) for name in _LINK_COLUMNS])
 
 CLUSTER_COMMUNICATION_MATRIX = pa.schema([
     ("recorded_ranks", pa.list_(pa.int32())),
