@@ -80,11 +80,12 @@ def measure(argv: list[str], env: dict, timeout_s: float) -> dict:
     return {"wall_s": wall, "peak_mib": peak / 2**20, "status": status, "stdout": out.strip()[-200:]}
 
 
-def ensure_peer(venv: Path) -> Path:
+def ensure_peer(venv: Path, requirement: str = "msprof-analyze") -> Path:
+    """msprof-analyze's executable in ``venv``, made with ``pip install requirement`` when missing."""
     exe = venv / "bin" / "msprof-analyze"
     if not exe.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "msprof-analyze"], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", requirement], check=True)
     return exe
 
 
@@ -154,22 +155,30 @@ def markdown(rounds: list[dict], args) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--job", type=Path, default=DEFAULT_JOB, help="a torch_npu job folder (one dir per rank)")
+def bench_main(doc: str, add_arguments, run, report, default_venv: Path, argv=None) -> None:
+    """A peer benchmark's command line: ``add_arguments(parser)`` adds its own options, ``run(args)`` measures,
+    ``report(results, args)`` makes the RESULTS.md section (--markdown); the raw results go to --json."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    add_arguments(parser)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--peer-venv", type=Path, default=DEFAULT_VENV)
+    parser.add_argument("--peer-venv", type=Path, default=default_venv)
     parser.add_argument("--scratch", type=Path, default=Path(tempfile.gettempdir()))
     parser.add_argument("--timeout", type=float, default=600.0, help="per process, seconds")
     parser.add_argument("--markdown", action="store_true", help="print the bench/RESULTS.md section")
     parser.add_argument("--json", type=Path, help="also write the raw results here")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
-    rounds = run_rounds(args)
+    results = run(args)
     if args.json:
-        args.json.write_text(json.dumps(rounds, indent=1))
+        args.json.write_text(json.dumps(results, indent=1))
     if args.markdown:
-        print(markdown(rounds, args))
+        print(report(results, args))
+
+
+def main(argv=None) -> None:
+    bench_main(__doc__, lambda parser: parser.add_argument(
+        "--job", type=Path, default=DEFAULT_JOB, help="a torch_npu job folder (one dir per rank)"),
+               run_rounds, markdown, DEFAULT_VENV, argv)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ The Python API is the first surface:
     perfsight.open(path)                                                 a run and its analyses
     perfsight.load(path)                                                 a run's canonical tables
     perfsight.views.export(path, ...)                                          msprof-shaped files
+    perfsight.cluster(path, output=None)                                 msprof-analyze's cluster outputs
     perfsight.tune.tune(model, batch) or perfsight.tune_model(...)       operator tuning into a bank
 
 Importing perfsight does not import torch; analysis-only use works without it.
@@ -22,6 +23,7 @@ _LAZY = {
     "Run": ("perfsight.run", "Run"),
     "load": ("perfsight.run", "load"),
     "export": ("perfsight.views.export", "export"),
+    "cluster": ("perfsight.views.export", "cluster"),
     "apply_bank": ("perfsight.tune.apply", "apply_bank"),
     "tuned": ("perfsight.tune.apply", "tuned"),
     "tune_model": ("perfsight.tune", "tune"),

@@ -77,6 +77,19 @@ def _add_export(sub) -> None:
         p.add_argument("--output", help="write to OUTPUT/<run>/ instead of the run's perfsight_output/")
 
 
+def _add_cluster(sub) -> None:
+    cluster = sub.add_parser("cluster", help="msprof-analyze's cluster outputs of a multi-rank job",
+                             description="Write msprof-analyze's `cluster -m all` outputs "
+                                         "(cluster_step_trace_time.csv, cluster_communication.json, "
+                                         "cluster_communication_matrix.json, communication_group.json, "
+                                         "cluster_analysis.db) of the job at DIR into OUT/cluster_analysis_output/, "
+                                         "for Ascend and PyTorch GPU/CPU jobs alike.")
+    cluster.add_argument("-d", "--profiling-path", dest="dir", required=True,
+                         help="the job: a folder of its ranks' runs (or one run, or a folder of traces)")
+    cluster.add_argument("-o", "--output-path", "--output", dest="output",
+                         help="where cluster_analysis_output/ goes (default: DIR)")
+
+
 def _add_run(sub) -> None:
     run = sub.add_parser("run", help="profile an unmodified training or inference script",
                          description="Profile a program without changing it: perfsight run [options] -- "
@@ -234,6 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyse.add_argument("--json", action="store_true", help="print the results as JSON for machines")
     analyse.add_argument("--top", type=_positive_int, default=10, help="operators to list (default 10)")
     _add_export(sub)
+    _add_cluster(sub)
     _add_insight(sub)
     sub.add_parser("options", help="list every profiling option, its aliases, range and default",
                    description="List every option perfsight accepts (PERFSIGHT_OPTIONS, PROFILING_OPTIONS, "
@@ -310,6 +324,17 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_cluster(args) -> int:
+    from perfsight.views.export import cluster
+
+    written = _with_progress(args.dir, lambda: cluster(args.dir, args.output))
+    for path in written:
+        print(path)
+    if not written:
+        print(f"{args.dir}: no step or communication data to write")
+    return 0
+
+
 def cmd_demo(args) -> int:
     from perfsight.analysis.summary import run_summary
     from perfsight.core.memo import computed
@@ -347,11 +372,11 @@ def cmd_options(args) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "tune": cmd_tune, "export": cmd_export, "demo": cmd_demo, "options": cmd_options,
-            "analyse": cmd_analyse, "analyze": cmd_analyse, "insight": cmd_insight}
+COMMANDS = {"run": cmd_run, "tune": cmd_tune, "export": cmd_export, "cluster": cmd_cluster, "demo": cmd_demo,
+            "options": cmd_options, "analyse": cmd_analyse, "analyze": cmd_analyse, "insight": cmd_insight}
 
 
-READS_TRACES = ("analyse", "analyze", "export", "insight")
+READS_TRACES = ("analyse", "analyze", "export", "cluster", "insight")
 
 
 def main(argv: list[str] | None = None) -> int:

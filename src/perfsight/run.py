@@ -128,6 +128,12 @@ class Run:
     communication_groups = _Analysis("collectives")
     slow_ranks = _Analysis("collectives")
     slow_links = _Analysis("collectives")
+    cluster_step_trace = _Analysis("cluster_outputs")
+    cluster_rank_devices = _Analysis("cluster_outputs")
+    cluster_communication_groups = _Analysis("cluster_outputs")
+    cluster_communication_time = _Analysis("cluster_outputs")
+    cluster_communication_bandwidth = _Analysis("cluster_outputs")
+    cluster_communication_matrix = _Analysis("cluster_outputs")
 
 
 def open(path: str | os.PathLike, *, use_cache: bool = True) -> Run:  # noqa: A001 - perfsight.open, by design

@@ -141,7 +141,8 @@ def merge(parts: list[tuple[str, RunTables]]) -> RunTables:
         track_offset += next_id(tables.tracks.column("track_id"))
     facts = {**parts[0][1].meta_dict(), "ranks": sorted(ranks), "world_size": max(len(ranks), _world_size(parts)),
              "sources": [name for name, _ in parts], "parse_warnings": _warnings(parts, ranks) + warnings,
-             "rank_meta": {str(rank): tables.meta_dict() for (_, tables), rank in zip(parts, ranks)}}
+             "rank_meta": {str(rank): {**tables.meta_dict(), "source": name}
+                           for (name, tables), rank in zip(parts, ranks)}}
     facts.pop("rank", None)
     return RunTables(**{name: pa.concat_tables(tables) for name, tables in merged.items() if name != "meta"},
                      meta=meta_table(facts))

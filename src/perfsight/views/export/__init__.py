@@ -11,11 +11,14 @@
                                               acl_statistic, task_time, msprof_tx, pytorch_operator_view (csv|json),
                                               prof_rule_0.json
     write_readme(out_dir, written)            README.txt describing every file written
+    cluster(path, output=None)                msprof-analyze's cluster outputs: OUTPUT/cluster_analysis_output/
+                                              (``perfsight cluster``, cluster_analysis.py)
 
 Files without data are not written. catalog.py names and describes every file and column; output.py owns
 how files land in a folder (checks, all-or-nothing writes, never overwriting a file perfsight did not write).
 """
 from perfsight.options.export import STEP_MODEL_ID
+from perfsight.views.export.cluster_analysis import cluster
 from perfsight.views.export.readme import write_readme
 from perfsight.views.export.runs import export, export_run, export_runs, find_export_runs
 from perfsight.views.export.select import Selection, select
@@ -23,4 +26,4 @@ from perfsight.views.export.summary import export_summary
 from perfsight.views.export.timeline import export_timeline
 
 __all__ = ["STEP_MODEL_ID", "Selection", "select", "export_timeline", "export_summary", "write_readme",
-           "export", "export_run", "export_runs", "find_export_runs"]
+           "export", "export_run", "export_runs", "find_export_runs", "cluster"]

@@ -1,0 +1,265 @@
+"""``perfsight cluster -d DIR [-o OUT]`` (``perfsight.cluster``): msprof-analyze's ``cluster -m all`` outputs
+(version 26.x) in ``OUT/cluster_analysis_output/`` (OUT defaults to DIR, as msprof-analyze's ``-o``), so
+MindStudio Insight and scripts written for msprof-analyze read them:
+
+    cluster_step_trace_time.csv        Step, Type, Index and torch_npu's step_trace_time.csv columns (us)
+    cluster_communication.json         {"(ranks)": {"stepN": {"op@group": {"rank": time and bandwidth info}}}}
+    cluster_communication_matrix.json  {"(ranks)": {"stepN": {"key@group": {"src-dst": link}}}}
+    communication_group.json           {"collective": [...], "p2p": [...], "comm_group_parallel_info": [...]}
+    cluster_analysis.db                CommunicationGroupMapping, ClusterCommunicationTime,
+                                       ClusterCommunicationBandwidth, ClusterCommunicationMatrix,
+                                       ClusterStepTraceTime, HostInfo, RankDeviceMap
+
+msprof-analyze writes the text files for a text export and the .db for a .db export; perfsight writes both
+for every job (Ascend, Kineto GPU or CPU). Every figure comes from ``analysis/cluster_outputs.py``; this module
+only converts units (ns -> us or ms, bytes -> MB = 1e6 bytes), names keys and rounds where msprof-analyze
+rounds (ratios and bandwidths to 4 decimals). A file without rows is not written. The folder follows
+``output.Staging``: all files or none, and a file perfsight did not write there is never replaced.
+docs/cluster_outputs.md describes every file and column.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from perfsight import ingest
+from perfsight.analysis import cluster_outputs
+from perfsight.analysis.cluster_outputs import STEP_TRACE_TIME_HEADERS, TOTAL_OP_INFO
+from perfsight.core.memo import computed
+from perfsight.core.tables import RunTables
+from perfsight.run import open_sources
+from perfsight.views.export.output import Staging, staging
+
+#: the folder msprof-analyze writes its cluster outputs into
+OUTPUT_FOLDER = "cluster_analysis_output"
+STEP_TRACE_CSV = "cluster_step_trace_time.csv"
+COMMUNICATION_JSON = "cluster_communication.json"
+MATRIX_JSON = "cluster_communication_matrix.json"
+GROUP_JSON = "communication_group.json"
+CLUSTER_DB = "cluster_analysis.db"
+
+#: decimals msprof-analyze rounds ratios and bandwidths to
+_DECIMALS = 4
+
+_TABLES_SQL = {
+    "CommunicationGroupMapping": '"type" TEXT, "rank_set" TEXT, "group_name" TEXT, "group_id" TEXT, "pg_name" TEXT',
+    "ClusterCommunicationTime": '"step" TEXT, "rank_id" INTEGER, "hccl_op_name" TEXT, "group_name" TEXT, '
+                                '"start_timestamp" REAL, "elapsed_time" REAL, "transit_time" REAL, "wait_time" REAL, '
+                                '"synchronization_time" REAL, "idle_time" REAL, "synchronization_time_ratio" REAL, '
+                                '"wait_time_ratio" REAL',
+    "ClusterCommunicationBandwidth": '"step" TEXT, "rank_id" INTEGER, "hccl_op_name" TEXT, "group_name" TEXT, '
+                                     '"band_type" TEXT, "transit_size" REAL, "transit_time" REAL, "bandwidth" REAL, '
+                                     '"large_packet_ratio" INTEGER, "package_size" REAL, "count" INTEGER, '
+                                     '"total_duration" REAL',
+    "ClusterCommunicationMatrix": '"step" TEXT, "hccl_op_name" TEXT, "group_name" TEXT, "src_rank" REAL, '
+                                  '"dst_rank" REAL, "transport_type" TEXT, "op_name" TEXT, "transit_size" REAL, '
+                                  '"transit_time" REAL, "bandwidth" REAL',
+    "ClusterStepTraceTime": 'step TEXT, type TEXT, "index" TEXT, computing NUMERIC, communication_not_overlapped '
+                            'NUMERIC, overlapped NUMERIC, communication NUMERIC, free NUMERIC, stage NUMERIC, bubble '
+                            'NUMERIC, communication_not_overlapped_and_exclude_receive NUMERIC, preparing NUMERIC, '
+                            'dp_index INTEGER, pp_index INTEGER, tp_index INTEGER',
+    "HostInfo": "hostUid TEXT, hostName TEXT",
+    "RankDeviceMap": "rankId INTEGER, deviceId INTEGER, hostUid TEXT, profilePath TEXT",
+}
+
+
+def _us(ns: int | None) -> float | None:
+    return None if ns is None else ns / 1e3
+
+
+def _ms(ns: int | None) -> float | None:
+    return None if ns is None else ns / 1e6
+
+
+def _mb(nbytes: int | None) -> float | None:
+    return None if nbytes is None else nbytes / 1e6
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, _DECIMALS)
+
+
+def _step(step: int | None) -> str:
+    """msprof-analyze's step key: ``step50``; ``step`` for operations outside any step."""
+    return "step" if step is None else f"step{step}"
+
+
+def _ranks_key(ranks: list[int]) -> str:
+    """The rank-set key of msprof-analyze's JSON files: ``(0, 1)`` (a Python tuple, ``(0,)`` for one)."""
+    return str(tuple(ranks))
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    """A rank set in cluster_analysis.db: ``(0,1)``."""
+    return "(" + ",".join(map(str, ranks)) + ")"
+
+
+@dataclass(frozen=True)
+class ClusterOutputs:
+    """The analysis tables behind the five outputs of one job."""
+
+    steps: pa.Table
+    groups: pa.Table
+    time: pa.Table
+    bandwidth: pa.Table
+    matrix: pa.Table
+    devices: pa.Table
+
+    @classmethod
+    def of(cls, tables: RunTables, sources: list[ingest.RunSource]) -> ClusterOutputs:
+        devices = computed(cluster_outputs.cluster_rank_devices, tables)
+        if len(sources) == 1:    # one rank: its folder is the one read (a job's ranks say theirs)
+            devices = devices.set_column(devices.schema.get_field_index("profile_path"), "profile_path",
+                                         pa.array([str(sources[0].path)] * devices.num_rows, pa.string()))
+        return cls(*(computed(f, tables) for f in (
+            cluster_outputs.cluster_step_trace, cluster_outputs.cluster_communication_groups,
+            cluster_outputs.cluster_communication_time, cluster_outputs.cluster_communication_bandwidth,
+            cluster_outputs.cluster_communication_matrix)), devices=devices)
+
+
+def _rows(table: pa.Table) -> list[dict]:
+    return table.to_pylist()
+
+
+def step_trace_rows(outputs: ClusterOutputs) -> list[list]:
+    """cluster_step_trace_time.csv's rows (after the header): Step, Type, Index and the us figures."""
+    return [[row["step"], "rank", row["rank"], *(_us(row[c]) for c in STEP_TRACE_TIME_HEADERS.values())]
+            for row in _rows(outputs.steps)]
+
+
+def communication_json(outputs: ClusterOutputs) -> dict:
+    """cluster_communication.json: per rank-set key, step, ``op@group`` and rank, the time and bandwidth."""
+    result: dict = {}
+
+    def entry(row: dict) -> dict:
+        ops = result.setdefault(_ranks_key(row["recorded_ranks"]), {}).setdefault(_step(row["step"]), {})
+        return ops.setdefault(f"{row['op_name']}@{row['group_name']}", {}).setdefault(str(row["rank"]), {})
+
+    for row in _rows(outputs.time):
+        info = {} if row["op_name"] == TOTAL_OP_INFO else {"Start Timestamp(us)": _us(row["start_ns"])}
+        info.update({"Elapse Time(ms)": _ms(row["elapse_ns"]), "Transit Time(ms)": _ms(row["transit_ns"]),
+                     "Wait Time(ms)": _ms(row["wait_ns"]), "Synchronization Time(ms)": _ms(row["sync_ns"]),
+                     "Idle Time(ms)": _ms(row["idle_ns"]), "Wait Time Ratio": _round(row["wait_ratio"]),
+                     "Synchronization Time Ratio": _round(row["sync_ratio"])})
+        entry(row)["Communication Time Info"] = info
+    for row in _rows(outputs.bandwidth):
+        link = {"Transit Size(MB)": _mb(row["transit_bytes"]), "Transit Time(ms)": _ms(row["transit_ns"]),
+                "Bandwidth(GB/s)": _round(row["bandwidth_gbps"])}
+        if row["op_name"] != TOTAL_OP_INFO:
+            link["Large Packet Ratio"] = row["large_packet_ratio"]
+        link["Size Distribution"] = {str(_mb(p["packet_bytes"])): [p["count"], _ms(p["dur_ns"])]
+                                     for p in row["size_distribution"] or []}
+        entry(row).setdefault("Communication Bandwidth Info", {})[row["link_type"]] = link
+    return result
+
+
+def matrix_json(outputs: ClusterOutputs) -> dict:
+    """cluster_communication_matrix.json: per rank-set key, step, ``key@group`` and ``src-dst``, the link."""
+    result: dict = {}
+    for row in _rows(outputs.matrix):
+        links = result.setdefault(_ranks_key(row["recorded_ranks"]), {}).setdefault(_step(row["step"]), {})
+        links.setdefault(f"{row['key']}@{row['group_name']}", {})[f"{row['src_rank']}-{row['dst_rank']}"] = {
+            "Transport Type": row["transport"], "Transit Time(ms)": _ms(row["transit_ns"]),
+            "Transit Size(MB)": _mb(row["transit_bytes"]), "Op Name": row["op_name"] or "",
+            "Bandwidth(GB/s)": _round(row["bandwidth_gbps"])}
+    return result
+
+
+def group_json(outputs: ClusterOutputs) -> dict:
+    """communication_group.json: the recorded rank sets per kind and the groups' parallel info."""
+    groups = _rows(outputs.groups)
+    return {"collective": [g["recorded_ranks"] for g in groups if g["kind"] == "collective"],
+            "p2p": [g["recorded_ranks"] for g in groups if g["kind"] == "p2p"],
+            "comm_group_parallel_info": [{"type": g["kind"], "rank_set": g["rank_set"], "group_name": g["group_name"],
+                                          "group_id": g["group_id"], "pg_name": g["pg_name"]} for g in groups]}
+
+
+def database_rows(outputs: ClusterOutputs) -> dict[str, list[tuple]]:
+    """cluster_analysis.db's rows per table (``_TABLES_SQL``)."""
+    bandwidth = []
+    for row in _rows(outputs.bandwidth):
+        packets = row["size_distribution"] or []
+        if not packets and not row["transit_bytes"]:
+            continue                     # msprof-analyze's database keeps only the link types that carried data
+        common = (_step(row["step"]), row["rank"], row["op_name"], row["group_name"], row["link_type"],
+                  _mb(row["transit_bytes"]), _ms(row["transit_ns"]), _round(row["bandwidth_gbps"]),
+                  int(row["large_packet_ratio"] or 0))
+        bandwidth += [(*common, _mb(p["packet_bytes"]), p["count"], _ms(p["dur_ns"])) for p in packets] or [
+            (*common, 0.0, 0, 0.0)]
+    return {
+        "CommunicationGroupMapping": [(g["kind"], _ranks_text(g["rank_set"]), g["group_name"], g["group_id"],
+                                       g["pg_name"]) for g in _rows(outputs.groups)],
+        "ClusterCommunicationTime": [
+            (_step(r["step"]), r["rank"], r["op_name"], r["group_name"], _us(r["start_ns"]) or 0.0, _ms(r["elapse_ns"]),
+             _ms(r["transit_ns"]), _ms(r["wait_ns"]), _ms(r["sync_ns"]), _ms(r["idle_ns"]), _round(r["sync_ratio"]),
+             _round(r["wait_ratio"])) for r in _rows(outputs.time)],
+        "ClusterCommunicationBandwidth": bandwidth,
+        "ClusterCommunicationMatrix": [
+            (_step(r["step"]), r["key"], r["group_name"], float(r["src_rank"]), float(r["dst_rank"]), r["transport"],
+             r["op_name"] or "", _mb(r["transit_bytes"]), _ms(r["transit_ns"]), r["bandwidth_gbps"])
+            for r in _rows(outputs.matrix)],
+        "ClusterStepTraceTime": [(str(row[0]), row[1], str(row[2]), *row[3:], 0, 0, 0)
+                                 for row in step_trace_rows(outputs)],
+        "HostInfo": list(dict.fromkeys((d["host_uid"], d["host_name"]) for d in _rows(outputs.devices)
+                                       if d["host_uid"] is not None)),
+        "RankDeviceMap": [(d["rank"], d["device_id"], d["host_uid"], d["profile_path"])
+                          for d in _rows(outputs.devices)],
+    }
+
+
+def _write_csv(path: Path, rows: list[list]) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as file:
+        writer = csv.writer(file)
+        writer.writerow(["Step", "Type", "Index", *STEP_TRACE_TIME_HEADERS])
+        writer.writerows(rows)
+
+
+def _write_json(value: dict) -> Callable[[Path], object]:
+    return lambda path: path.write_text(json.dumps(value), encoding="utf-8")
+
+
+def _write_db(path: Path, tables: dict[str, list[tuple]]) -> None:
+    con = sqlite3.connect(path)
+    try:
+        with con:
+            for name, rows in tables.items():
+                if rows:
+                    con.execute(f'CREATE TABLE "{name}" ({_TABLES_SQL[name]})')
+                    con.executemany(f'INSERT INTO "{name}" VALUES ({", ".join("?" * len(rows[0]))})', rows)
+    finally:
+        con.close()
+
+
+def stage_cluster(outputs: ClusterOutputs, stage: Staging) -> None:
+    """Write the outputs that have rows into ``stage`` (each replaces only perfsight's own earlier file)."""
+    steps = step_trace_rows(outputs)
+    if steps:
+        stage.write(STEP_TRACE_CSV, lambda path: _write_csv(path, steps), replaceable=True)
+    for name, value in ((COMMUNICATION_JSON, communication_json(outputs)), (MATRIX_JSON, matrix_json(outputs))):
+        if value:
+            stage.write(name, _write_json(value), replaceable=True)
+    if outputs.groups.num_rows:
+        stage.write(GROUP_JSON, _write_json(group_json(outputs)), replaceable=True)
+    rows = database_rows(outputs)
+    if any(rows.values()):
+        stage.write(CLUSTER_DB, lambda path: _write_db(path, rows), replaceable=True)
+
+
+def cluster(path: str | Path, output: str | Path | None = None, *, use_cache: bool = True) -> list[Path]:
+    """Write msprof-analyze's cluster outputs of the job at ``path`` (its ranks' folders, or one run) into
+    ``output/cluster_analysis_output/`` (``output`` defaults to ``path``, or the folder of a trace file);
+    returns the files written. All are written or none; a file perfsight did not write is never replaced (the
+    module docstring)."""
+    path = Path(path)
+    sources = ingest.find_runs(path)
+    root = Path(output) if output is not None else path if path.is_dir() else path.parent
+    with staging(root / OUTPUT_FOLDER) as stage:
+        run = open_sources(path, sources, use_cache=use_cache)
+        stage_cluster(ClusterOutputs.of(run.tables, sources), stage)
+        return stage.commit()
