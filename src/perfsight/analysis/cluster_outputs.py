@@ -19,9 +19,10 @@ figure is computed here, in perfsight's units (int64 ns, int64 bytes, GB/s = 1e9
   (msprof-analyze: parallel_group_info's global_ranks), else ``recorded_ranks``. ``group_name`` is the
   name msprof-analyze gives the group (``msprof_group_name``).
 * **Communication time** (``cluster_communication_time``): one row per (operation, rank) from
-  ``collectives.collective_figures`` and, per (rank-set key, step, group, rank), a ``Total Op Info`` row:
-  the sums of elapse, transit, wait, synchronisation and idle, wait ratio = wait / (wait + transit),
-  synchronisation ratio = sync / (sync + transit) (0 when the divisor is 0), no start.
+  ``collectives.collective_figures`` (its start: the reported start where the figures were reported, as
+  msprof-analyze writes the file's, else the operation's) and, per (rank-set key, step, group, rank), a
+  ``Total Op Info`` row: the sums of elapse, transit, wait, synchronisation and idle, wait ratio = wait /
+  (wait + transit), synchronisation ratio = sync / (sync + transit) (0 when the divisor is 0), no start.
 * **Bandwidth** (``cluster_communication_bandwidth``): one row per (operation, rank, link type) from
   ``collectives.link_bandwidth`` and the ``Total Op Info`` row per link type: summed transit bytes and
   time, bandwidth = bytes / time, size distributions merged by packet size (counts and durations summed).
@@ -261,7 +262,8 @@ _NAMED_SQL = """named AS (
 
 _TIME_SQL = f"""
 WITH {_NAMED_SQL}, ops AS (
-    SELECT k.recorded_ranks, f.step, k.group_name, f.op_key AS op_name, f.rank, f.start_ns, f.elapse_ns,
+    SELECT k.recorded_ranks, f.step, k.group_name, f.op_key AS op_name, f.rank,
+           coalesce(f.reported_start_ns, f.start_ns) AS start_ns, f.elapse_ns,
            f.transit_ns, f.wait_ns, f.sync_ns, f.idle_ns, f.wait_ratio, f.sync_ratio
     FROM named f JOIN keys k USING (process_group)
 ), totals AS (
@@ -296,7 +298,8 @@ def communication_time(figures: pa.Table, keys: pa.Table) -> pa.Table:
 _BANDWIDTH_SQL = f"""
 WITH {_NAMED_SQL}, ops AS (
     SELECT k.recorded_ranks, l.step, k.group_name, f.op_key AS op_name, l.rank, l.link_type, l.transit_bytes,
-           l.transit_ns, l.bandwidth_gbps, l.large_packet_ratio, l.size_distribution, l.n, f.start_ns
+           l.transit_ns, l.bandwidth_gbps, l.large_packet_ratio, l.size_distribution, l.n,
+           coalesce(f.reported_start_ns, f.start_ns) AS start_ns
     FROM links l JOIN named f USING (rank, slice_id) JOIN keys k ON k.process_group = f.process_group
 ), packets AS (
     SELECT recorded_ranks, step, group_name, rank, link_type, d.packet_bytes, sum(d.count) AS count,

@@ -47,10 +47,14 @@ whose args say ``Process Group Ranks Local`` holds group-local positions (no glo
 * ``algbw_gbps`` = bytes / transit (1e9 bytes/s); ``busbw_gbps`` = algbw x the nccl-tests factor of the
   collective for the group of n ranks (``BUS_FACTORS``: all-reduce 2(n-1)/n; all-gather, reduce-scatter,
   all-to-all (n-1)/n; broadcast, reduce, send, recv 1; null for barrier and other).
-* Ascend operations whose args carry communication.json's ``Communication Time Info`` take its figures
-  as reported (``figures_from`` "communication.json"): ms x 1e6 -> ns, rounded; the ratios as they are.
-  Its ``Communication Bandwidth Info`` gives ``link_bandwidth``: sizes in MB (10^6 bytes: its packet
-  sizes are whole bytes only so) x 1e6 -> bytes, bandwidth GB/s (= MB/ms) as reported.
+* Ascend operations whose args carry reported figures (core/communication.py's ``REPORTED_TIME``, in
+  communication.json's form: from communication.json, or from analysis.db's CommAnalyzerTime) take them
+  as reported (``figures_from`` the file, ``REPORTED_FROM``): ms x 1e6 -> ns, rounded; the ratios as
+  they are, or wait / (wait + transit) and sync / (sync + transit) of the reported times where the file
+  has none (analysis.db); ``reported_start_ns`` = its ``Start Timestamp(us)`` (the operation's start in
+  the file's clock, which for analysis.db is not the database's: 13 to 22 us apart in the samples). The
+  ``REPORTED_BANDWIDTH`` object gives ``link_bandwidth``: sizes in MB (10^6 bytes: its packet sizes are
+  whole bytes only so) x 1e6 -> bytes, bandwidth GB/s (= MB/ms) as reported.
 
 **Totals** (``collective_totals``, ``link_totals``): the figures summed per rank, group and kind, and the
 link figures per rank and link type, as msprof-analyze's "Total Op Info" sums them (its ratios from the
@@ -86,12 +90,19 @@ import json
 import math
 import re
 from collections import defaultdict
+from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
 
 from perfsight.analysis.breakdown import median
-from perfsight.core.communication import BACKEND_RANGE, HOST_EXECUTED_BACKENDS
+from perfsight.core.communication import (
+    BACKEND_RANGE,
+    HOST_EXECUTED_BACKENDS,
+    REPORTED_BANDWIDTH,
+    REPORTED_FROM,
+    REPORTED_TIME,
+)
 from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables, fits, new_connection
 
@@ -128,9 +139,7 @@ BUS_FACTORS = {
     "recv": lambda n: 1.0,
 }
 
-#: communication.json's keys: figures per operation, and per link type
-TIME_INFO, BANDWIDTH_INFO = "Communication Time Info", "Communication Bandwidth Info"
-_NS_PER_MS, _BYTES_PER_MB = 1_000_000, 1_000_000
+_NS_PER_US, _NS_PER_MS, _BYTES_PER_MB = 1000, 1_000_000, 1_000_000
 
 COLLECTIVES = pa.schema([
     ("rank", pa.int32()),
@@ -179,6 +188,7 @@ COLLECTIVE_FIGURES = pa.schema([
     ("bytes", pa.int64()),
     ("start_ns", pa.int64()),
     ("aligned_start_ns", pa.int64()),
+    ("reported_start_ns", pa.int64()),
     ("elapse_ns", pa.int64()),
     ("transit_ns", pa.int64()),
     ("wait_ns", pa.int64()),
@@ -358,8 +368,9 @@ SELECT id, rank, start_ns, name, step, task_type, input_shapes, input_dtypes,
        TRY_CAST(json_extract_string(args, '$."Global rank stride"') AS BIGINT) AS rank_stride,
        TRY_CAST(json_extract_string(args, '$."Src Rank"') AS INTEGER) AS src_rank,
        TRY_CAST(json_extract_string(args, '$."Dst Rank"') AS INTEGER) AS dst_rank,
-       json_extract(args, '$."Communication Time Info"')::VARCHAR AS time_info,
-       json_extract(args, '$."Communication Bandwidth Info"')::VARCHAR AS bandwidth_info
+       json_extract(args, $reported_time)::VARCHAR AS time_info,
+       json_extract(args, $reported_bandwidth)::VARCHAR AS bandwidth_info,
+       json_extract_string(args, $reported_from) AS figures_from
 FROM described
 WHERE (collective IS NOT NULL AND (track_kind = 'stream' OR name = 'record_param_comms') AND collective <> 'wait')
    OR (collective IS NULL AND track_kind = 'thread' AND regexp_matches(name, $backend))
@@ -420,7 +431,10 @@ def _bytes(nelems: int | None, dtype: str | None) -> int | None:
 
 def _operations(tables: RunTables) -> list[dict]:
     """Each rank's operations from its best source (module docstring), with what the figures need."""
-    params = {"backend": BACKEND_RANGE, "executed": rf"^({'|'.join(HOST_EXECUTED_BACKENDS)}):"}
+    params = {"backend": BACKEND_RANGE, "executed": rf"^({'|'.join(HOST_EXECUTED_BACKENDS)}):",
+              **{name: f'$."{key}"' for name, key in (("reported_time", REPORTED_TIME),
+                                                      ("reported_bandwidth", REPORTED_BANDWIDTH),
+                                                      ("reported_from", REPORTED_FROM))}}
     rows = tables.connect().sql(_CANDIDATES_SQL, params=params).to_arrow_table().to_pylist()
     best: dict[int, int] = {}
     for row in rows:
@@ -446,7 +460,7 @@ def _operations(tables: RunTables) -> list[dict]:
                                         row["rank_stride"]),
             "step": row["step"], "op_name": row["name"], "hccl": row["task_type"] == "HCCL",
             "ranks_global": not row["ranks_local"], "time_info": _json(row["time_info"]),
-            "bandwidth_info": _json(row["bandwidth_info"]),
+            "bandwidth_info": _json(row["bandwidth_info"]), "figures_from": row["figures_from"],
         })
     return out
 
@@ -595,13 +609,28 @@ def _ns(milliseconds) -> int | None:
     return round(milliseconds * _NS_PER_MS) if isinstance(milliseconds, (int, float)) else None
 
 
-def _reported(info: dict) -> dict:
-    """communication.json's ``Communication Time Info`` as figures (ms -> ns; ratios as reported)."""
-    ratio = {key: info.get(name) if isinstance(info.get(name), (int, float)) else None
-             for key, name in (("wait_ratio", "Wait Time Ratio"), ("sync_ratio", "Synchronization Time Ratio"))}
-    return {"elapse_ns": _ns(info.get("Elapse Time(ms)")), "transit_ns": _ns(info.get("Transit Time(ms)")),
-            "wait_ns": _ns(info.get("Wait Time(ms)")), "sync_ns": _ns(info.get("Synchronization Time(ms)")),
-            "idle_ns": _ns(info.get("Idle Time(ms)")), **ratio, "figures_from": "communication.json"}
+def _start_ns(microseconds) -> int | None:
+    """A reported start (us, a JSON number) as ns: the decimal it prints as, x 1000, rounded."""
+    if isinstance(microseconds, bool) or not isinstance(microseconds, (int, float)) or not math.isfinite(microseconds):
+        return None
+    ns = int((Decimal(repr(microseconds)) * _NS_PER_US).to_integral_value())
+    return ns if fits(ns, 64) else None
+
+
+def _reported(info: dict, source: str | None) -> dict:
+    """An operation's reported ``REPORTED_TIME`` object as figures (ms -> ns; ratios as reported, else from
+    the reported times) from file ``source`` (module docstring)."""
+    times = {key: _ns(info.get(name)) for key, name in (
+        ("elapse_ns", "Elapse Time(ms)"), ("transit_ns", "Transit Time(ms)"), ("wait_ns", "Wait Time(ms)"),
+        ("sync_ns", "Synchronization Time(ms)"), ("idle_ns", "Idle Time(ms)"))}
+    ratios = {}
+    for key, name, part in (("wait_ratio", "Wait Time Ratio", "wait_ns"),
+                            ("sync_ratio", "Synchronization Time Ratio", "sync_ns")):
+        value = info.get(name)
+        ratios[key] = (value if isinstance(value, (int, float)) and not isinstance(value, bool)
+                       else _share(times[part], times["transit_ns"]))
+    return {**times, **ratios, "reported_start_ns": _start_ns(info.get("Start Timestamp(us)")),
+            "figures_from": source or "reported"}
 
 
 def _computed_figures(op: dict, last_start: int | None) -> dict:
@@ -610,11 +639,11 @@ def _computed_figures(op: dict, last_start: int | None) -> dict:
     elapse = op["dur_ns"]
     if elapse is None or last_start is None:
         return {"elapse_ns": elapse, "transit_ns": None, "wait_ns": None, "sync_ns": None, "idle_ns": None,
-                "wait_ratio": None, "sync_ratio": None, "figures_from": "computed"}
+                "wait_ratio": None, "sync_ratio": None, "reported_start_ns": None, "figures_from": "computed"}
     wait = min(max(last_start - op["aligned_start_ns"], 0), elapse)
     ratio = wait / elapse if elapse else None
     return {"elapse_ns": elapse, "transit_ns": elapse - wait, "wait_ns": wait, "sync_ns": wait, "idle_ns": 0,
-            "wait_ratio": ratio, "sync_ratio": ratio, "figures_from": "computed"}
+            "wait_ratio": ratio, "sync_ratio": ratio, "reported_start_ns": None, "figures_from": "computed"}
 
 
 def _figures(tables: RunTables) -> list[dict]:
@@ -629,7 +658,7 @@ def _figures(tables: RunTables) -> list[dict]:
             last_start[op["slice_id"]], members[op["slice_id"]] = latest, len(group)
     out = []
     for op in ops:
-        figures = (_reported(op["time_info"]) if op["time_info"] is not None
+        figures = (_reported(op["time_info"], op["figures_from"]) if op["time_info"] is not None
                    else _computed_figures(op, last_start.get(op["slice_id"])))
         transit, size = figures["transit_ns"], op["bytes"]
         algbw = size / transit if size is not None and transit else None

@@ -19,6 +19,11 @@
   (gloo's worker threads), so that range's time is the collective's; NCCL's host range only enqueues it.
 * A stream is a communication stream when more than half of its device tasks are communication slices
   (``is_comm_stream``): the web timeline groups it under "communication".
+* The figures a profiler reported for an operator (Ascend's per-operator communication time and bandwidth)
+  travel in the operator slice's ``args``, in communication.json's form whichever file they came from:
+  ``REPORTED_TIME`` and ``REPORTED_BANDWIDTH`` hold its two objects, ``REPORTED_FROM`` names the file
+  (``communication.json``, ``analysis.db``). The readers put them there; analysis/collectives.py takes them
+  as reported.
 
 Names no rule here covers are compute, as they were before this rule was written down in one place: a
 custom all-reduce kernel, torch's symmetric-memory ``multimem`` kernels, an ``hccl...`` kernel in a
@@ -36,6 +41,10 @@ BACKENDS = ("nccl", "rccl", "gloo")
 
 #: backends whose host range (``gloo:all_reduce``) spans the collective's execution on that thread
 HOST_EXECUTED_BACKENDS = ("gloo",)
+
+#: the ``args`` keys of an operator's reported figures (communication.json's objects) and of their file
+REPORTED_TIME, REPORTED_BANDWIDTH = "Communication Time Info", "Communication Bandwidth Info"
+REPORTED_FROM = "Communication Info From"
 
 #: a regular expression (Python and DuckDB) matching a backend's host range, the collective after the colon
 BACKEND_RANGE = rf"^({'|'.join(BACKENDS)}):"

@@ -7,9 +7,10 @@ Owns adding to each ``comm`` operator slice's ``args`` the keys PyTorch writes o
 Name`` (the group name after ``@`` in communication.json's ``op@group`` keys), ``Process Group Desc`` (the
 framework's group name), ``Group size`` and ``Process Group Ranks`` (global ranks where the group is
 mapped, else group-local with ``Process Group Ranks Local`` true: hccl_groups.Group).
-The operator's entry of communication.json (same name, nearest ``Start Timestamp(us)``) is added too:
-``Communication Time Info`` (elapse, transit, wait, synchronization and idle times, ms) and
-``Communication Bandwidth Info`` (per transport: size MB, time ms, bandwidth GB/s, packet sizes).
+The operator's record of communication.json (torch_npu_hccl.match: same name and group, nearest ``Start
+Timestamp(us)``) is added too: ``Communication Time Info`` (elapse, transit, wait, synchronization and idle
+times, ms), ``Communication Bandwidth Info`` (per transport: size MB, time ms, bandwidth GB/s, packet sizes)
+and ``Communication Info From`` (``communication.json``).
 """
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ import pyarrow.compute as pc
 
 from perfsight.ingest.ascend.ascend_csv import json_object
 from perfsight.ingest.ascend.ascend_kinds import collective_args
-from perfsight.ingest.ascend.hccl_groups import Group
-from perfsight.ingest.ascend.torch_npu_hccl import Record
+from perfsight.ingest.ascend.hccl_groups import Group, group_hash
+from perfsight.ingest.ascend.torch_npu_hccl import Record, match
 from perfsight.ingest.ascend.torch_npu_kernels import merge_args, replace_rows
 
 
@@ -33,35 +34,22 @@ def describe(slices: pa.Table, communication: list[Record], groups: dict[str, Gr
                           .to_numpy(zero_copy_only=False))
     if not len(rows):
         return slices
-    entries = _entries(communication)
     names = slices["name"].take(pa.array(rows)).to_pylist()
     starts = slices["start_ns"].take(pa.array(rows)).to_pylist()
     args = slices["args"].take(pa.array(rows)).to_pylist()
-    patches = [json.dumps(_patch(name, start, json_object(text), entries, groups))
-               for name, start, text in zip(names, starts, args)]
+    objects = [json_object(text) for text in args]
+    records = match(communication, names, starts,
+                    [group_hash(str(a["group_name"])) if a.get("group_name") else None for a in objects])
+    patches = [json.dumps(_patch(name, a, record, groups)) for name, a, record in zip(names, objects, records)]
     return replace_rows(slices, "args", rows, merge_args(pa.array(args, pa.string()), pa.array(patches, pa.string())))
 
 
-def _entries(communication: list[Record]) -> dict[str, list[tuple[float | None, str, dict]]]:
-    """Operator name -> [(start us, group name, {Communication Time Info, Communication Bandwidth Info})]."""
-    found: dict[str, list] = {}
-    for record in communication:
-        start = record.start_ns / 1000 if record.start_ns is not None else None
-        found.setdefault(record.name, []).append((start, record.group, record.info))
-    return found
-
-
-def _patch(name: str, start_ns: int, args: dict, entries: dict, groups: dict[str, Group]) -> dict:
-    candidates = entries.get(name, [])
-    timed = [c for c in candidates if c[0] is not None]
-    entry = (min(timed, key=lambda c: abs(c[0] * 1000 - start_ns)) if timed else
-             candidates[0] if candidates else None)
-    group_name = args.get("group_name") or (entry[1] if entry else None)
+def _patch(name: str, args: dict, record: Record | None, groups: dict[str, Group]) -> dict:
+    group_name = args.get("group_name") or (record.group if record else None)
     group = groups.get(group_name) if group_name else None
     patch = collective_args(name, args.get("data_type"), args.get("count"), group_name,
                             group.name if group else None, list(group.ranks) if group else [],
                             group.local if group else False)
-    if entry is not None:
-        patch.update(entry[2])
+    if record is not None:
+        patch.update(record.args())
     return {key: value for key, value in patch.items() if value is not None}
-

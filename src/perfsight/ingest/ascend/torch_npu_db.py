@@ -18,15 +18,16 @@ previous ones' (as for read_kineto). Rank: ``rank`` if given, else RANK_DEVICE_M
 ``distributed_args``, profiler_info_{rank}.json's ``rank_id``, the file name's number. World size:
 ``distributed_args.world_size``, else the largest communication group's size.
 
-analysis.db (torch_npu's own step trace and communication analysis, beside the database): only its
-CommAnalyzerMatrix is read, as the rank's meta ``communication_matrix`` (hccl_groups: the links of
-communication_matrix.json); its other figures are derived from this database, and perfsight derives its
-own (tests compare). Communication groups: hccl_groups (parallel_group_info, else group-local, marked).
+analysis.db (torch_npu's own step trace and communication analysis, beside the database; read by
+torch_npu_db_analysis): its CommAnalyzerMatrix is the rank's meta ``communication_matrix`` (hccl_groups: the
+links of communication_matrix.json), its CommAnalyzerTime and CommAnalyzerBandwidth rows go into the args of
+their COMMUNICATION_OP slices as communication.json's records do in the text export; its step trace is
+derived from this database, and perfsight derives its own (tests compare). Communication groups:
+hccl_groups (parallel_group_info, else group-local, marked).
 """
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -36,27 +37,25 @@ import pyarrow.compute as pc
 from perfsight.core.errors import InputError
 from perfsight.core.files import read_regular
 from perfsight.core.tables import TRACKS, RunTables, conform, meta_table, new_connection
+from perfsight.ingest.ascend import torch_npu_db_analysis as analysis_db
 from perfsight.ingest.ascend.detect import DB_NAME, OUTPUT_DIR, find_torch_npu_db
 from perfsight.ingest.ascend.hccl_groups import (
     link_facts,
     local_groups,
     local_warning,
-    matrix_links,
     parallel_groups,
     place_rank,
 )
+from perfsight.ingest.ascend.torch_npu_db_analysis import ANALYSIS_DB
 from perfsight.ingest.ascend.torch_npu_db_device import read_device
 from perfsight.ingest.ascend.torch_npu_db_host import INT, TEXT, read_host
 from perfsight.ingest.ascend.torch_npu_db_links import link
 from perfsight.ingest.ascend.torch_npu_db_memory import read_counters, read_memory
-from perfsight.ingest.ascend.torch_npu_db_source import Database, connect_read_only
+from perfsight.ingest.ascend.torch_npu_db_source import Database
 from perfsight.ingest.ascend.torch_npu_links import device_tracks, memory_operators
 from perfsight.ingest.common.nesting import Nesting, ids_or_null, overlap_warning, take_or_missing
 
 _SEP = "\x1f"
-ANALYSIS_DB = "analysis.db"
-_MATRIX_SQL = ("SELECT step, type, hccl_op_name, group_name, src_rank, dst_rank, transport_type, transit_size, "
-               "transit_time, bandwidth, op_name FROM CommAnalyzerMatrix")
 
 
 def sources(run_dir: Path) -> list[Path]:
@@ -85,10 +84,11 @@ def read_torch_npu_db(run_dir: Path, *, rank: int | None = None, id_offset: int 
         con.register("strings", db.read("STRING_IDS", {"id": ("id", INT), "value": ("value", TEXT)}))
         facts = _facts(db, path, rank, warnings)
         host = read_host(db, con)
-        links = _analysis_links(path.parent / ANALYSIS_DB, warnings)
+        links = analysis_db.links(path.parent / ANALYSIS_DB, warnings)
         mapped = facts["parallel_groups"]
         place_rank(mapped, links, facts["rank"])
         device, groups = read_device(db, con, {**local_groups(links, mapped, warnings, ANALYSIS_DB), **mapped})
+        device = analysis_db.with_reported(device, analysis_db.records(path.parent / ANALYSIS_DB, warnings), warnings)
         counters = read_counters(db, con, facts["device"])
         tracks = _tracks(host, device, counters, facts["rank"], track_offset)
         src = _sources(host, device, tracks, id_offset)
@@ -163,29 +163,6 @@ def _facts(db: Database, path: Path, rank: int | None, warnings: list[str]) -> d
             "parallel_groups": parallel,
             "world_size": world_size if isinstance(world_size, int) and world_size > 0 else None, "meta": meta,
             "files": sources(path)}
-
-
-def _analysis_links(path: Path, warnings: list[str]) -> list:
-    """analysis.db's CommAnalyzerMatrix rows as communication_matrix.json links (hccl_groups.matrix_links);
-    none without the file, and a warning when it cannot be read."""
-    if not path.is_file():
-        return []
-    try:
-        con = connect_read_only(path)
-        try:
-            rows = con.execute(_MATRIX_SQL).fetchall()
-        finally:
-            con.close()
-    except sqlite3.DatabaseError as error:
-        warnings.append(f"{path}: CommAnalyzerMatrix not readable ({error}); the rank's communication matrix "
-                        "links are unknown")
-        return []
-    document: dict = {}
-    for step, kind, key, group, src, dst, transport, size, time, bandwidth, op_name in rows:
-        document.setdefault(step, {}).setdefault(kind, {}).setdefault(f"{key}@{group}", {})[f"{src}-{dst}"] = {
-            "Transport Type": transport, "Transit Size(MB)": size, "Transit Time(ms)": time,
-            "Bandwidth(GB/s)": bandwidth, "Op Name": op_name}
-    return matrix_links(document, f"{path.name} CommAnalyzerMatrix", warnings)
 
 
 def _json(text: str | None, what: str, warnings: list[str]):

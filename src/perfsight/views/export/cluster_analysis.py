@@ -70,11 +70,12 @@ _TABLES_SQL = {
 
 
 def _us(ns: int | None) -> float | None:
-    return None if ns is None else ns / 1e3
+    """ns as us, correctly rounded (int / int: an epoch in ns is beyond a float's exact integers)."""
+    return None if ns is None else ns / 1000
 
 
 def _ms(ns: int | None) -> float | None:
-    return None if ns is None else ns / 1e6
+    return None if ns is None else ns / 1_000_000
 
 
 def _mb(nbytes: int | None) -> float | None:
