@@ -113,6 +113,7 @@ class Run:
     op_instance_time_by_step = _Analysis("dynamic_shape")
     op_shapes_by_step = _Analysis("dynamic_shape")
     mean_step_by_rank = _Analysis("cluster")
+    reported_step_trace = _Analysis("rank_facts")
     rank_breakdown = _Analysis("cluster")
     slowest_rank = _Analysis("cluster")
     rank_lacks = _Analysis("cluster")
