@@ -51,7 +51,7 @@ import pyarrow.compute as pc
 from perfsight.core.errors import InputError
 from perfsight.core.files import read_regular
 from perfsight.core.tables import RunTables
-from perfsight.ingest.ascend.ascend_csv import json_object, numbers, read_csv, read_json
+from perfsight.ingest.ascend.ascend_csv import json_object, number_rows, numbers, read_csv, read_json
 from perfsight.ingest.ascend.detect import MINDSPORE_FILE, rank_to_read
 from perfsight.ingest.ascend.mindspore_minddata import add_cpu_utilization, add_device_queue, add_pipeline
 from perfsight.ingest.common.build import RunBuilder, add_steps
@@ -295,6 +295,7 @@ def _flops(path: Path | None, builder: RunBuilder) -> dict[str, int]:
     columns = [c for c in table.column_names if c.startswith("MFLOPs") or c == "FLOPs"]
     if not columns:
         read_csv(path, builder.warnings, required=["FLOPs"])
+    table = number_rows(table, path, builder.warnings, numbers=columns)
     total = numbers(table[columns[0]])
     for column in columns[1:]:
         total = pc.add(pc.fill_null(total, 0), pc.fill_null(numbers(table[column]), 0))
@@ -332,7 +333,8 @@ def _dynamic_shape(path: Path | None, builder: RunBuilder) -> list[dict]:
 
 def _aicore_detail(path: Path, warnings: list[str]) -> list[dict]:
     """aicore_intermediate_N_detail.csv: each op's ``execution_frequency`` executions of its average time."""
-    table = read_csv(path, warnings, required=["full_name", "execution_ms", "count"])
+    table = number_rows(read_csv(path, warnings, required=["full_name", "execution_ms", "count"]), path, warnings,
+                        numbers=["execution_ms", "count"])
     rows = []
     for name, ms, count in zip(table["full_name"].to_pylist(), numbers(table["execution_ms"]).to_pylist(),
                                numbers(table["count"], pa.int64()).to_pylist()):
@@ -346,7 +348,8 @@ def _aicore_detail(path: Path, warnings: list[str]) -> list[dict]:
 
 def _add_step_trace(path: Path, builder: RunBuilder, rank: int) -> None:
     table = read_csv(path, builder.warnings, required=["step", "start_point", "end_point", "fp_point", "bp_point"])
-    table = table.filter(pc.is_valid(numbers(table["step"])))
+    table = number_rows(table, path, builder.warnings, numbers=table.column_names)
+    table = table.filter(pc.is_valid(numbers(table["step"])))      # the average row: step "-"
 
     def ticks(name: str) -> pa.Array:
         return pc.multiply(numbers(table[name], pa.int64()), _TICK_NS)  # exact: integer texts cast directly

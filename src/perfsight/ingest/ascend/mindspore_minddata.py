@@ -25,7 +25,7 @@ import numpy as np
 
 from perfsight.core.errors import InputError
 from perfsight.core.files import read_regular
-from perfsight.ingest.ascend.ascend_csv import numbers, read_csv
+from perfsight.ingest.ascend.ascend_csv import number_rows, numbers, read_csv
 from perfsight.ingest.common.build import RunBuilder
 
 _MS = 1_000_000
@@ -62,7 +62,8 @@ def add_device_queue(path: Path, builder: RunBuilder, *, rank: int, facts: dict)
 
 
 def add_pipeline(path: Path, builder: RunBuilder, *, rank: int, facts: dict) -> None:
-    table = read_csv(path, builder.warnings, required=["op_id", "op_type", "output_queue_size"])
+    table = number_rows(read_csv(path, builder.warnings, required=["op_id", "op_type", "output_queue_size"]), path,
+                        builder.warnings, numbers=["sample_interval"])
     interval = (numbers(table["sample_interval"]).to_pylist() if "sample_interval" in table.column_names
                 else [None] * table.num_rows)
     for op_id, op_type, sizes, every in zip(table["op_id"].to_pylist(), table["op_type"].to_pylist(),

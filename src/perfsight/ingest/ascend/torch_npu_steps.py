@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.ingest.ascend.ascend_csv import numbers, read_csv
+from perfsight.ingest.ascend.ascend_csv import number_rows, numbers, read_csv
 from perfsight.ingest.common.build import RunBuilder, add_steps
 
 #: the thread row of the steps made from kernel_details.csv's Step Id
@@ -31,10 +31,12 @@ _STEP_HEADER = "Step"
 
 def step_trace_rows(path: Path, warnings: list[str]) -> list[dict]:
     """step_trace_time.csv's rows as the file has them: its header names as keys, values as floats
-    (microseconds; null where not a number), ``Step`` an integer; [] without the file."""
+    (microseconds; null where empty), ``Step`` an integer; [] without the file. A row holding a text that is not
+    a number is not read (warned)."""
     if not path.is_file():
         return []
     table = read_csv(path, warnings, canonical=False)
+    table = number_rows(table, path, warnings, numbers=table.column_names)
     columns = {name: numbers(table[name], pa.int64() if name == _STEP_HEADER else pa.float64())
                for name in table.column_names}
     return pa.table(columns).to_pylist() if columns else []

@@ -1,0 +1,140 @@
+"""Damage in the Ascend, msprof and MindSpore readers' files read around (issue 16, deliverable 6), planted in
+copies of the real samples (../shared/data/ascend; the msprof CSV exports: tests/ingest/ascend_planted.py, as
+there is no real sample of them): a value that is not a number in a CSV time or numeric column costs that
+row only (``ascend_csv.number_rows``), named by line, header and value."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from perfsight.ingest.ascend.mindspore_legacy import read_mindspore_legacy
+from perfsight.ingest.ascend.msprof_dir import read_msprof_dir
+from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text
+from tests.conftest import SHARED_DATA
+from tests.ingest.ascend_planted import OUT, write_msprof_dir
+
+TEXT = SHARED_DATA / "ascend" / "torch_npu" / "text" / "level1"
+MINDSPORE = SHARED_DATA / "ascend" / "mindspore_legacy" / "profiler"
+
+pytestmark = pytest.mark.skipif(not TEXT.is_dir(), reason=f"the Ascend samples are not at {TEXT}")
+
+
+def replace(path: Path, line: int, old: str, new: str) -> None:
+    """Replace ``old`` by ``new`` on line ``line`` (1-based) of ``path``."""
+    lines = path.read_bytes().split(b"\n")
+    assert old.encode() in lines[line - 1], (path.name, line, lines[line - 1][:200])
+    lines[line - 1] = lines[line - 1].replace(old.encode(), new.encode(), 1)
+    path.write_bytes(b"\n".join(lines))
+
+
+def warnings_of(tables) -> list[str]:
+    """The run's warnings but the group-local one every torch_npu sample rank gives alone (test_global_ranks)."""
+    return [w for w in json.loads(tables.meta_dict()["parse_warnings"]) if not w.startswith("communication groups ")]
+
+
+@pytest.fixture
+def rank0(tmp_path) -> Path:
+    return Path(shutil.copytree(TEXT / "rank0_ascend_pt", tmp_path / "rank0_ascend_pt"))
+
+
+def output(folder: Path) -> Path:
+    return folder / "ASCEND_PROFILER_OUTPUT"
+
+
+# --- CSV values that are not numbers -----------------------------------------------------------------------
+
+def test_a_kernel_details_time_that_is_not_a_number_costs_that_row(rank0):
+    replace(output(rank0) / "kernel_details.csv", 57, "1736408883724708.453\t", "abc")
+    replace(output(rank0) / "kernel_details.csv", 90, "50,4294967295", "5O,4294967295")   # Step Id
+    tables = read_torch_npu_text(rank0)
+    complete = read_torch_npu_text(TEXT / "rank0_ascend_pt")
+    assert warnings_of(tables)[0] == ("kernel_details.csv: 2 rows not read: line 57: Start Time(us) 'abc' is not "
+                                      "a number, line 90: Step Id '5O' is not a number")
+    assert tables.slices.num_rows == complete.slices.num_rows         # the tasks are the trace's; two lose details
+    assert pc.sum(pc.is_valid(tables.slices["op_type"])).as_py() == \
+        pc.sum(pc.is_valid(complete.slices["op_type"])).as_py() - 2
+
+
+def test_without_the_trace_a_bad_duration_costs_that_task(rank0):
+    (output(rank0) / "trace_view.json").unlink()
+    complete = read_torch_npu_text(rank0)
+    replace(output(rank0) / "kernel_details.csv", 3, ",6.54,", ",6.5.4,")
+    tables = read_torch_npu_text(rank0)
+    assert "kernel_details.csv: 1 row not read: line 3: Duration(us) '6.5.4' is not a number" in warnings_of(tables)
+    devices = ("kernel", "comm", "memcpy", "sync", "other")
+    count = [pc.sum(pc.is_in(t.slices["kind"], pa.array(devices))).as_py() for t in (complete, tables)]
+    assert count == [191, 190]                 # kernel_details.csv's 191 rows, one not read
+
+
+def test_memory_csv_values_that_are_not_numbers_cost_their_rows(rank0):
+    memory = output(rank0) / "memory_record.csv"
+    lines = memory.read_bytes().split(b"\n")
+    pta = [n for n, line in enumerate(lines, start=1) if line.startswith(b"PTA,")]
+    replace(memory, pta[0], lines[pta[0] - 1].split(b",")[1].decode(), "1736408883x")      # Timestamp(us)
+    replace(memory, pta[1], "," + lines[pta[1] - 1].split(b",")[2].decode() + ",", ",lots,")  # Total Allocated(MB)
+    operator = output(rank0) / "operator_memory.csv"
+    replace(operator, 2, "1736408883694624.810\t", "soon")
+    replace(output(rank0) / "npu_module_mem.csv", 2, ",0.0,", ",none,")
+    tables = read_torch_npu_text(rank0)
+    complete = read_torch_npu_text(TEXT / "rank0_ascend_pt")
+    warnings = warnings_of(tables)
+    assert [w for w in warnings if "not a number" in w] == [
+        f"memory_record.csv: 2 rows not read: line {pta[0]}: Timestamp(us) '1736408883x' is not a number, "
+        f"line {pta[1]}: Total Allocated(MB) 'lots' is not a number",
+        "npu_module_mem.csv: 1 row not read: line 2: Total Reserved(MB) 'none' is not a number",
+        "operator_memory.csv: 1 row not read: line 2: Allocation Time(us) 'soon' is not a number"]
+    assert tables.memory.num_rows == complete.memory.num_rows - 2
+    assert tables.counters.num_rows == complete.counters.num_rows - 1
+
+
+def test_msprof_csv_values_that_are_not_numbers_cost_their_rows(tmp_path):
+    prof = write_msprof_dir(tmp_path)
+    out = prof / OUT
+    summary = next(out.glob("op_summary_slice_0_*.csv"))
+    replace(summary, 3, ",20.0,", ",twenty,")                              # MatMul_2's Task Duration(us)
+    step = next(out.glob("step_trace_slice_1_*.csv"))
+    replace(step, 2, ",250,", ",2 50,")                                    # step 2's Iteration Time(us)
+    replace(out / "npu_mem_20250109120010.csv", 3, ",2048,", ",2k,")
+    for timeline in out.glob("msprof_slice_*.json"):                       # the steps then come from step_trace
+        timeline.unlink()
+    tables = read_msprof_dir(prof)
+    warnings = [w for w in json.loads(tables.meta_dict()["parse_warnings"]) if "not a number" in w]
+    assert warnings == [
+        f"{summary.name}: 1 row not read: line 3: Task Duration(us) 'twenty' is not a number",
+        f"{step.name}: 1 row not read: line 2: Iteration Time(us) '2 50' is not a number",
+        "npu_mem_20250109120010.csv: 1 row not read: line 3: hbm(KB) '2k' is not a number"]
+    kernels = tables.slices.filter(pc.equal(tables.slices["kind"], "kernel"))
+    assert sorted(kernels["name"].to_pylist()) == ["Add_1", "MatMul_0"]
+    steps = tables.slices.filter(pc.equal(tables.slices["kind"], "step"))
+    assert steps["step"].to_pylist() == [1]
+    assert sorted(set(tables.tracks.filter(pc.equal(tables.tracks["kind"], "counter"))["name"].to_pylist())) == [
+        "npu.mem.app.ddr_bytes", "npu.mem.app.hbm_bytes", "npu.mem.app.memory_bytes"]
+    assert tables.counters.num_rows == 3                                    # 2 samples x 3 series, one row lost
+
+
+def test_mindspore_csv_values_that_are_not_numbers_cost_their_rows(tmp_path):
+    folder = Path(shutil.copytree(MINDSPORE, tmp_path / "profiler", ignore=shutil.ignore_patterns("PROF_*")))
+    detail = folder / "aicore_intermediate_1_detail.csv"
+    replace(detail, 2, ",0.00133,", ",0.0O133,")                           # AtomicAddrClean-op104: 1.33 us
+    flops = folder / "flops_1.txt"
+    replace(flops, 3, ", 333, 333, 33, 333,", ", 333, 333, 33, many,")      # AtomicAddrClean-op105
+    trace = folder / "step_trace_raw_0_detail_time.csv"
+    replace(trace, 3, trace.read_text().splitlines()[2].split(",")[2], "later")     # step 2's end_point
+    complete = {rank: read_mindspore_legacy(MINDSPORE, rank=rank) for rank in (0, 1)}
+    damaged = {rank: read_mindspore_legacy(folder, rank=rank) for rank in (0, 1)}
+    said = {rank: [w for w in json.loads(t.meta_dict()["parse_warnings"]) if "not a number" in w]
+            for rank, t in damaged.items()}
+    assert said == {0: ["step_trace_raw_0_detail_time.csv: 1 row not read: line 3: end_point 'later' is not a number"],
+                    1: ["flops_1.txt: 1 row not read: line 3: MFLOPs(10^6 vector) 'many' is not a number",
+                        "aicore_intermediate_1_detail.csv: 1 row not read: line 2: execution_time '0.0O133' is not "
+                        "a number"]}
+    step_counts = [pc.sum(pc.equal(t[0].slices["kind"], "step")).as_py() for t in (complete, damaged)]
+    assert step_counts[1] == step_counts[0] - 1
+    rank1 = [(t[1].slices.num_rows, pc.sum(pc.is_valid(t[1].slices["flops"])).as_py(),
+              pc.sum(t[1].slices["dur_ns"]).as_py()) for t in (complete, damaged)]
+    assert rank1 == [(10, 10, 455_873), (9, 8, 455_873 - 1_330)]         # op104's execution, op105's FLOPs lost
