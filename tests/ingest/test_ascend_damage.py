@@ -12,6 +12,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+import perfsight
+from perfsight.core.errors import InputError
+from perfsight.ingest import find_runs
 from perfsight.ingest.ascend.mindspore_legacy import read_mindspore_legacy
 from perfsight.ingest.ascend.msprof_dir import read_msprof_dir
 from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text
@@ -138,3 +141,48 @@ def test_mindspore_csv_values_that_are_not_numbers_cost_their_rows(tmp_path):
     rank1 = [(t[1].slices.num_rows, pc.sum(pc.is_valid(t[1].slices["flops"])).as_py(),
               pc.sum(t[1].slices["dur_ns"]).as_py()) for t in (complete, damaged)]
     assert rank1 == [(10, 10, 455_873), (9, 8, 455_873 - 1_330)]         # op104's execution, op105's FLOPs lost
+
+
+# --- folders without data beside a job's runs ----------------------------------------------------------------
+
+TORCH_NPU_LACKS = ("without any file perfsight reads: ASCEND_PROFILER_OUTPUT/ lacks trace_view.json, "
+                   "kernel_details.csv, step_trace_time.csv, communication.json, communication_matrix.json, "
+                   "memory_record.csv, operator_memory.csv, npu_module_mem.csv and a profiler database "
+                   "(ascend_pytorch_profiler_N.db, msprof_N.db)")
+
+
+def test_data_less_rank_folders_beside_a_jobs_ranks_are_named_in_its_warnings(tmp_path):
+    job = tmp_path / "job"
+    for rank in (0, 1):
+        shutil.copytree(TEXT / f"rank{rank}_ascend_pt", job / f"rank{rank}_ascend_pt")
+    (job / "rank2_ascend_pt" / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+    shutil.copy(TEXT / "rank0_ascend_pt" / "profiler_info_0.json", job / "rank2_ascend_pt" / "profiler_info_2.json")
+    (job / "rank3_ascend_pt").mkdir()
+    (job / "notes").mkdir()                                                # not a profiler folder: not named
+    tables = perfsight.open(job, use_cache=False).tables
+    meta = tables.meta_dict()
+    assert json.loads(meta["ranks"]) == [0, 1]
+    assert json.loads(meta["parse_warnings"])[-2:] == [
+        f"rank2_ascend_pt not read: a torch_npu profiler folder (holding ASCEND_PROFILER_OUTPUT/, "
+        f"profiler_info_2.json) {TORCH_NPU_LACKS}",
+        f"rank3_ascend_pt not read: a torch_npu profiler folder (by its name) {TORCH_NPU_LACKS}"]
+    shutil.rmtree(job / "rank1_ascend_pt")                                 # one run left: said all the same
+    alone = json.loads(perfsight.open(job, use_cache=False).tables.meta_dict()["parse_warnings"])
+    assert [w for w in alone if " not read: a torch_npu profiler folder" in w] == [
+        w for w in json.loads(meta["parse_warnings"]) if " not read: a torch_npu profiler folder" in w]
+
+
+def test_an_msprof_directory_without_exports_beside_others_is_named_not_fatal(tmp_path):
+    job = tmp_path / "job"
+    prof = write_msprof_dir(job)
+    empty = job / "PROF_000002_20250109120000456_NOEXPORTSDIRECTO"
+    (empty / "device_1" / "data").mkdir(parents=True)
+    (empty / "host").mkdir()
+    assert [run.path for run in find_runs(job)] == [prof]
+    tables = perfsight.open(job, use_cache=False).tables
+    assert json.loads(tables.meta_dict()["parse_warnings"])[-1] == (
+        f"{empty.name} not read: an msprof PROF_ directory (holding device_1/, host/) without exports: no "
+        "mindstudio_profiler_output/ (msprof --export=on), device_*/timeline or summary, nor msprof_*.db")
+    with pytest.raises(InputError) as alone:
+        find_runs(empty)
+    assert str(alone.value).startswith(f"{empty}: an msprof PROF_ directory (holding device_1/, host/) without")

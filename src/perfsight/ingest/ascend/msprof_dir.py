@@ -44,15 +44,19 @@ from perfsight.core.errors import InputError
 from perfsight.core.files import read_regular
 from perfsight.core.tables import RunTables, meta_table
 from perfsight.ingest.ascend.ascend_csv import numbers
-from perfsight.ingest.ascend.detect import MSPROF_DEVICE_DIR, is_msprof_dir
+from perfsight.ingest.ascend.detect import (
+    MSPROF_EXPORT,
+    is_msprof_dir,
+    msprof_databases,
+    msprof_devices,
+    msprof_folders,
+    msprof_without_data,
+)
 from perfsight.ingest.ascend.msprof_csv import add_npu_mem, statistic_rows, step_rows, task_kernels
 from perfsight.ingest.ascend.torch_npu_kernels import enrich, read_kernels, tasks_from_kernels
 from perfsight.ingest.ascend.torch_npu_trace import read_trace
 from perfsight.ingest.common.build import RunBuilder, add_steps
 
-OUTPUT_DIR = "mindstudio_profiler_output"
-_EXPORT = re.compile(r"^(?P<kind>[a-z][a-z_]*?)(?:_slice_(?P<slice>\d+))?_(?P<stamp>\d[\d_]*)\.(?P<ext>csv|json)$")
-_DB = re.compile(r"^msprof_.*\.db$")
 _STEP_PHASES = {"fp_bp": "FP_BP Time {step}", "tail": "Iteration Refresh {step}"}
 _ITERATION_ID = r'"Iteration ID"\s*:\s*"?(?P<step>\d+)'
 _SLICE_COLUMNS = ("track", "kind", "name", "op_type", "task_type", "start_ns", "dur_ns", "step", "correlation_id",
@@ -92,8 +96,7 @@ def read_msprof_dir(path: Path, *, rank: int | None = None, id_offset: int = 0, 
 def _read_database(path: Path, exports: _Exports, ranks: dict[int, int | None], id_offset: int,
                    track_offset: int) -> RunTables:
     if not exports.databases:
-        raise InputError(f"{path}: holds no msprof exports; expected {OUTPUT_DIR}/ (msprof --export=on), "
-                         "device_*/timeline or summary, or msprof_*.db")
+        raise InputError(f"{path}: {msprof_without_data(path)}")
     if len(exports.databases) > 1:
         raise InputError(f"{path}: holds several databases ({', '.join(p.name for p in exports.databases)}); "
                          "expected one msprof_*.db")
@@ -110,28 +113,19 @@ class _Exports:
     """The export files under a PROF_ directory, per (folder, kind), each list in reading order."""
 
     def __init__(self, path: Path):
-        self.devices = sorted(int(m.group(1)) for p in path.iterdir()
-                              if (m := MSPROF_DEVICE_DIR.match(p.name)) and p.is_dir())
-        default = self.devices[0] if self.devices else 0
-        folders = [(path / OUTPUT_DIR, default, False)]
-        for device in self.devices:
-            base = path / f"device_{device}"
-            folders += [(base / OUTPUT_DIR, device, False), (base / "summary", device, False),
-                        (base / "timeline", device, True)]
-        folders.append((path / "host" / OUTPUT_DIR, default, False))
+        self.devices = msprof_devices(path)
         self.kinds: dict[tuple, list[tuple[tuple, Path]]] = defaultdict(list)
-        for folder, device, monotonic in folders:
+        for folder, device, monotonic in msprof_folders(path):
             if not folder.is_dir():
                 continue
             for file in folder.iterdir():
-                found = _EXPORT.match(file.name)
+                found = MSPROF_EXPORT.match(file.name)
                 if found and file.is_file():
                     order = (int(found["slice"] or -1), tuple(int(n) for n in found["stamp"].split("_") if n))
                     self.kinds[(folder, device, monotonic, found["kind"], found["ext"])].append((order, file))
         for files in self.kinds.values():
             files.sort()
-        self.databases = sorted(p for folder in [path, *(f for f, *_ in folders)] if folder.is_dir()
-                                for p in folder.iterdir() if _DB.match(p.name) and p.is_file())
+        self.databases = msprof_databases(path)
 
     @property
     def text_empty(self) -> bool:
