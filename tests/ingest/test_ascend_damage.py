@@ -186,3 +186,50 @@ def test_an_msprof_directory_without_exports_beside_others_is_named_not_fatal(tm
     with pytest.raises(InputError) as alone:
         find_runs(empty)
     assert str(alone.value).startswith(f"{empty}: an msprof PROF_ directory (holding device_1/, host/) without")
+
+
+# --- where the steps come from (meta step_source) -------------------------------------------------------------
+
+def test_msprof_step_source_is_the_timeline_else_the_step_trace_csv(tmp_path):
+    legacy = sorted(MINDSPORE.glob("PROF_*"))
+    assert [read_msprof_dir(prof).meta_dict()["step_source"] for prof in legacy] == ["timeline", "timeline"]
+    prof = write_msprof_dir(tmp_path)                  # its timeline has no Iteration rows
+    assert read_msprof_dir(prof).meta_dict()["step_source"] == "step_trace CSV"
+    for steps in (prof / OUT).glob("step_trace_*.csv"):
+        steps.unlink()
+    assert read_msprof_dir(prof).meta_dict()["step_source"] == "none"
+
+
+def test_mindspore_step_source_is_the_best_file_present(tmp_path):
+    folder = Path(shutil.copytree(MINDSPORE, tmp_path / "profiler", ignore=shutil.ignore_patterns("PROF_*")))
+    assert [read_mindspore_legacy(folder, rank=r).meta_dict()["step_source"] for r in (0, 1, 10)] == [
+        "step_trace_raw_detail_time.csv", "none", "step_trace_raw_detail_time.csv"]
+    (folder / "step_trace_raw_0_detail_time.csv").unlink()
+    assert read_mindspore_legacy(folder, rank=0).meta_dict()["step_source"] == "dynamic_shape_info step"
+    timeline = folder / "ascend_timeline_display_0.json"
+    events = json.loads(timeline.read_text())
+    events.append({"name": "7", "ph": "X", "tid": "100000", "ts": 6042000.0, "dur": 900.5, "pid": 1})  # Steps row
+    timeline.write_text(json.dumps(events))
+    tables = read_mindspore_legacy(folder, rank=0)
+    assert tables.meta_dict()["step_source"] == "ascend_timeline_display Steps"
+    steps = tables.slices.filter(pc.equal(tables.slices["kind"], "step")).to_pylist()
+    assert [(s["step"], s["start_ns"], s["dur_ns"]) for s in steps] == [(7, 6_042_000_000, 900_500)]
+
+
+def test_a_torch_npu_rank_without_better_steps_takes_its_msprof_step_files(tmp_path):
+    rank = Path(shutil.copytree(TEXT / "rank1_ascend_pt", tmp_path / "rank1_ascend_pt"))
+    for path in output(rank).iterdir():
+        if path.name not in ("step_trace_time.csv", "communication.json", "communication_matrix.json"):
+            path.unlink()
+    assert read_torch_npu_text(rank).meta_dict()["step_source"] == "step_trace_time.csv"
+    prof = write_msprof_dir(rank)                       # torch_npu writes msprof's PROF_ directory in the rank folder
+    for path in (prof / OUT).iterdir():
+        if not path.name.startswith("step_trace_"):
+            path.unlink()
+    tables = read_torch_npu_text(rank)
+    assert tables.meta_dict()["step_source"] == "msprof step_trace CSV"
+    steps = tables.slices.filter(pc.equal(tables.slices["kind"], "step")).to_pylist()
+    t0 = 1736408883000000_000                           # ascend_planted.T0 in ns: steps [0, 150) and [150, 400) us
+    assert [(s["name"], s["step"], s["start_ns"], s["dur_ns"]) for s in steps] == [
+        ("Iteration 1", 1, t0, 150_000), ("Iteration 2", 2, t0 + 150_000, 250_000)]
+    assert json.loads(tables.meta_dict()["step_trace_time"])[0]["Step"] == 50        # torch_npu's rows kept

@@ -31,7 +31,8 @@ counter, as MindInsight reads them): per step a ``step`` slice from start_point 
 "主要负责从数据队列中读取数据"), annotations ``fp_and_bp`` [fp_point, bp_point) and ``tail`` [bp_point,
 end_point); each ``stream_S_parallel_P`` all-reduce span is an annotation on the row ``Step Trace reduce
 stream S`` (spans of different streams overlap); the average row (``-``) is skipped. Meta
-``fp_point``/``bp_point`` name ``fp_and_bp``, so ``step_trace`` gives MindSpore's phases.
+``fp_point``/``bp_point`` name ``fp_and_bp``, so ``step_trace`` gives MindSpore's phases. Without that file, the
+timeline's Steps row; meta ``step_source`` says which (``STEP_SOURCES``).
 
 Data pipeline queues and CPU utilisation: mindspore_minddata. Kept in meta as the source's own figures:
 ``aicore_intermediate_N_type.csv`` rows (``mindspore_op_type_statistic``), ``flops_summary_N.json``,
@@ -68,6 +69,9 @@ _ROLE_TASKS = {"ai_core": ("kernel", "AI_CORE"), "ai_cpu": ("kernel", "AI_CPU"),
 _SIDE_TASKS = {"aicore": "AI_CORE", "ai_core": "AI_CORE", "aicpu": "AI_CPU", "ai_cpu": "AI_CPU", "gpu": "KERNEL"}
 _STEPS_TID, _SCOPE_TID = "100000", "100001"
 _TICK_NS = 10
+#: meta step_source, best first: step_trace_raw's spans, the timeline's Steps row, dynamic_shape_info's step of
+#: each execution (steps without spans), none
+STEP_SOURCES = ("step_trace_raw_detail_time.csv", "ascend_timeline_display Steps", "dynamic_shape_info step", "none")
 _MS_NS = 1_000_000
 
 
@@ -86,11 +90,12 @@ def read_mindspore_legacy(path: Path, *, rank: int | None = None, id_offset: int
     rank = rank_to_read(path, rank)
     files = _files(path, rank)
     builder = RunBuilder()
-    facts: dict = {"source_format": "mindspore", "rank": rank, "world_size": None,
+    facts: dict = {"source_format": "mindspore", "rank": rank, "world_size": None, "step_source": STEP_SOURCES[3],
                    "fp_point": "fp_and_bp", "bp_point": "fp_and_bp"}     # its step phases: analysis.steps
     _Ops(files, builder, rank, facts).read()
     if "step_trace_raw_detail_time" in files:
         _add_step_trace(files["step_trace_raw_detail_time"], builder, rank)
+        facts["step_source"] = STEP_SOURCES[0]
     for kind, add in (("minddata_pipeline_raw", add_pipeline), ("device_queue_profiling", add_device_queue)):
         if kind in files:
             add(files[kind], builder, rank=rank, facts=facts)
@@ -126,13 +131,14 @@ class _Ops:
 
     def read(self) -> None:
         timeline = self.files.get("ascend_timeline_display")
-        if timeline and self._timeline(timeline):
-            return
-        if self.dynamic:
-            self._synthetic(self.dynamic, self.files["dynamic_shape_info"])
-        elif "aicore_intermediate_detail" in self.files:
-            self._synthetic(_aicore_detail(self.files["aicore_intermediate_detail"], self.builder.warnings),
-                            self.files["aicore_intermediate_detail"])
+        if not (timeline and self._timeline(timeline)):
+            if self.dynamic:
+                self._synthetic(self.dynamic, self.files["dynamic_shape_info"])
+            elif "aicore_intermediate_detail" in self.files:
+                self._synthetic(_aicore_detail(self.files["aicore_intermediate_detail"], self.builder.warnings),
+                                self.files["aicore_intermediate_detail"])
+        if self.dynamic and self.facts["step_source"] == STEP_SOURCES[3]:
+            self.facts["step_source"] = STEP_SOURCES[2]
 
     def _rows(self, rows: list[dict]) -> dict:
         """Canonical slice columns for execution rows (name = full name, op, side, dur_ns, ...)."""
@@ -194,6 +200,7 @@ class _Ops:
         step_numbers = [int(m.group()) if (m := re.search(r"\d+", name)) else None
                         for name in slices["name"].take(pa.array(rows, pa.int64())).to_pylist()]
         if rows:
+            self.facts["step_source"] = STEP_SOURCES[1]
             track = self.builder.track("thread", self.npu, "Steps", rank=self.rank, tid=_STEPS_TID)
             take = pa.array(rows, pa.int64())
             self.builder.add_slices({"track": [track] * len(rows), "kind": ["step"] * len(rows),

@@ -20,7 +20,8 @@ are no text exports: it holds the same data). msprof's own exports are in msprof
 
 The step trace: the timeline's step rows (events whose args carry ``Iteration ID``: category ``Iteration
 Time`` is the ``step`` slice ``Iteration N``, the others, ``FP_BP Time``, ``Iteration Refresh`` and
-``Reduce``, annotations in it), else the step_trace CSV (msprof_csv.step_rows, as ascend_build.add_steps).
+``Reduce``, annotations in it), else the step_trace CSV (msprof_csv.step_rows, as ascend_build.add_steps);
+meta ``step_source`` says which (``STEP_SOURCES``).
 
 Devices and ranks: each ``device_N`` is device ``npu:N``; its rank is the ``rank`` argument (a directory
 with one device), else ``rank_id`` of its ``info.json.N``, else N when the directory holds several devices.
@@ -58,6 +59,9 @@ from perfsight.ingest.ascend.torch_npu_trace import read_trace
 from perfsight.ingest.common.build import RunBuilder, add_steps
 
 _STEP_PHASES = {"fp_bp": "FP_BP Time {step}", "tail": "Iteration Refresh {step}"}
+#: meta step_source of a PROF_ directory read from its text exports: its timelines' Iteration rows, else the
+#: step_trace CSV (joined with ", " when its devices differ)
+STEP_SOURCES = ("timeline", "step_trace CSV", "none")
 _ITERATION_ID = r'"Iteration ID"\s*:\s*"?(?P<step>\d+)'
 _SLICE_COLUMNS = ("track", "kind", "name", "op_type", "task_type", "start_ns", "dur_ns", "step", "correlation_id",
                   "input_shapes", "input_dtypes", "args")
@@ -139,8 +143,15 @@ class _Exports:
         return [(*key, kinds) for key, kinds in sorted(folders.items(), key=lambda item: str(item[0][0]))]
 
 
+def step_files(path: Path) -> list[Path]:
+    """A PROF_ directory's step_trace CSV exports, in reading order (msprof's step files: the steps of a
+    torch_npu profile that has nothing better)."""
+    return [file for *_, kinds in _Exports(Path(path)).groups() for file in kinds.get(("step_trace", "csv"), [])]
+
+
 def _read_text(exports: _Exports, builder: RunBuilder, ranks: dict[int, int | None], facts: dict) -> None:
     statistics: defaultdict[str, list] = defaultdict(list)
+    step_sources: list[str] = []
     for folder, device, monotonic, kinds in exports.groups():
         rank = ranks.get(device)
         offset = _monotonic_offset(folder.parent, device) if monotonic else 0
@@ -158,15 +169,17 @@ def _read_text(exports: _Exports, builder: RunBuilder, ranks: dict[int, int | No
             builder.sources += [str(p) for p in kinds[("task_time", "csv")]]
         if slices is not None:
             builder.add_slices({name: slices[name] for name in _SLICE_COLUMNS})
-        has_steps = slices is not None and pc.any(pc.equal(slices["kind"], "step")).as_py()
-        if not has_steps and ("step_trace", "csv") in kinds:
-            _add_step_csv(kinds[("step_trace", "csv")], builder, device, ranks)
+        if slices is not None and pc.any(pc.equal(slices["kind"], "step")).as_py():
+            step_sources.append(STEP_SOURCES[0])
+        elif ("step_trace", "csv") in kinds:
+            add_step_csv(kinds[("step_trace", "csv")], builder, device, ranks)
+            step_sources.append(STEP_SOURCES[1])
         for kind in ("op_statistic", "api_statistic"):
             paths = kinds.get((kind, "csv"), [])
             statistics[f"msprof_{kind}"] += statistic_rows(paths, builder.warnings)
             builder.sources += [str(p) for p in paths]
         add_npu_mem(kinds.get(("npu_mem", "csv"), []), builder, device=device, ranks=ranks)
-    facts.update(statistics)
+    facts.update(statistics, step_source=", ".join(dict.fromkeys(step_sources)) or STEP_SOURCES[2])
 
 
 def _timeline(kinds: dict, builder: RunBuilder, rank: int | None, device: int, offset: int, *,
@@ -222,7 +235,8 @@ def _kernels(kinds: dict, builder: RunBuilder) -> pa.Table | None:
     return pa.concat_tables([read_kernels(p, builder.warnings) for p in paths]) if paths else None
 
 
-def _add_step_csv(paths: list[Path], builder: RunBuilder, device: int, ranks: dict[int, int | None]) -> None:
+def add_step_csv(paths: list[Path], builder: RunBuilder, device: int, ranks: dict[int, int | None]) -> None:
+    """msprof's step_trace CSV rows (``msprof_csv.step_rows``) as steps with their phases, per device."""
     steps = step_rows(paths, builder.warnings, device=device)
     builder.sources += [str(p) for p in paths]
     for npu in sorted(set(steps["device"].to_pylist())):
