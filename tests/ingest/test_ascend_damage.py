@@ -233,3 +233,93 @@ def test_a_torch_npu_rank_without_better_steps_takes_its_msprof_step_files(tmp_p
     assert [(s["name"], s["step"], s["start_ns"], s["dur_ns"]) for s in steps] == [
         ("Iteration 1", 1, t0, 150_000), ("Iteration 2", 2, t0 + 150_000, 250_000)]
     assert json.loads(tables.meta_dict()["step_trace_time"])[0]["Step"] == 50        # torch_npu's rows kept
+
+
+# --- JSON fields of the wrong type (found by mutating every field of the samples' JSON files in turn) ----------
+
+def ms_copy(tmp_path) -> Path:
+    return Path(shutil.copytree(MINDSPORE, tmp_path / "profiler", ignore=shutil.ignore_patterns("PROF_*")))
+
+
+def edit_json(path: Path, change) -> None:
+    document = json.loads(path.read_text())
+    change(document)
+    path.write_text(json.dumps(document))
+
+
+def ms_warnings(folder: Path, rank: int = 0) -> tuple[object, list[str]]:
+    tables = read_mindspore_legacy(folder, rank=rank)
+    return tables, json.loads(tables.meta_dict()["parse_warnings"])
+
+
+def test_mindspore_operator_names_that_are_not_texts_cost_their_records(tmp_path):
+    folder = ms_copy(tmp_path)
+    complete, _ = ms_warnings(MINDSPORE)
+    first_op = next(i for i, e in enumerate(json.loads((folder / "ascend_timeline_display_0.json").read_text()))
+                    if "fullname" in e.get("args", {}))
+    edit_json(folder / "ascend_timeline_display_0.json",
+              lambda events: events[first_op]["args"].update(fullname=["not", "a", "name"]))
+    edit_json(folder / "dynamic_shape_info_0.json",
+              lambda doc: next(iter(doc["operator"].values()))[0].update(op_name={"a": 1}))
+    tables, warnings = ms_warnings(folder)
+    assert "ascend_timeline_display_0.json: 1 operator event not read (args fullname or type not a text)" in warnings
+    assert ("dynamic_shape_info_0.json: 1 execution not read (not an object with op_name and op_type texts, a "
+            "numeric dur and step, and shape_info a list of JSON texts)") in warnings
+    # AssignAdd-op142's timeline event, and InitDataSetQueue-op0's execution (the timeline lacks it: added from the
+    # dynamic shape file, back to back)
+    assert (complete.slices.num_rows, tables.slices.num_rows) == (181, 179)
+
+
+def test_a_dynamic_shape_file_without_its_operators_is_skipped_not_fatal(tmp_path):
+    folder = ms_copy(tmp_path)
+    (folder / "step_trace_raw_0_detail_time.csv").unlink()
+    edit_json(folder / "dynamic_shape_info_0.json", lambda doc: doc.pop("operator"))
+    tables, warnings = ms_warnings(folder)
+    assert ("dynamic_shape_info_0.json: not a MindSpore dynamic shape file ('operator'); expected {\"operator\": "
+            "{\"<step>\": [{\"step\", \"op_type\", \"op_name\", \"op_side\", \"dur\", \"shape_info\"}]}}; not read (no "
+            "steps or shapes from it)") in warnings
+    assert tables.meta_dict()["step_source"] == "none" and tables.slices.num_rows > 0
+
+
+def test_minddata_values_that_are_not_numbers_cost_their_series(tmp_path):
+    folder = ms_copy(tmp_path)
+    complete, _ = ms_warnings(MINDSPORE)
+    cpu = folder / "minddata_cpu_utilization_0.json"
+    document = json.loads(cpu.read_text())
+    edit_json(cpu, lambda doc: (doc["device_info"]["user_utilization"].__setitem__(0, "x"),
+                                doc.update(process_info="busy")))
+    pipeline = folder / "minddata_pipeline_raw_0.csv"
+    lines = pipeline.read_text().splitlines()
+    queue_line = next(n for n, line in enumerate(lines) if '"[' in line)
+    original = lines[queue_line]
+    lines[queue_line] = original[:original.index('"[')] + '"[1, ""a""]"' + original[original.index(']"') + 2:]
+    pipeline.write_text("\n".join(lines) + "\n")
+    tables, warnings = ms_warnings(folder)
+    lost = 1 + len(document["process_info"])
+    assert [w for w in warnings if w.startswith("minddata_cpu_utilization_0.json")] == [
+        f"minddata_cpu_utilization_0.json: 2 metrics not read (not a list of {len(document['time_stamp'])} "
+        "numbers, one per time_stamp, or not an object of them): process, device user_utilization"]
+    said = [w for w in warnings if w.startswith("minddata_pipeline_raw_0.csv")]
+    assert len(said) == 1 and said[0].startswith("minddata_pipeline_raw_0.csv: 1 output_queue_size not a list of "
+                                                 "numbers, not read: ") and said[0].endswith("'[1, \"a\"]'")
+    series = [len(set(t.tracks.filter(pc.equal(t.tracks["kind"], "counter"))["name"].to_pylist()))
+              for t in (complete, tables)]
+    assert series[1] == series[0] - 1 - lost
+    edit_json(cpu, lambda doc: doc.update(time_stamp=["noon"]))
+    _, warnings = ms_warnings(folder)
+    assert ("minddata_cpu_utilization_0.json: not a MindData CPU utilisation file (invalid literal for int() with "
+            "base 10: 'noon'); expected JSON with time_stamp (a list of integer ms), device_info, process_info, "
+            "op_info; not read") in warnings
+
+
+def test_an_msprof_info_json_of_the_wrong_shape_costs_its_entries(tmp_path):
+    source = sorted(MINDSPORE.glob("PROF_*"))[1]
+    prof = Path(shutil.copytree(source, tmp_path / source.name))
+    info = next(prof.glob("device_*/info.json.*"))
+    edit_json(info, lambda doc: doc.update(DeviceInfo=[None, *doc["DeviceInfo"]]))
+    tables = read_msprof_dir(prof)
+    assert "info.json: 1 DeviceInfo entry not read (not an object)" in json.loads(tables.meta_dict()["parse_warnings"])
+    assert json.loads(tables.meta_dict()["device_info"]) == json.loads((source / info.relative_to(prof)).read_text())[
+        "DeviceInfo"]
+    info.write_text("[1, 2]")                                      # not an object at all: no rank, no device facts
+    assert json.loads(read_msprof_dir(prof).meta_dict()["device_info"]) == []

@@ -49,7 +49,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.core.errors import InputError
 from perfsight.core.files import read_regular
 from perfsight.core.tables import RunTables
 from perfsight.ingest.ascend.ascend_csv import json_object, number_rows, numbers, read_csv, read_json
@@ -161,7 +160,13 @@ class _Ops:
                                                                       slices["tid"].to_pylist())]
         self.builder.sources.append(str(path))
         self.builder.warnings += stream.warnings
+        args = [json_object(text) for text in slices["args"].to_pylist()]
         ops = [i for i, role in enumerate(roles) if role in _ROLE_TASKS]
+        named = [i for i in ops if all(isinstance(args[i].get(key, ""), str) for key in ("fullname", "type"))]
+        if len(named) < len(ops):
+            self.builder.warnings.append(f"{path.name}: {counted(len(ops) - len(named), 'operator event')} not read "
+                                         "(args fullname or type not a text)")
+        ops = named
         if not ops:
             return False
         skipped = sum(role == "skip" for role in roles)
@@ -169,7 +174,6 @@ class _Ops:
             self.builder.warnings.append(f"{path.name}: {skipped} overlap and scope-name events not read "
                                          "(derived rows)")
         names, pids, tids = slices["name"].to_pylist(), slices["pid"].to_pylist(), slices["tid"].to_pylist()
-        args = [json_object(text) for text in slices["args"].to_pylist()]
         rows = [{"name": args[i].get("fullname") or names[i], "short": names[i], "op_type": args[i].get("type"),
                  "input_shapes": _op_info(args[i])[0]} for i in ops]
         missing = self._join_dynamic(rows)
@@ -319,12 +323,15 @@ def _dynamic_shape(path: Path | None, builder: RunBuilder) -> list[dict]:
         steps = json.loads(read_regular(path).decode("utf-8"))["operator"]
         executions = [(step, e) for step, entries in steps.items() for e in entries]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
-        raise InputError(f"{path}: not a MindSpore dynamic shape file ({error}); expected "
-                         '{"operator": {"<step>": [{"step", "op_type", "op_name", "op_side", "dur", '
-                         '"shape_info"}]}}') from None
+        builder.warnings.append(f"{path.name}: not a MindSpore dynamic shape file ({error}); expected "
+                                '{"operator": {"<step>": [{"step", "op_type", "op_name", "op_side", "dur", '
+                                '"shape_info"}]}}; not read (no steps or shapes from it)')
+        return []
     rows, bad = [], 0
     for step, e in executions:
         try:
+            if not isinstance(e["op_name"], str) or not isinstance(e.get("op_type", ""), (str, type(None))):
+                raise TypeError("op_name or op_type not a text")
             rows.append({"name": e["op_name"], "short": e["op_name"], "op_type": e.get("op_type"),
                          "task_type": _SIDE_TASKS.get(str(e.get("op_side", "")).lower(), "HOST_CPU"),
                          "step": int(e.get("step", step)), "dur_ns": int(round(float(e["dur"]) * 1000)),
@@ -332,8 +339,8 @@ def _dynamic_shape(path: Path | None, builder: RunBuilder) -> list[dict]:
         except (ValueError, KeyError, TypeError, AttributeError):
             bad += 1
     if bad:
-        builder.warnings.append(f"{path.name}: {counted(bad, 'execution')} not read (not an object with op_name, "
-                                "a numeric dur and step, and shape_info a list of JSON texts)")
+        builder.warnings.append(f"{path.name}: {counted(bad, 'execution')} not read (not an object with op_name "
+                                "and op_type texts, a numeric dur and step, and shape_info a list of JSON texts)")
     builder.sources.append(str(path))
     return rows
 

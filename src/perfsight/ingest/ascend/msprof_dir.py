@@ -57,6 +57,7 @@ from perfsight.ingest.ascend.msprof_csv import add_npu_mem, statistic_rows, step
 from perfsight.ingest.ascend.torch_npu_kernels import enrich, read_kernels, tasks_from_kernels
 from perfsight.ingest.ascend.torch_npu_trace import read_trace
 from perfsight.ingest.common.build import RunBuilder, add_steps
+from perfsight.ingest.common.columns import counted
 
 _STEP_PHASES = {"fp_bp": "FP_BP Time {step}", "tail": "Iteration Refresh {step}"}
 #: meta step_source of a PROF_ directory read from its text exports: its timelines' Iteration rows, else the
@@ -93,7 +94,7 @@ def read_msprof_dir(path: Path, *, rank: int | None = None, id_offset: int = 0, 
                                 "hold the same data)")
     distinct = sorted({r for r in ranks.values() if r is not None})
     facts.update(rank=distinct[0] if len(distinct) == 1 else None, world_size=len(distinct) or None,
-                 device_info=_device_infos(path, exports.devices))
+                 device_info=_device_infos(path, exports.devices, builder.warnings))
     return builder.finish(facts, id_offset=id_offset, track_offset=track_offset)
 
 
@@ -108,8 +109,11 @@ def _read_database(path: Path, exports: _Exports, ranks: dict[int, int | None], 
 
     rank = next(iter(ranks.values())) if len(ranks) == 1 else None
     tables = read_torch_npu_db(exports.databases[0], rank=rank, id_offset=id_offset, track_offset=track_offset)
-    tables.meta = meta_table({**tables.meta_dict(), "source_format": "msprof", "devices": exports.devices,
-                              "device_info": _device_infos(path, exports.devices)})
+    meta = tables.meta_dict()
+    warnings = json.loads(meta.get("parse_warnings") or "[]")
+    tables.meta = meta_table({**meta, "source_format": "msprof", "devices": exports.devices,
+                              "device_info": _device_infos(path, exports.devices, warnings),
+                              "parse_warnings": warnings})
     return tables
 
 
@@ -264,14 +268,25 @@ def _info(path: Path, device: int, name: str = "info.json") -> dict:
     """``device_N/{name}.N`` (or ``{name}``) as a dict; {} when absent or unreadable."""
     for candidate in (path / f"device_{device}" / f"{name}.{device}", path / f"device_{device}" / name):
         try:
-            return json.loads(read_regular(candidate).decode("utf-8"))
+            document = json.loads(read_regular(candidate).decode("utf-8"))
         except (OSError, ValueError):
             continue
+        return document if isinstance(document, dict) else {}
     return {}
 
 
-def _device_infos(path: Path, devices: list[int]) -> list:
-    return [info for device in devices for info in _info(path, device).get("DeviceInfo", [])]
+def _device_infos(path: Path, devices: list[int], warnings: list[str]) -> list:
+    """The ``DeviceInfo`` objects of the devices' info.json (meta ``device_info``); an entry that is not one is
+    left out (warned)."""
+    infos, bad = [], 0
+    for device in devices:
+        listed = _info(path, device).get("DeviceInfo", [])
+        entries = listed if isinstance(listed, list) else [listed]
+        infos += [entry for entry in entries if isinstance(entry, dict)]
+        bad += sum(not isinstance(entry, dict) for entry in entries)
+    if bad:
+        warnings.append(f"info.json: {counted(bad, 'DeviceInfo entry')} not read (not an object)")
+    return infos
 
 
 def _monotonic_offset(device_dir: Path, device: int) -> int:
