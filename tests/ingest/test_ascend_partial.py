@@ -20,6 +20,7 @@ import pytest
 
 import perfsight
 from perfsight.analysis import collectives
+from perfsight.analysis.advisor import advise
 from perfsight.analysis.steps import no_steps_reason, step_trace
 from perfsight.core.errors import InputError
 from perfsight.ingest import find_runs
@@ -148,6 +149,10 @@ def test_a_partial_rank_gives_its_step_breakdown_from_what_its_profiler_reported
     assert [(r["rank"], r["steps"], r["step_ns"]) for r in run.mean_step_by_rank().to_pylist()] == [
         (0, 1, rows[0]["step_ns"]), (1, 1, 152_345_750)]
     assert [r["rank"] for r in run.rank_breakdown().to_pylist()] == [0, 1]
+    # its computation was not recorded: unknown, not 0, so no overlap figures and no "100% exposed" advice
+    assert sorted({r["rank"] for r in run.overlap().to_pylist()}) == [0]
+    exposed = [a for a in advise(run.tables).to_pylist() if a["rule"] == "communication_not_overlapped"]
+    assert [a["finding"][:8] for a in exposed] == ["rank 0: "]
 
 
 def test_a_torch_npu_folder_with_none_of_the_files_says_what_it_is_and_what_it_lacks(tmp_path):

@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 
 from perfsight.analysis import intervals
 from perfsight.analysis.kernels import DEVICE_TASKS_SQL, KERNEL_TYPES
-from perfsight.analysis.rank_facts import reported_step_trace
+from perfsight.analysis.rank_facts import ranks_without_compute, reported_step_trace
 from perfsight.analysis.step_spans import STEP_SPANS_CTE
 from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables
@@ -285,11 +285,14 @@ def overlap(tables: RunTables) -> pa.Table:
     * ``comm_comp_overlap_pct`` = 100 * overlap / communication (null without communication): the share of
       communication hidden behind computation, HTA's get_comm_comp_overlap (over the whole span).
 
+    A rank whose device compute was not recorded (``rank_facts.ranks_without_compute``: only its
+    communication operators were kept) has no row: its overlap is unknown, not zero.
+
     Sorted by rank, then the steps in order, then the whole-span row."""
     ranks, steps = _ranks(tables, host=False), _steps(tables)
     step_rank = steps.column("rank").to_numpy()
     rows = []
-    for r in sorted(set(ranks) | set(step_rank.tolist())):
+    for r in sorted((set(ranks) | set(step_rank.tolist())) - computed(ranks_without_compute, tables)):
         data = ranks.get(r) or _Rank(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
         mine = step_rank == r
         numbers = steps.column("step").to_numpy()[mine].tolist()

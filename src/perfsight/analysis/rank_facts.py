@@ -4,6 +4,10 @@ where perfsight has no step ranges to compute them from.
 * ``rank_meta``: each rank's meta, a job's ``rank_meta`` (``ingest/jobs.merge``) or a one-rank run's own
   meta under its rank. Every analysis that reads a rank's own facts (its groups, its matrix links, what it
   lacks, its devices) reads them here.
+* ``ranks_without_compute``: the ranks whose reader says their device compute was not recorded (meta
+  ``compute_recorded`` false: a torch_npu rank without trace_view.json and kernel_details.csv has only its
+  communication operators). Their computation is unknown, not zero: analyses that set communication
+  against computation (``breakdown.overlap``) leave them out.
 * ``reported_step_trace``: per rank whose steps did not come from trace ranges (meta ``step_source`` other
   than ``trace``: a torch_npu rank kept without trace_view.json, or pruned to what msprof-analyze's cluster
   mode needs) and that carries torch_npu's own step_trace_time.csv rows (meta ``step_trace_time``), those
@@ -47,6 +51,11 @@ def rank_meta(tables: RunTables) -> dict[int, dict[str, str]]:
         return {int(rank): facts for rank, facts in json.loads(meta["rank_meta"]).items()}
     ranks = sorted({r if r is not None else 0 for r in tables.tracks.column("rank").to_pylist()})
     return {ranks[0] if ranks else 0: meta}
+
+
+def ranks_without_compute(tables: RunTables) -> set[int]:
+    """The ranks whose meta says ``compute_recorded`` false (module docstring)."""
+    return {rank for rank, facts in computed(rank_meta, tables).items() if facts.get("compute_recorded") == "false"}
 
 
 def _microseconds_ns(value) -> int | None:

@@ -100,6 +100,7 @@ def read_torch_npu_text(run_dir: Path, *, rank: int | None = None, id_offset: in
                              "world_size": facts.world_size, "device_properties": facts.device_properties,
                              "step_source": step_source, "step_trace_time": step_rows or None,
                              "lacking_files": lacks or None,
+                             "compute_recorded": not {"trace_view.json", "kernel_details.csv"} <= set(lacks),
                              **{k: v for k, v in facts.meta.items() if v is not None}},
                             id_offset=id_offset, track_offset=track_offset)
     tables.flows = pa.concat_tables([tables.flows, links.flows])
