@@ -37,13 +37,13 @@ Collectives with the longest wait (ms; bus bandwidth GB/s)
 │    1 │ pg0   │ allreduce     │   3 │ 3.8 MiB │ 0.000 │ 8.000 │
 │    1 │ pg1   │ recv          │   1 │ 3.9 KiB │ 0.000 │ 0.080 │
 └──────┴───────┴───────────────┴─────┴─────────┴───────┴───────┘
-slow ranks (4 verdicts): rank 1 in group pg0 (the others wait 0.300 ms on
+slow ranks (4 checked): rank 1 in group pg0 (the others wait 0.300 ms on
 average, it 0.000 ms)
     rule: the rank of a group with the least mean wait (arrival skew) over the
     group's instances, while the other members' mean wait is at least the factor
     times and the gap longer: they wait for it
     threshold: others' mean wait >= 2 x the rank's and >= 0.1 ms longer
-slow links (2 verdicts): none
+slow links (2 checked): none
     rule: a link (src, dst) whose bandwidth (transit bytes / transit time over
     its operations) is below the share of the median bandwidth of the links of
     its transport

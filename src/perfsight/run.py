@@ -23,7 +23,6 @@ import pyarrow.compute as pc
 from perfsight import ingest
 from perfsight.core.memo import Memo, computed
 from perfsight.core.tables import RunTables
-from perfsight.ingest.jobs import merge
 
 
 class _Analysis:
@@ -113,6 +112,7 @@ class Run:
     op_instance_time_by_step = _Analysis("dynamic_shape")
     op_shapes_by_step = _Analysis("dynamic_shape")
     mean_step_by_rank = _Analysis("cluster")
+    reported_step_trace = _Analysis("rank_facts")
     rank_breakdown = _Analysis("cluster")
     slowest_rank = _Analysis("cluster")
     rank_lacks = _Analysis("cluster")
@@ -154,8 +154,7 @@ def load(path: str | os.PathLike, *, use_cache: bool = True) -> RunTables:
 def open_sources(path: Path, sources: list[ingest.RunSource], *, use_cache: bool = True) -> Run:
     """The run made of ``sources`` (one run, or the ranks of one job, already found: insight opens what its
     discovery listed and nothing else), known as ``path``."""
-    loaded = [(str(source.path), ingest.load(source, use_cache=use_cache)) for source in sources]
-    tables = loaded[0][1] if len(loaded) == 1 else merge(loaded)
+    tables = ingest.load_runs(path, sources, use_cache=use_cache)
     return Run(path, with_step_points_from_env(tables), list(sources))
 
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import csv
 
+import pyarrow as pa
 import pytest
 
 from perfsight.core.errors import InputError
-from perfsight.ingest.ascend.ascend_csv import bytes_from, ns_from_us, numbers, read_csv
+from perfsight.ingest.ascend.ascend_csv import bytes_from, ns_from_us, number_rows, numbers, read_csv
+from perfsight.ingest.common.columns import exact_ns
 
 OUTPUT = "ascend/torch_npu/text/level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT"
 DIALECTS = ["ascend/msprof_analyze_fixtures/ut/advisor/advisor_backend/compute_advice/kernel_details.csv",
@@ -20,7 +22,7 @@ def test_kernel_details_dialects_read_to_the_same_columns(shared_data, relpath):
                                                       "block_dim", "input_shapes"])
     with open(shared_data / relpath, newline="", encoding="utf-8-sig") as file:
         assert table.num_rows == sum(1 for _ in csv.reader(file)) - 1              # every data row, header aside
-    starts = ns_from_us(table["start_us"], "start_us", shared_data / relpath)
+    starts = ns_from_us(table["start_us"])
     assert starts.null_count == 0 and min(starts.to_pylist()) > 10 ** 18      # epoch ns, kept exact
 
 
@@ -30,7 +32,7 @@ def test_times_are_exact_and_units_are_bytes(shared_data, tmp_path):
                     'APP,1736408883573957.920\t,1.5,N/A,NPU:0\n'
                     'APP,"1736408883593933.001\t",,2109.6015625,NPU:0\n')
     table = read_csv(path, required=["timestamp_us"])
-    assert ns_from_us(table["timestamp_us"], "timestamp_us", path).to_pylist() == \
+    assert ns_from_us(table["timestamp_us"]).to_pylist() == \
         [1736408883573957920, 1736408883593933001]
     assert bytes_from(table["total_allocated_mb"], "MB").to_pylist() == [1572864, None]
     assert bytes_from(table["total_reserved_mb"], "MB").to_pylist() == [None, 2212077568]
@@ -46,15 +48,40 @@ def test_multiline_fields_and_unknown_columns_are_kept(tmp_path):
     assert table["Call Stack"].to_pylist() == ["a.py(1): f\nb.py(2): g"]
 
 
-def test_missing_required_column_and_bad_times_are_clear_errors(tmp_path):
+def test_a_missing_required_column_is_a_clear_error(tmp_path):
     path = tmp_path / "kernel_details.csv"
     path.write_text("Name,Start Time(us)\nMatMul,12.5x\n")
     with pytest.raises(InputError, match=r"kernel_details.csv: missing required column duration_us "
                                          r"\(as 'Duration\(us\)'.*the file's columns are Name, Start Time\(us\)"):
         read_csv(path, required=["name", "duration_us"])
-    table = read_csv(path, required=["start_us"])
-    with pytest.raises(InputError, match=r"kernel_details.csv: column start_us holds '12.5x'"):
-        ns_from_us(table["start_us"], "start_us", path)
+
+
+def test_a_value_that_is_not_a_number_costs_its_row_named_by_line_and_header(tmp_path):
+    path = tmp_path / "kernel_details.csv"
+    path.write_text('Name,Start Time(us),Duration(us),Step Id\n'
+                    'MatMul,12.5x,1,1\n'                                  # line 2
+                    'Add,"13\t",2,1\n'
+                    '\n'                                                  # a blank line: not a record
+                    'Mul,14,abc,1\n'                                      # line 5
+                    'Cut,15\n'                                            # line 6: ragged
+                    'Sub,"16",3,"a\nb"\n'                                 # lines 7-8: Step Id spans lines
+                    'Div,99999999999999999.5,4,\n'                        # line 9: beyond int64 ns
+                    'Neg,18,N/A,2\n')                                     # N/A: null, no damage
+    warnings: list[str] = []
+    table = read_csv(path, warnings, required=["start_us", "duration_us"])
+    kept = number_rows(table, path, warnings, times=["start_us", "duration_us"], numbers=["step", "absent"])
+    assert kept["name"].to_pylist() == ["Add", "Neg"]
+    assert ns_from_us(kept["start_us"]).to_pylist() == [13_000, 18_000]
+    assert ns_from_us(kept["duration_us"]).to_pylist() == [2_000, None]
+    assert warnings == [
+        "kernel_details.csv: 1 row not read: line 6 has 2 fields (the header has 4)",
+        "kernel_details.csv: 4 rows not read: line 2: Start Time(us) '12.5x' is not a number, line 5: Duration(us) "
+        "'abc' is not a number, line 7: Step Id 'a\\nb' is not a number, line 9: Start Time(us) "
+        "'99999999999999999.5' is beyond the times perfsight holds (int64 ns)"]
+
+
+def test_a_time_beyond_int64_nanoseconds_is_null_not_a_traceback():
+    assert exact_ns(pa.array(["1.5", "99999999999999999.5"])) == (pa.array([1500, None], pa.int64()), 1)
 
 
 def test_json_object_tolerates_what_args_columns_hold():

@@ -20,6 +20,7 @@ import pytest
 
 import perfsight
 from perfsight.analysis import collectives
+from perfsight.analysis.advisor import advise
 from perfsight.analysis.steps import no_steps_reason, step_trace
 from perfsight.core.errors import InputError
 from perfsight.ingest import find_runs
@@ -130,6 +131,28 @@ def test_a_job_of_four_ranks_two_of_them_partial_opens_as_four_ranks(tmp_path):
     operations = collectives.collectives(tables).to_pylist()
     assert [sum(1 for c in operations if c["rank"] == r) for r in range(4)] == [4, 4, 4, 4]
     assert [c["dur_ns"] for c in operations if c["rank"] == 3] == [dur for _, _, dur, _ in RANK1_OPERATORS]
+
+
+def test_a_partial_rank_gives_its_step_breakdown_from_what_its_profiler_reported(tmp_path):
+    """Rank 1 pruned to the cluster files keeps its step in the job's breakdown, from its step_trace_time.csv
+    (Computing 8878.295000000006, Communication(Not Overlapped) 96359.047, Stage 131912.5, Bubble 0, Preparing
+    20433.25 us), beside rank 0's computed from its trace; the Cluster page's comparison holds both ranks."""
+    job = tmp_path / "job"
+    rank_copy(job / "rank0_ascend_pt", 0)
+    rank_copy(job / "rank1_ascend_pt", 1, keep=CLUSTER_FILES)
+    run = perfsight.open(job, use_cache=False)
+    rows = {row["rank"]: row for row in run.step_breakdown().to_pylist()}
+    assert sorted(rows) == [0, 1] and rows[0]["source"] == "trace"
+    assert {k: v for k, v in rows[1].items() if v} == {
+        "rank": 1, "step": 50, "step_ns": 152_345_750, "compute_ns": 8_878_295, "communication_ns": 96_359_047,
+        "idle_ns": 152_345_750 - 8_878_295 - 96_359_047, "source": "step_trace_time.csv"}
+    assert [(r["rank"], r["steps"], r["step_ns"]) for r in run.mean_step_by_rank().to_pylist()] == [
+        (0, 1, rows[0]["step_ns"]), (1, 1, 152_345_750)]
+    assert [r["rank"] for r in run.rank_breakdown().to_pylist()] == [0, 1]
+    # its computation was not recorded: unknown, not 0, so no overlap figures and no "100% exposed" advice
+    assert sorted({r["rank"] for r in run.overlap().to_pylist()}) == [0]
+    exposed = [a for a in advise(run.tables).to_pylist() if a["rule"] == "communication_not_overlapped"]
+    assert [a["finding"][:8] for a in exposed] == ["rank 0: "]
 
 
 def test_a_torch_npu_folder_with_none_of_the_files_says_what_it_is_and_what_it_lacks(tmp_path):

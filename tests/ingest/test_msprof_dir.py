@@ -164,8 +164,11 @@ def test_what_is_and_is_not_an_msprof_directory(planted, tmp_path, shared_data):
     assert not is_msprof_dir(shared_data / LEGACY) and not is_msprof_dir(tmp_path)
     empty = tmp_path / "PROF_000002_20250101000000000_EMPTYDIRECTORYAB"
     (empty / "device_0" / "data").mkdir(parents=True)
-    with pytest.raises(InputError, match="holds no msprof exports"):
+    with pytest.raises(InputError) as error:
         read_msprof_dir(empty)
+    assert str(error.value) == (f"{empty}: an msprof PROF_ directory (holding device_0/) without exports: no "
+                                "mindstudio_profiler_output/ (msprof --export=on), device_*/timeline or summary, nor "
+                                "msprof_*.db")
     with pytest.raises(InputError, match="not an msprof PROF_ directory"):
         read_msprof_dir(ours)
 

@@ -39,7 +39,9 @@ import pyarrow.compute as pc
 
 from perfsight.analysis import intervals
 from perfsight.analysis.kernels import DEVICE_TASKS_SQL, KERNEL_TYPES
+from perfsight.analysis.rank_facts import ranks_without_compute, reported_step_trace
 from perfsight.analysis.step_spans import STEP_SPANS_CTE
+from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables
 
 #: the categories of the priority sweep, highest priority first (idle is the remainder)
@@ -161,15 +163,24 @@ def temporal_breakdown(tables: RunTables) -> pa.Table:
 STEP_BREAKDOWN = pa.schema(
     [("rank", pa.int32()), ("step", pa.int32()), ("start_ns", pa.int64()), ("end_ns", pa.int64()),
      ("step_ns", pa.int64())]
-    + [(f"{c}_ns", pa.int64()) for c in CATEGORIES] + [("idle_ns", pa.int64())]
+    + [(f"{c}_ns", pa.int64()) for c in CATEGORIES] + [("idle_ns", pa.int64()), ("source", pa.string())]
 )
+
+#: ``step_breakdown``'s ``source`` of a step computed from the trace, and of one the rank's profiler reported
+TRACE_SOURCE, REPORTED_SOURCE = "trace", "step_trace_time.csv"
 
 
 def step_breakdown(tables: RunTables) -> pa.Table:
     """One row per (rank, step) (schema ``STEP_BREAKDOWN``): ``step_ns`` = end - start of the step and the
     time of each category of the module docstring's priority sweep inside it (``compute_ns``,
     ``communication_ns``, ``memory_ns``, ``runtime_ns``, ``dataloader_ns``, ``host_ops_ns``, ``python_ns``,
-    ``idle_ns``); they add up exactly to ``step_ns``. No step slices: an empty table."""
+    ``idle_ns``); they add up exactly to ``step_ns``; ``source`` "trace". A rank without step ranges whose
+    profiler reported its steps (``rank_facts.reported_step_trace``: torch_npu's step_trace_time.csv) gets
+    those steps instead (``source`` "step_trace_time.csv"): ``start_ns`` / ``end_ns`` null (not reported),
+    ``step_ns`` = Preparing + Stage + Bubble (torch_npu's step, from its start to its last device task),
+    ``compute_ns`` = Computing, ``communication_ns`` = Communication(Not Overlapped), ``idle_ns`` the rest
+    (Free and Preparing: what the host did then is not known), the other categories 0. No steps: an empty
+    table."""
     ranks, steps = _ranks(tables), _steps(tables)
     columns: dict[str, list] = {name: [] for name in STEP_BREAKDOWN.names}
     for r in sorted(set(steps.column("rank").to_pylist())):
@@ -185,6 +196,18 @@ def step_breakdown(tables: RunTables) -> pa.Table:
         for name, values in zip(CATEGORIES, parts):
             columns[f"{name}_ns"] += values.tolist()
         columns["idle_ns"] += (ends - starts - sum(parts)).tolist()
+        columns["source"] += [TRACE_SOURCE] * len(starts)
+    traced = set(columns["rank"])
+    for row in computed(reported_step_trace, tables).to_pylist():
+        step_ns = sum(row[n] or 0 for n in ("preparing_ns", "stage_ns", "bubble_ns"))
+        if row["rank"] in traced or row["step"] is None or step_ns <= 0:
+            continue
+        compute, communication = row["computing_ns"] or 0, row["communication_not_overlapped_ns"] or 0
+        reported = {"rank": row["rank"], "step": row["step"], "start_ns": None, "end_ns": None, "step_ns": step_ns,
+                    **{f"{c}_ns": 0 for c in CATEGORIES}, "compute_ns": compute, "communication_ns": communication,
+                    "idle_ns": step_ns - compute - communication, "source": REPORTED_SOURCE}
+        for name, value in reported.items():
+            columns[name].append(value)
     return pa.table(columns, schema=STEP_BREAKDOWN)
 
 
@@ -262,11 +285,14 @@ def overlap(tables: RunTables) -> pa.Table:
     * ``comm_comp_overlap_pct`` = 100 * overlap / communication (null without communication): the share of
       communication hidden behind computation, HTA's get_comm_comp_overlap (over the whole span).
 
+    A rank whose device compute was not recorded (``rank_facts.ranks_without_compute``: only its
+    communication operators were kept) has no row: its overlap is unknown, not zero.
+
     Sorted by rank, then the steps in order, then the whole-span row."""
     ranks, steps = _ranks(tables, host=False), _steps(tables)
     step_rank = steps.column("rank").to_numpy()
     rows = []
-    for r in sorted(set(ranks) | set(step_rank.tolist())):
+    for r in sorted((set(ranks) | set(step_rank.tolist())) - computed(ranks_without_compute, tables)):
         data = ranks.get(r) or _Rank(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
         mine = step_rank == r
         numbers = steps.column("step").to_numpy()[mine].tolist()

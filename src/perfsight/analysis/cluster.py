@@ -29,8 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfsight.analysis.breakdown import STEP_BREAKDOWN_AVERAGE, step_breakdown, step_breakdown_average
-from perfsight.analysis.collectives import rank_meta
-from perfsight.analysis.step_spans import STEP_SPANS_CTE
+from perfsight.analysis.rank_facts import rank_meta
 from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables
 
@@ -81,20 +80,19 @@ def _compared(steps: pa.Table) -> tuple[pa.Table, bool]:
 MEAN_STEP = pa.schema([("rank", pa.int32()), ("steps", pa.int64()), ("step_ns", pa.int64()),
                        ("common_steps", pa.bool_())])
 
-_STEP_SPANS_SQL = f"WITH {STEP_SPANS_CTE} SELECT rank, step, end_ns - start_ns AS step_ns FROM steps ORDER BY ALL"
 
 
 def mean_step_by_rank(tables: RunTables) -> pa.Table:
     """Per rank, its mean step over the compared steps (schema ``MEAN_STEP``): the step numbers every rank
     has (``common_steps`` true), or each rank's own steps when the ranks share none; ``steps`` compared,
-    ``step_ns`` their mean duration rounded to the ns (steps as ``step_spans`` defines them). Sorted by rank;
+    ``step_ns`` their mean duration rounded to the ns (the steps of ``breakdown.step_breakdown``). Sorted by rank;
     empty without steps.
 
     Over shared steps, because ranks are compared: in synchronous training step N of every rank ends at the
     same collectives, so the ranks' step N are one stretch of the job seen from each rank; a step only some
     ranks recorded (a profiler window started a step later on one rank, the first step's warm-up) would
     measure the window, not the rank. The Cluster page and the advisor's uneven-ranks rule quote this."""
-    steps, common = _compared(tables.connect().sql(_STEP_SPANS_SQL).to_arrow_table())
+    steps, common = _compared(computed(step_breakdown, tables).select(["rank", "step", "step_ns"]))
     ranks = steps.column("rank").to_numpy()
     durations = steps.column("step_ns").to_numpy()
     rows = []

@@ -48,6 +48,7 @@ import json
 import pyarrow as pa
 
 from perfsight.analysis import breakdown, collectives
+from perfsight.analysis.rank_facts import STEP_TRACE_TIME_HEADERS, rank_meta, reported_step_trace
 from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables, new_connection
 
@@ -57,20 +58,6 @@ TOTAL_OP_INFO = "Total Op Info"
 #: words of the matrix keys msprof-analyze leaves out of Total Op Info (torch_npu's per-size statistics of
 #: one operator: allreduce-top1, allreduce-middle, allreduce-bottom1 ...; allreduce-total is added)
 MATRIX_STATISTIC_WORDS = ("middle", "top", "bottom")
-
-#: torch_npu's step_trace_time.csv headers (msprof-analyze's cluster_step_trace_time.csv, after Step, Type,
-#: Index) and perfsight's columns for them, in the file's order
-STEP_TRACE_TIME_HEADERS = {
-    "Computing": "computing_ns",
-    "Communication(Not Overlapped)": "communication_not_overlapped_ns",
-    "Overlapped": "overlapped_ns",
-    "Communication": "communication_ns",
-    "Free": "free_ns",
-    "Stage": "stage_ns",
-    "Bubble": "bubble_ns",
-    "Communication(Not Overlapped and Exclude Receive)": "communication_not_overlapped_exclude_receive_ns",
-    "Preparing": "preparing_ns",
-}
 
 CLUSTER_STEP_TRACE = pa.schema(
     [("rank", pa.int32()), ("step", pa.int32())]
@@ -150,30 +137,6 @@ def msprof_group_name(process_group: str) -> str:
     return str((high << 32) | low)
 
 
-def _rank_metas(tables: RunTables) -> dict[int, dict]:
-    """Each rank's meta facts: a job's ``rank_meta``, or a one-rank run's own meta under its rank."""
-    meta = tables.meta_dict()
-    if meta.get("rank_meta"):
-        return {int(rank): facts for rank, facts in json.loads(meta["rank_meta"]).items()}
-    ranks = {r for r in tables.tracks.column("rank").to_pylist() if r is not None} or {int(meta.get("rank") or 0)}
-    return {rank: meta for rank in ranks}
-
-
-def _reported_steps(rank: int, facts: dict) -> list[dict]:
-    """The step_trace_time.csv rows a rank's reader kept (meta ``step_trace_time``) when its steps did not
-    come from trace ranges, as CLUSTER_STEP_TRACE rows; [] otherwise."""
-    if facts.get("step_source", "trace") == "trace" or not facts.get("step_trace_time"):
-        return []
-    rows = []
-    for reported in json.loads(facts["step_trace_time"]):
-        row = {"rank": rank, "step": reported.get("Step"), "source": "step_trace_time.csv"}
-        for header, column in STEP_TRACE_TIME_HEADERS.items():
-            value = reported.get(header)
-            row[column] = round(float(value) * 1000) if value is not None else None
-        rows.append(row)
-    return rows
-
-
 _WINDOWS_SQL = """
 SELECT o.rank, o.step, o.start_ns,
        greatest(min(i.start_ns), o.start_ns) AS first_ns, least(max(i.end_ns), o.end_ns) AS last_ns
@@ -203,7 +166,7 @@ def cluster_step_trace(tables: RunTables) -> pa.Table:
     """Per rank and step, torch_npu's step_trace_time.csv figures (schema ``CLUSTER_STEP_TRACE``; the module
     docstring gives each definition): computed from the trace (``source`` "trace"), or the rank's own
     step_trace_time.csv rows when its steps did not come from trace ranges ("step_trace_time.csv")."""
-    reported = [row for rank, facts in sorted(_rank_metas(tables).items()) for row in _reported_steps(rank, facts)]
+    reported = [{**row, "source": "step_trace_time.csv"} for row in computed(reported_step_trace, tables).to_pylist()]
     con = new_connection()
     con.register("overlap", computed(breakdown.overlap, tables))
     intervals = computed(breakdown.overlap_intervals, tables)
@@ -433,7 +396,7 @@ def cluster_rank_devices(tables: RunTables) -> pa.Table:
     GPU of ``device_properties``), its host's uid and name (meta ``host_info``: torch_npu's HOST_INFO) and
     the folder it was read from (meta ``source``, set when ranks are merged into a job); null where unknown."""
     rows = []
-    for rank, facts in sorted(_rank_metas(tables).items()):
+    for rank, facts in sorted(computed(rank_meta, tables).items()):
         device = facts.get("device_id")
         if device in (None, ""):
             device = next((d.get("id") for d in _dicts(facts.get("device_properties"))

@@ -96,6 +96,7 @@ import numpy as np
 import pyarrow as pa
 
 from perfsight.analysis.breakdown import median
+from perfsight.analysis.rank_facts import rank_meta
 from perfsight.core.communication import (
     BACKEND_RANGE,
     HOST_EXECUTED_BACKENDS,
@@ -789,15 +790,6 @@ def link_totals(tables: RunTables) -> pa.Table:
                      "transit_ns": time, "bandwidth_gbps": size / time if size is not None and time else None,
                      "size_distribution": [packets[k] for k in sorted(packets)] if distributed else None})
     return pa.Table.from_pylist(rows, schema=LINK_TOTALS)
-
-
-def rank_meta(tables: RunTables) -> dict[int, dict[str, str]]:
-    """Each rank's meta: a job's ``rank_meta`` (ingest/jobs.merge), or the one run's own."""
-    meta = tables.meta_dict()
-    if meta.get("rank_meta"):
-        return {int(rank): facts for rank, facts in json.loads(meta["rank_meta"]).items()}
-    ranks = _ranks(tables)
-    return {ranks[0] if ranks else 0: meta}
 
 
 def _reported_links(rank: int, text: str) -> list[dict]:

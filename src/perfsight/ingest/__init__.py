@@ -5,12 +5,15 @@ plain torch.profiler/Kineto traces (``*.pt.trace.json[.gz]`` or any chrome-trace
 (``*_ascend_pt``/``*_ascend_ms`` with ASCEND_PROFILER_OUTPUT/, its .db export preferred when present); msprof
 PROF_ directories (no perfsight manifest); MindSpore's legacy flat folder (one run per rank found in it).
 Finding runs is ``registry`` (``find_runs``, ``runs_below``), merging a job's ranks ``jobs``; this module
-loads a run's tables through its Parquet cache. A new format is one reader module plus one entry in
-``registry.READERS`` (docs/readers.md).
+loads a run's tables through its Parquet cache (``load``), and what was found at a path as one run
+(``load_runs``: a job's ranks merged, the folders beside them skipped said in its warnings). A new format
+is one reader module plus one entry in ``registry.READERS`` (docs/readers.md).
 """
 from __future__ import annotations
 
 import contextlib
+import json
+from pathlib import Path
 from typing import Iterator
 
 import pyarrow as pa
@@ -18,9 +21,22 @@ import pyarrow as pa
 from perfsight.core.tables import RunTables
 from perfsight.ingest import cache
 from perfsight.ingest.common.reader import RunSource
-from perfsight.ingest.registry import find_runs, runs_below
+from perfsight.ingest.jobs import merge
+from perfsight.ingest.registry import find_runs, runs_below, skipped_beside
 
-__all__ = ["RunSource", "find_runs", "load", "runs_below", "system_allocator"]
+__all__ = ["RunSource", "find_runs", "load", "load_runs", "runs_below", "system_allocator"]
+
+
+def load_runs(path: Path, runs: list[RunSource], *, use_cache: bool = True) -> RunTables:
+    """The tables of ``runs`` found at ``path`` (one run, or the ranks of one job merged: ``jobs.merge``), their
+    warnings ending with the folders beside them that were skipped for holding nothing to read
+    (``registry.skipped_beside``: each named with what it is and what it lacks)."""
+    loaded = [(str(run.path), load(run, use_cache=use_cache)) for run in runs]
+    tables = loaded[0][1] if len(loaded) == 1 else merge(loaded)
+    skipped = skipped_beside(path, runs)
+    if not skipped:
+        return tables
+    return tables.with_meta({"parse_warnings": json.loads(tables.meta_dict().get("parse_warnings") or "[]") + skipped})
 
 
 def load(run: RunSource, *, use_cache: bool = True) -> RunTables:

@@ -7,7 +7,8 @@ job, a perfsight run directory's siblings before Ascend folders before trace fil
 ``perfsight.open``, the CLI and export open at a path; ``runs_below`` searches further down for export's
 ``-dir runs/<job>/PROF_*``; insight's discovery asks ``runs_at`` of each entry of the folder it serves and
 groups what it finds into jobs with ``perfsight.ingest.jobs``. A folder without runs that a reader
-recognises by its names (``Reader.without_data``) gets an error saying what it is and what it lacks.
+recognises by its names (``Reader.without_data``) gets an error saying what it is and what it lacks; such a
+folder beside the runs of a job is named in the job's warnings (``skipped_beside``).
 Adding a format: docs/readers.md.
 """
 from __future__ import annotations
@@ -138,16 +139,28 @@ def _deeper_hint(path: Path) -> str:
             f"`perfsight insight --summary-base-dir {path}`")
 
 
+def skipped_beside(path: Path, runs: list[RunSource]) -> list[str]:
+    """For a folder whose entries are ``runs`` (a job's ranks, or one run beside others that are not): each of
+    its subfolders that a reader recognises by its names but that holds nothing the reader reads
+    (``Reader.without_data``), as a warning of the job (``rank3_ascend_pt not read: a torch_npu profiler
+    folder ... without any file perfsight reads: ...``); [] for a run that is the folder itself."""
+    if any(run.path == path for run in runs):
+        return []
+    return [f"{entry.name} not read: {what}" for entry in _subfolders(path) if (what := _said(entry))]
+
+
+def _said(path: Path) -> str | None:
+    """What ``path`` is by a reader's names though it holds nothing that reader reads, or None."""
+    return next((what for reader in READERS if (what := reader.without_data(path))), None)
+
+
 def _without_data(folder: Path) -> str | None:
     """For a folder without runs: what it is by a reader's names though it holds nothing that reader reads
     (``Reader.without_data``), or what its subfolders are that are such; None when neither."""
-    def said(path: Path) -> str | None:
-        return next((what for reader in READERS if (what := reader.without_data(path))), None)
-
-    own = said(folder)
+    own = _said(folder)
     if own:
         return own
-    found = [(entry.name, what) for entry in _subfolders(folder) if (what := said(entry))]
+    found = [(entry.name, what) for entry in _subfolders(folder) if (what := _said(entry))]
     if not found:
         return None
     more = f" (and {len(found) - 1} more folders like it)" if len(found) > 1 else ""

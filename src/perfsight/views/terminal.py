@@ -204,12 +204,12 @@ def _print_cluster(cluster: dict, console: Console) -> None:
     slow = [f"rank {row['rank']} in group {escape(_short(row['process_group'] or '-', GROUP_WIDTH))} (the others wait "
             f"{_in_ms(row['others_mean_wait_ns'])} ms on average, it {_in_ms(row['mean_wait_ns'])} ms)"
             for row in cluster["slow_ranks"].to_pylist()]
-    console.print(f"slow ranks ({cluster['rank_verdicts']} verdicts): {'; '.join(slow) or 'none'}")
+    console.print(f"slow ranks ({cluster['rank_verdicts']} checked): {'; '.join(slow) or 'none'}")
     console.print(Padding(f"rule: {escape(cluster['slow_rank_rule'])}\nthreshold: "
                           f"{escape(cluster['slow_rank_threshold'])}", (0, 0, 0, 4)))
     slow = [f"{row['src_rank']} -> {row['dst_rank']} {escape(row['transport'])} ({_gbps(row['bandwidth_gbps'])} GB/s, "
             f"median {_gbps(row['median_gbps'])})" for row in cluster["slow_links"].to_pylist()]
-    console.print(f"slow links ({cluster['link_verdicts']} verdicts): {'; '.join(slow) or 'none'}")
+    console.print(f"slow links ({cluster['link_verdicts']} checked): {'; '.join(slow) or 'none'}")
     console.print(Padding(f"rule: {escape(cluster['slow_link_rule'])}\nthreshold: "
                           f"{escape(cluster['slow_link_threshold'])}", (0, 0, 0, 4)))
     for row in cluster["clock_offsets"].to_pylist():

@@ -13,7 +13,9 @@ side files read or warned about (``read_json``).
 a missing required column is an InputError naming the file, the column and the headers found; a missing
 optional column is simply absent from the table; unknown columns are kept under their own header. A ragged
 row (more or fewer fields than the header) costs that row only, described in ``warnings`` by line and fields
-(``ragged_rows``): the one mechanism every Ascend and MindSpore CSV reader reads around damage with.
+(``ragged_rows``); so does a row whose time or number column holds a text that is not one (``number_rows``,
+which every reader calls on the columns it converts, before ``ns_from_us``, ``numbers``, ``bytes_from``): the
+one mechanism every Ascend and MindSpore CSV reader reads around damage with.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
@@ -150,14 +153,23 @@ def ragged_rows(path: Path, rows: list[tuple[str, int]], expected: int) -> str:
         found = data.find(b"\n" + text.encode("utf-8"), offset)     # a row starts a line (the header is first)
         lines.append(data.count(b"\n", 0, found) + 2 if found >= 0 else None)
         offset = found + 1 if found >= 0 else offset
-    shown = ", ".join(f"{f'line {line}' if line else 'a row'} has {fields} fields"
-                      for line, (_, fields) in zip(lines, rows))
-    more = f" and {len(rows) - RAGGED_SHOWN} more" if len(rows) > RAGGED_SHOWN else ""
-    return f"{counted(len(rows), 'row')} not read: {shown}{more} (the header has {expected})"
+    shown = [f"{f'line {line}' if line else 'a row'} has {fields} fields" for line, (_, fields) in zip(lines, rows)]
+    return f"{_not_read(len(rows), shown)} (the header has {expected})"
+
+
+def _not_read(n: int, shown: list[str]) -> str:
+    """``3 rows not read: <the first RAGGED_SHOWN described> and 1 more``: what rows read around cost."""
+    more = f" and {n - len(shown)} more" if n > len(shown) else ""
+    return f"{counted(n, 'row')} not read: {', '.join(shown)}{more}"
 
 
 def _all_text(path: Path) -> dict[str, pa.DataType]:
-    """Every column of the file read as text (the header line, parsed as CSV)."""
+    """Every column of the file read as text."""
+    return {name: pa.string() for name in _header(path)}
+
+
+def _header(path: Path) -> list[str]:
+    """The file's header line, parsed as CSV."""
     try:
         with io.TextIOWrapper(open_regular(path), encoding="utf-8", errors="replace", newline="") as file:
             header = file.readline()
@@ -165,33 +177,87 @@ def _all_text(path: Path) -> dict[str, pa.DataType]:
         raise
     except OSError as error:
         raise InputError(f"{path}: cannot read the file ({error.strerror or error})") from None
-    names = next(csv.reader([header]), [])
-    return {name: pa.string() for name in names}
+    return next(csv.reader([header]), [])
 
 
-def ns_from_us(column: pa.Array | pa.ChunkedArray, what: str, path: Path) -> pa.Array:
-    """Microsecond texts (``"1736413971558972.912\\t"``) -> exact int64 ns; null stays null.
+def ns_from_us(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Microsecond texts (``"1736413971558972.912\\t"``) -> exact int64 ns; null stays null. The texts are those
+    ``number_rows`` kept (a text that is not a time costs its row there)."""
+    return exact_ns(_number_texts(column))[0]
 
-    A text that is not a number is an InputError naming the file, the column and the value."""
-    text = pc.utf8_trim_whitespace(flat(column))
-    ns, invalid = exact_ns(text)
-    if invalid:
-        bad = next(v for v, n in zip(text.to_pylist(), ns.to_pylist()) if v is not None and n is None)
-        raise InputError(f"{path}: column {what} holds {bad!r}, not a time in microseconds")
-    return ns
+
+def number_rows(table: pa.Table, path: Path, warnings: list[str], *, times: Iterable[str] = (),
+                numbers: Iterable[str] = ()) -> pa.Table:
+    """``table`` (as ``read_csv`` returned it) without the rows whose ``times`` columns (microseconds) or
+    ``numbers`` columns hold a text that is not a number (or a time beyond int64 ns); columns the file lacks
+    are ignored, null (empty, ``N/A``) is no damage. Each such row costs that row only, described in
+    ``warnings`` as ragged rows are (``kernel_details.csv: 1 row not read: line 9: Start Time(us) 'abc' is
+    not a number``): the one check every Ascend and MindSpore CSV reader reads its numeric columns through."""
+    checked = [(name, True) for name in times] + [(name, False) for name in numbers]
+    bad_rows: dict[int, str] = {}
+    for name, is_time in checked:
+        if name not in table.column_names:
+            continue
+        texts = pc.utf8_trim_whitespace(flat(table[name]))
+        usable = _number_texts(texts)
+        bad = pc.and_(pc.is_valid(texts), pc.is_null(exact_ns(usable)[0] if is_time else usable))
+        for row in np.flatnonzero(bad.to_numpy(zero_copy_only=False)).tolist():
+            bad_rows.setdefault(row, _bad_value(table, path, name, texts[row].as_py(), is_time))
+    if not bad_rows:
+        return table
+    rows = sorted(bad_rows)
+    lines = _record_lines(path, rows[:RAGGED_SHOWN], table.num_columns)
+    shown = [f"{f'line {line}' if line else 'a row'}: {bad_rows[row]}" for line, row in zip(lines, rows)]
+    warnings.append(f"{path.name}: {_not_read(len(rows), shown)}")
+    keep = np.ones(table.num_rows, dtype=bool)
+    keep[rows] = False
+    return table.filter(pa.array(keep))
+
+
+def _bad_value(table: pa.Table, path: Path, name: str, text: str, is_time: bool) -> str:
+    """``Start Time(us) 'abc' is not a number`` (the file's own header for the column)."""
+    header = _header(path)[table.column_names.index(name)].strip()
+    beyond = is_time and _NUMBER.match(text)
+    return f"{header} {text!r} is {'beyond the times perfsight holds (int64 ns)' if beyond else 'not a number'}"
+
+
+def _record_lines(path: Path, rows: list[int], fields: int) -> list[int | None]:
+    """The line each of ``rows`` (positions among the records ``read_csv`` kept, ascending) starts on: the
+    file's records counted as pyarrow reads them (blank lines and ragged rows are not records)."""
+    lines: dict[int, int] = {}
+    wanted, record = set(rows), 0
+    with io.TextIOWrapper(open_regular(path), encoding="utf-8", errors="replace", newline="") as file:
+        reader = csv.reader(file)
+        next(reader, None)
+        end = reader.line_num
+        for values in reader:
+            start, end = end + 1, reader.line_num
+            if len(values) != fields:
+                continue
+            if record in wanted:
+                lines[record] = start
+                if len(lines) == len(wanted):
+                    break
+            record += 1
+    return [lines.get(row) for row in rows]
 
 
 def numbers(column: pa.Array | pa.ChunkedArray, type: pa.DataType = pa.float64()) -> pa.Array:
     """Number texts -> ``type``; texts that are not numbers (``N/A``, ``-``) become null."""
-    text = pc.utf8_trim_whitespace(flat(column))
-    usable = pc.match_substring_regex(text, _NUMBER.pattern)
-    cleaned = pc.if_else(pc.fill_null(usable, False), text, pa.scalar(None, pa.string()))
+    cleaned = _number_texts(column)
     if pa.types.is_integer(type):
         try:
             return cleaned.cast(type)  # integer texts exactly (beyond float64's 53 bits)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return cleaned.cast(pa.float64()).cast(type)
     return cleaned.cast(type)
+
+
+def _number_texts(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The texts of ``column`` that are numbers, trimmed; null for the others."""
+    text = pc.utf8_trim_whitespace(flat(column))
+    usable = pc.match_substring_regex(text, _NUMBER.pattern)
+    return pc.if_else(pc.fill_null(usable, False), text, pa.scalar(None, pa.string()))
 
 
 _UNIT_BYTES = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}

@@ -29,6 +29,11 @@ DB_NAME = re.compile(r"ascend_pytorch_profiler(?:_(\d+))?\.db|msprof_\d+\.db")  
 _RUN_DIR_NAME = re.compile(r".*_ascend_(?:pt|ms)$")
 _INFO_FILES = ("profiler_info*.json", "profiler_metadata.json")
 MSPROF_DEVICE_DIR = re.compile(r"^device_(\d+)$")
+#: msprof's text export folder (``msprof --export=on``), an export file's name and the database's
+MSPROF_OUTPUT_DIR = "mindstudio_profiler_output"
+MSPROF_EXPORT = re.compile(
+    r"^(?P<kind>[a-z][a-z_]*?)(?:_slice_(?P<slice>\d+))?_(?P<stamp>\d[\d_]*)\.(?P<ext>csv|json)$")
+MSPROF_DB = re.compile(r"^msprof_.*\.db$")
 MINDSPORE_FILE = re.compile(
     r"^(?P<kind>framework_raw|aicore_intermediate|step_trace_raw|ascend_timeline_display|ascend_timeline_summary"
     r"|flops_summary|flops_scope|flops|minddata_pipeline_raw|device_queue_profiling|dataset_iterator_profiling"
@@ -95,6 +100,46 @@ def is_msprof_dir(path: Path) -> bool:
     if not (path.is_dir() and path.name.startswith("PROF_")) or (path / layout.MANIFEST).is_file():
         return False
     return (path / "host").is_dir() or any(MSPROF_DEVICE_DIR.match(p.name) and p.is_dir() for p in path.iterdir())
+
+
+def msprof_devices(path: Path) -> list[int]:
+    """The device ids of a PROF_ directory's ``device_N/`` folders, sorted."""
+    return sorted(int(m.group(1)) for p in Path(path).iterdir()
+                  if (m := MSPROF_DEVICE_DIR.match(p.name)) and p.is_dir())
+
+
+def msprof_folders(path: Path) -> list[tuple[Path, int, bool]]:
+    """Where a PROF_ directory's exports may be, as (folder, device, monotonic): ``mindstudio_profiler_output/``
+    at the top, in each ``device_N/`` (with older CANN's ``summary/`` and per-iteration ``timeline/``, whose
+    times are on the device's monotonic clock) and in ``host/``; the top and host folders' device is the first."""
+    path = Path(path)
+    devices = msprof_devices(path)
+    default = devices[0] if devices else 0
+    folders = [(path / MSPROF_OUTPUT_DIR, default, False)]
+    for device in devices:
+        base = path / f"device_{device}"
+        folders += [(base / MSPROF_OUTPUT_DIR, device, False), (base / "summary", device, False),
+                    (base / "timeline", device, True)]
+    return folders + [(path / "host" / MSPROF_OUTPUT_DIR, default, False)]
+
+
+def msprof_databases(path: Path) -> list[Path]:
+    """The ``msprof_*.db`` files of a PROF_ directory (at its top or in an export folder), sorted."""
+    return sorted(p for folder in [Path(path), *(f for f, *_ in msprof_folders(path))] if folder.is_dir()
+                  for p in folder.iterdir() if MSPROF_DB.match(p.name) and p.is_file())
+
+
+def msprof_without_data(path: Path) -> str | None:
+    """For a PROF_ directory (``is_msprof_dir``) holding neither text exports nor a database: what it is and what
+    it lacks; None for any other folder."""
+    if not is_msprof_dir(path) or msprof_databases(path):
+        return None
+    for folder, _, _ in msprof_folders(path):
+        if folder.is_dir() and any(MSPROF_EXPORT.match(p.name) and p.is_file() for p in folder.iterdir()):
+            return None
+    holding = ", ".join(f"{p.name}/" for p in sorted(Path(path).iterdir()) if p.is_dir())
+    return (f"an msprof PROF_ directory (holding {holding}) without exports: no {MSPROF_OUTPUT_DIR}/ (msprof "
+            "--export=on), device_*/timeline or summary, nor msprof_*.db")
 
 
 def ranks_in(path: Path) -> list[int]:

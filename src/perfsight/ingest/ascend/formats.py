@@ -16,6 +16,7 @@ from perfsight.ingest.ascend.detect import (
     is_mindspore_legacy_dir,
     is_msprof_dir,
     is_torch_npu_dir,
+    msprof_without_data,
     rank_to_read,
     ranks_in,
     torch_npu_without_data,
@@ -62,13 +63,16 @@ class TorchNpuReader(Reader):
 
 
 class MsprofReader(Reader):
-    """An msprof ``PROF_`` directory (without perfsight's manifest), all its devices."""
+    """An msprof ``PROF_`` directory (without perfsight's manifest) holding exports, all its devices."""
 
     name = "msprof"
     siblings_are_ranks = True     # one PROF_ directory per rank's process
 
     def runs_at(self, path: Path) -> list[RunSource]:
-        return [RunSource(self, path)] if is_msprof_dir(path) else []
+        return [RunSource(self, path)] if is_msprof_dir(path) and not msprof_without_data(path) else []
+
+    def without_data(self, path: Path) -> str | None:
+        return msprof_without_data(path)
 
     def sources(self, run: RunSource) -> list[Path]:
         from perfsight.ingest.ascend.msprof_dir import msprof_sources

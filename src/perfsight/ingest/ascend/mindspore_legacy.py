@@ -31,7 +31,8 @@ counter, as MindInsight reads them): per step a ``step`` slice from start_point 
 "主要负责从数据队列中读取数据"), annotations ``fp_and_bp`` [fp_point, bp_point) and ``tail`` [bp_point,
 end_point); each ``stream_S_parallel_P`` all-reduce span is an annotation on the row ``Step Trace reduce
 stream S`` (spans of different streams overlap); the average row (``-``) is skipped. Meta
-``fp_point``/``bp_point`` name ``fp_and_bp``, so ``step_trace`` gives MindSpore's phases.
+``fp_point``/``bp_point`` name ``fp_and_bp``, so ``step_trace`` gives MindSpore's phases. Without that file, the
+timeline's Steps row; meta ``step_source`` says which (``STEP_SOURCES``).
 
 Data pipeline queues and CPU utilisation: mindspore_minddata. Kept in meta as the source's own figures:
 ``aicore_intermediate_N_type.csv`` rows (``mindspore_op_type_statistic``), ``flops_summary_N.json``,
@@ -48,10 +49,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.core.errors import InputError
 from perfsight.core.files import read_regular
 from perfsight.core.tables import RunTables
-from perfsight.ingest.ascend.ascend_csv import json_object, numbers, read_csv, read_json
+from perfsight.ingest.ascend.ascend_csv import json_object, number_rows, numbers, read_csv, read_json
 from perfsight.ingest.ascend.detect import MINDSPORE_FILE, rank_to_read
 from perfsight.ingest.ascend.mindspore_minddata import add_cpu_utilization, add_device_queue, add_pipeline
 from perfsight.ingest.common.build import RunBuilder, add_steps
@@ -68,6 +68,9 @@ _ROLE_TASKS = {"ai_core": ("kernel", "AI_CORE"), "ai_cpu": ("kernel", "AI_CPU"),
 _SIDE_TASKS = {"aicore": "AI_CORE", "ai_core": "AI_CORE", "aicpu": "AI_CPU", "ai_cpu": "AI_CPU", "gpu": "KERNEL"}
 _STEPS_TID, _SCOPE_TID = "100000", "100001"
 _TICK_NS = 10
+#: meta step_source, best first: step_trace_raw's spans, the timeline's Steps row, dynamic_shape_info's step of
+#: each execution (steps without spans), none
+STEP_SOURCES = ("step_trace_raw_detail_time.csv", "ascend_timeline_display Steps", "dynamic_shape_info step", "none")
 _MS_NS = 1_000_000
 
 
@@ -86,11 +89,12 @@ def read_mindspore_legacy(path: Path, *, rank: int | None = None, id_offset: int
     rank = rank_to_read(path, rank)
     files = _files(path, rank)
     builder = RunBuilder()
-    facts: dict = {"source_format": "mindspore", "rank": rank, "world_size": None,
+    facts: dict = {"source_format": "mindspore", "rank": rank, "world_size": None, "step_source": STEP_SOURCES[3],
                    "fp_point": "fp_and_bp", "bp_point": "fp_and_bp"}     # its step phases: analysis.steps
     _Ops(files, builder, rank, facts).read()
     if "step_trace_raw_detail_time" in files:
         _add_step_trace(files["step_trace_raw_detail_time"], builder, rank)
+        facts["step_source"] = STEP_SOURCES[0]
     for kind, add in (("minddata_pipeline_raw", add_pipeline), ("device_queue_profiling", add_device_queue)):
         if kind in files:
             add(files[kind], builder, rank=rank, facts=facts)
@@ -126,13 +130,14 @@ class _Ops:
 
     def read(self) -> None:
         timeline = self.files.get("ascend_timeline_display")
-        if timeline and self._timeline(timeline):
-            return
-        if self.dynamic:
-            self._synthetic(self.dynamic, self.files["dynamic_shape_info"])
-        elif "aicore_intermediate_detail" in self.files:
-            self._synthetic(_aicore_detail(self.files["aicore_intermediate_detail"], self.builder.warnings),
-                            self.files["aicore_intermediate_detail"])
+        if not (timeline and self._timeline(timeline)):
+            if self.dynamic:
+                self._synthetic(self.dynamic, self.files["dynamic_shape_info"])
+            elif "aicore_intermediate_detail" in self.files:
+                self._synthetic(_aicore_detail(self.files["aicore_intermediate_detail"], self.builder.warnings),
+                                self.files["aicore_intermediate_detail"])
+        if self.dynamic and self.facts["step_source"] == STEP_SOURCES[3]:
+            self.facts["step_source"] = STEP_SOURCES[2]
 
     def _rows(self, rows: list[dict]) -> dict:
         """Canonical slice columns for execution rows (name = full name, op, side, dur_ns, ...)."""
@@ -155,7 +160,13 @@ class _Ops:
                                                                       slices["tid"].to_pylist())]
         self.builder.sources.append(str(path))
         self.builder.warnings += stream.warnings
+        args = [json_object(text) for text in slices["args"].to_pylist()]
         ops = [i for i, role in enumerate(roles) if role in _ROLE_TASKS]
+        named = [i for i in ops if all(isinstance(args[i].get(key, ""), str) for key in ("fullname", "type"))]
+        if len(named) < len(ops):
+            self.builder.warnings.append(f"{path.name}: {counted(len(ops) - len(named), 'operator event')} not read "
+                                         "(args fullname or type not a text)")
+        ops = named
         if not ops:
             return False
         skipped = sum(role == "skip" for role in roles)
@@ -163,7 +174,6 @@ class _Ops:
             self.builder.warnings.append(f"{path.name}: {skipped} overlap and scope-name events not read "
                                          "(derived rows)")
         names, pids, tids = slices["name"].to_pylist(), slices["pid"].to_pylist(), slices["tid"].to_pylist()
-        args = [json_object(text) for text in slices["args"].to_pylist()]
         rows = [{"name": args[i].get("fullname") or names[i], "short": names[i], "op_type": args[i].get("type"),
                  "input_shapes": _op_info(args[i])[0]} for i in ops]
         missing = self._join_dynamic(rows)
@@ -194,6 +204,7 @@ class _Ops:
         step_numbers = [int(m.group()) if (m := re.search(r"\d+", name)) else None
                         for name in slices["name"].take(pa.array(rows, pa.int64())).to_pylist()]
         if rows:
+            self.facts["step_source"] = STEP_SOURCES[1]
             track = self.builder.track("thread", self.npu, "Steps", rank=self.rank, tid=_STEPS_TID)
             take = pa.array(rows, pa.int64())
             self.builder.add_slices({"track": [track] * len(rows), "kind": ["step"] * len(rows),
@@ -295,6 +306,7 @@ def _flops(path: Path | None, builder: RunBuilder) -> dict[str, int]:
     columns = [c for c in table.column_names if c.startswith("MFLOPs") or c == "FLOPs"]
     if not columns:
         read_csv(path, builder.warnings, required=["FLOPs"])
+    table = number_rows(table, path, builder.warnings, numbers=columns)
     total = numbers(table[columns[0]])
     for column in columns[1:]:
         total = pc.add(pc.fill_null(total, 0), pc.fill_null(numbers(table[column]), 0))
@@ -311,12 +323,15 @@ def _dynamic_shape(path: Path | None, builder: RunBuilder) -> list[dict]:
         steps = json.loads(read_regular(path).decode("utf-8"))["operator"]
         executions = [(step, e) for step, entries in steps.items() for e in entries]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
-        raise InputError(f"{path}: not a MindSpore dynamic shape file ({error}); expected "
-                         '{"operator": {"<step>": [{"step", "op_type", "op_name", "op_side", "dur", '
-                         '"shape_info"}]}}') from None
+        builder.warnings.append(f"{path.name}: not a MindSpore dynamic shape file ({error}); expected "
+                                '{"operator": {"<step>": [{"step", "op_type", "op_name", "op_side", "dur", '
+                                '"shape_info"}]}}; not read (no steps or shapes from it)')
+        return []
     rows, bad = [], 0
     for step, e in executions:
         try:
+            if not isinstance(e["op_name"], str) or not isinstance(e.get("op_type", ""), (str, type(None))):
+                raise TypeError("op_name or op_type not a text")
             rows.append({"name": e["op_name"], "short": e["op_name"], "op_type": e.get("op_type"),
                          "task_type": _SIDE_TASKS.get(str(e.get("op_side", "")).lower(), "HOST_CPU"),
                          "step": int(e.get("step", step)), "dur_ns": int(round(float(e["dur"]) * 1000)),
@@ -324,15 +339,16 @@ def _dynamic_shape(path: Path | None, builder: RunBuilder) -> list[dict]:
         except (ValueError, KeyError, TypeError, AttributeError):
             bad += 1
     if bad:
-        builder.warnings.append(f"{path.name}: {counted(bad, 'execution')} not read (not an object with op_name, "
-                                "a numeric dur and step, and shape_info a list of JSON texts)")
+        builder.warnings.append(f"{path.name}: {counted(bad, 'execution')} not read (not an object with op_name "
+                                "and op_type texts, a numeric dur and step, and shape_info a list of JSON texts)")
     builder.sources.append(str(path))
     return rows
 
 
 def _aicore_detail(path: Path, warnings: list[str]) -> list[dict]:
     """aicore_intermediate_N_detail.csv: each op's ``execution_frequency`` executions of its average time."""
-    table = read_csv(path, warnings, required=["full_name", "execution_ms", "count"])
+    table = number_rows(read_csv(path, warnings, required=["full_name", "execution_ms", "count"]), path, warnings,
+                        numbers=["execution_ms", "count"])
     rows = []
     for name, ms, count in zip(table["full_name"].to_pylist(), numbers(table["execution_ms"]).to_pylist(),
                                numbers(table["count"], pa.int64()).to_pylist()):
@@ -346,7 +362,8 @@ def _aicore_detail(path: Path, warnings: list[str]) -> list[dict]:
 
 def _add_step_trace(path: Path, builder: RunBuilder, rank: int) -> None:
     table = read_csv(path, builder.warnings, required=["step", "start_point", "end_point", "fp_point", "bp_point"])
-    table = table.filter(pc.is_valid(numbers(table["step"])))
+    table = number_rows(table, path, builder.warnings, numbers=table.column_names)
+    table = table.filter(pc.is_valid(numbers(table["step"])))      # the average row: step "-"
 
     def ticks(name: str) -> pa.Array:
         return pc.multiply(numbers(table[name], pa.int64()), _TICK_NS)  # exact: integer texts cast directly

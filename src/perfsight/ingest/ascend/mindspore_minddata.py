@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from perfsight.core.errors import InputError
 from perfsight.core.files import read_regular
-from perfsight.ingest.ascend.ascend_csv import numbers, read_csv
+from perfsight.ingest.ascend.ascend_csv import RAGGED_SHOWN, number_rows, numbers, read_csv
 from perfsight.ingest.common.build import RunBuilder
+from perfsight.ingest.common.columns import counted
 
 _MS = 1_000_000
 _TIME_KINDS = {0: "push_time_ns", 1: "batch_time_ns", 2: "pipeline_time_ns"}
@@ -62,16 +62,23 @@ def add_device_queue(path: Path, builder: RunBuilder, *, rank: int, facts: dict)
 
 
 def add_pipeline(path: Path, builder: RunBuilder, *, rank: int, facts: dict) -> None:
-    table = read_csv(path, builder.warnings, required=["op_id", "op_type", "output_queue_size"])
+    table = number_rows(read_csv(path, builder.warnings, required=["op_id", "op_type", "output_queue_size"]), path,
+                        builder.warnings, numbers=["sample_interval"])
     interval = (numbers(table["sample_interval"]).to_pylist() if "sample_interval" in table.column_names
                 else [None] * table.num_rows)
+    bad = []
     for op_id, op_type, sizes, every in zip(table["op_id"].to_pylist(), table["op_type"].to_pylist(),
                                             table["output_queue_size"].to_pylist(), interval):
-        values = _list(sizes, path, "output_queue_size")
-        if values:
+        values = _list(sizes)
+        if values is None:
+            bad.append(f"{op_type}#{op_id} {sizes!r}")
+        elif values:
             step = int((every or 1) * _MS)
             track = _track(builder, f"minddata host pipeline {op_type}#{op_id} output_queue", rank)
             builder.add_counter(track, np.arange(len(values), dtype=np.int64) * step, values)
+    if bad:
+        builder.warnings.append(f"{path.name}: {counted(len(bad), 'output_queue_size')} not a list of numbers, not "
+                                f"read: {', '.join(bad[:RAGGED_SHOWN])}")
     facts["mindspore_pipeline"] = table.drop_columns(["output_queue_size"]).to_pylist()
     builder.sources.append(str(path))
 
@@ -80,16 +87,25 @@ def add_cpu_utilization(path: Path, builder: RunBuilder, *, rank: int) -> None:
     try:
         data = json.loads(read_regular(path).decode("utf-8"))
         times = np.array([int(t) for t in data["time_stamp"]], dtype=np.int64) * _MS
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise InputError(f"{path}: not a MindData CPU utilisation file ({error}); expected JSON with "
-                         "time_stamp, device_info, process_info, op_info") from None
-    groups = [("device", data.get("device_info") or {}), ("process", data.get("process_info") or {})]
-    groups += [(f"op {op.get('op_id')}", op.get("metrics") or {}) for op in data.get("op_info") or []]
+    except (OSError, ValueError, KeyError, TypeError, OverflowError) as error:
+        builder.warnings.append(f"{path.name}: not a MindData CPU utilisation file ({error}); expected JSON with "
+                                "time_stamp (a list of integer ms), device_info, process_info, op_info; not read")
+        return
+    ops = data.get("op_info") if isinstance(data.get("op_info"), list) else []
+    groups = [("device", data.get("device_info")), ("process", data.get("process_info"))]
+    groups += [(f"op {op.get('op_id')}", op.get("metrics")) if isinstance(op, dict) else ("op ?", op) for op in ops]
+    bad = [who for who, metrics in groups if metrics is not None and not isinstance(metrics, dict)]
     for who, metrics in groups:
-        for metric, values in metrics.items():
-            if isinstance(values, list) and len(values) == len(times):
-                builder.add_counter(_track(builder, f"minddata cpu {who} {metric}", rank), times,
-                                    [float(v) for v in values])
+        for metric, values in (metrics.items() if isinstance(metrics, dict) else ()):
+            series = _numbers(values, len(times))
+            if series is None:
+                bad.append(f"{who} {metric}")
+            else:
+                builder.add_counter(_track(builder, f"minddata cpu {who} {metric}", rank), times, series)
+    if bad:
+        builder.warnings.append(f"{path.name}: {counted(len(bad), 'metric')} not read (not a list of "
+                                f"{len(times)} numbers, one per time_stamp, or not an object of them): "
+                                f"{', '.join(bad[:RAGGED_SHOWN])}")
     builder.sources.append(str(path))
 
 
@@ -97,12 +113,20 @@ def _track(builder: RunBuilder, name: str, rank: int) -> int:
     return builder.track("counter", "cpu", name, rank=rank, pid="MindData")
 
 
-def _list(text: str | None, path: Path, column: str) -> list[float]:
-    """``"[10, 20, 30]"`` -> [10.0, 20.0, 30.0]; empty -> []."""
+def _list(text: str | None) -> list[float] | None:
+    """``"[10, 20, 30]"`` -> [10.0, 20.0, 30.0]; empty -> []; None when not a list of numbers."""
     if not text or not text.strip():
         return []
     try:
         values = json.loads(text)
     except ValueError:
-        raise InputError(f"{path}: column {column} holds {text!r}, not a list of numbers") from None
-    return [float(v) for v in values] if isinstance(values, list) else []
+        return None
+    return _numbers(values, len(values)) if isinstance(values, list) else None
+
+
+def _numbers(values, n: int) -> list[float] | None:
+    """``values`` as floats when it is a list of ``n`` numbers (not booleans), else None."""
+    if not isinstance(values, list) or len(values) != n or \
+            not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return None
+    return [float(v) for v in values]

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.ingest.ascend.ascend_csv import bytes_from, ns_from_us, numbers, read_csv, row_json
+from perfsight.ingest.ascend.ascend_csv import bytes_from, ns_from_us, number_rows, numbers, read_csv, row_json
 from perfsight.ingest.common.build import RunBuilder
 
 _TASK_TIME_USED = {"name", "kernel_name", "task_type", "kernel_type", "start_us", "duration_us", "stream_id"}
@@ -32,7 +32,8 @@ def task_kernels(paths: list[Path], warnings: list[str]) -> pa.Table:
     step, input_shapes, input_dtypes, extra, stream)."""
     parts = []
     for path in paths:
-        table = read_csv(path, warnings, required=["start_us", "duration_us"])
+        table = number_rows(read_csv(path, warnings, required=["start_us", "duration_us"]), path, warnings,
+                            times=["start_us", "duration_us"], numbers=["stream_id"])
         names = [table[c] for c in ("name", "kernel_name") if c in table.column_names]
         types = [table[c] for c in ("task_type", "kernel_type") if c in table.column_names]
         if not names:
@@ -41,8 +42,8 @@ def task_kernels(paths: list[Path], warnings: list[str]) -> pa.Table:
         parts.append(pa.table({
             "name": pc.coalesce(*names).combine_chunks(), "op_type": pa.nulls(n, pa.string()),
             "task_type": pc.coalesce(*types).combine_chunks() if types else pa.nulls(n, pa.string()),
-            "start_ns": ns_from_us(table["start_us"], "start_us", path),
-            "dur_ns": pc.max_element_wise(pc.fill_null(ns_from_us(table["duration_us"], "duration_us", path), 0), 0),
+            "start_ns": ns_from_us(table["start_us"]),
+            "dur_ns": pc.max_element_wise(pc.fill_null(ns_from_us(table["duration_us"]), 0), 0),
             "step": pa.nulls(n, pa.int32()), "input_shapes": pa.nulls(n, pa.string()),
             "input_dtypes": pa.nulls(n, pa.string()),
             "extra": row_json(table.select([c for c in table.column_names if c not in _TASK_TIME_USED])),
@@ -56,14 +57,16 @@ def step_rows(paths: list[Path], warnings: list[str], *, device: int) -> pa.Tabl
     """step_trace rows: device, step, start_ns, end_ns, fp_ns, bp_ns."""
     parts = []
     for path in paths:
-        table = read_csv(path, warnings, required=["step", "iteration_end_us", "iteration_time_us"])
-        end = ns_from_us(table["iteration_end_us"], "iteration_end_us", path)
-        optional = {name: ns_from_us(table[column], column, path) if column in table.column_names
+        table = number_rows(read_csv(path, warnings, required=["step", "iteration_end_us", "iteration_time_us"]),
+                            path, warnings, times=["iteration_end_us", "iteration_time_us", "fp_start_us", "bp_end_us"],
+                            numbers=["step", "device_id"])
+        end = ns_from_us(table["iteration_end_us"])
+        optional = {name: ns_from_us(table[column]) if column in table.column_names
                     else pa.nulls(table.num_rows, pa.int64())
                     for name, column in (("fp_ns", "fp_start_us"), ("bp_ns", "bp_end_us"))}
         parts.append(pa.table({
             "device": pc.fill_null(_devices(table), device), "step": numbers(table["step"], pa.int32()),
-            "start_ns": pc.subtract(end, ns_from_us(table["iteration_time_us"], "iteration_time_us", path)),
+            "start_ns": pc.subtract(end, ns_from_us(table["iteration_time_us"])),
             "end_ns": end, **optional}))
     return pa.concat_tables(parts)
 
@@ -76,8 +79,9 @@ def statistic_rows(paths: list[Path], warnings: list[str]) -> list[dict]:
 def add_npu_mem(paths: list[Path], builder: RunBuilder, *, device: int, ranks: dict[int, int | None]) -> None:
     """npu_mem rows as counters ``npu.mem.{event}.{ddr|hbm|memory}_bytes`` on their device."""
     for path in paths:
-        table = read_csv(path, builder.warnings, required=["timestamp_us"])
-        ts = ns_from_us(table["timestamp_us"], "timestamp_us", path).to_numpy(zero_copy_only=False)
+        table = number_rows(read_csv(path, builder.warnings, required=["timestamp_us"]), path, builder.warnings,
+                            times=["timestamp_us"], numbers=["device_id", "ddr_kb", "hbm_kb", "memory_kb"])
+        ts = ns_from_us(table["timestamp_us"]).to_numpy(zero_copy_only=False)
         devices = pc.fill_null(_devices(table), device).to_numpy()
         events = (pc.fill_null(table["event"], "").to_numpy(zero_copy_only=False) if "event" in table.column_names
                   else np.full(table.num_rows, "", dtype=object))

@@ -20,7 +20,8 @@ are no text exports: it holds the same data). msprof's own exports are in msprof
 
 The step trace: the timeline's step rows (events whose args carry ``Iteration ID``: category ``Iteration
 Time`` is the ``step`` slice ``Iteration N``, the others, ``FP_BP Time``, ``Iteration Refresh`` and
-``Reduce``, annotations in it), else the step_trace CSV (msprof_csv.step_rows, as ascend_build.add_steps).
+``Reduce``, annotations in it), else the step_trace CSV (msprof_csv.step_rows, as ascend_build.add_steps);
+meta ``step_source`` says which (``STEP_SOURCES``).
 
 Devices and ranks: each ``device_N`` is device ``npu:N``; its rank is the ``rank`` argument (a directory
 with one device), else ``rank_id`` of its ``info.json.N``, else N when the directory holds several devices.
@@ -44,16 +45,24 @@ from perfsight.core.errors import InputError
 from perfsight.core.files import read_regular
 from perfsight.core.tables import RunTables, meta_table
 from perfsight.ingest.ascend.ascend_csv import numbers
-from perfsight.ingest.ascend.detect import MSPROF_DEVICE_DIR, is_msprof_dir
+from perfsight.ingest.ascend.detect import (
+    MSPROF_EXPORT,
+    is_msprof_dir,
+    msprof_databases,
+    msprof_devices,
+    msprof_folders,
+    msprof_without_data,
+)
 from perfsight.ingest.ascend.msprof_csv import add_npu_mem, statistic_rows, step_rows, task_kernels
 from perfsight.ingest.ascend.torch_npu_kernels import enrich, read_kernels, tasks_from_kernels
 from perfsight.ingest.ascend.torch_npu_trace import read_trace
 from perfsight.ingest.common.build import RunBuilder, add_steps
+from perfsight.ingest.common.columns import counted
 
-OUTPUT_DIR = "mindstudio_profiler_output"
-_EXPORT = re.compile(r"^(?P<kind>[a-z][a-z_]*?)(?:_slice_(?P<slice>\d+))?_(?P<stamp>\d[\d_]*)\.(?P<ext>csv|json)$")
-_DB = re.compile(r"^msprof_.*\.db$")
 _STEP_PHASES = {"fp_bp": "FP_BP Time {step}", "tail": "Iteration Refresh {step}"}
+#: meta step_source of a PROF_ directory read from its text exports: its timelines' Iteration rows, else the
+#: step_trace CSV (joined with ", " when its devices differ)
+STEP_SOURCES = ("timeline", "step_trace CSV", "none")
 _ITERATION_ID = r'"Iteration ID"\s*:\s*"?(?P<step>\d+)'
 _SLICE_COLUMNS = ("track", "kind", "name", "op_type", "task_type", "start_ns", "dur_ns", "step", "correlation_id",
                   "input_shapes", "input_dtypes", "args")
@@ -85,15 +94,14 @@ def read_msprof_dir(path: Path, *, rank: int | None = None, id_offset: int = 0, 
                                 "hold the same data)")
     distinct = sorted({r for r in ranks.values() if r is not None})
     facts.update(rank=distinct[0] if len(distinct) == 1 else None, world_size=len(distinct) or None,
-                 device_info=_device_infos(path, exports.devices))
+                 device_info=_device_infos(path, exports.devices, builder.warnings))
     return builder.finish(facts, id_offset=id_offset, track_offset=track_offset)
 
 
 def _read_database(path: Path, exports: _Exports, ranks: dict[int, int | None], id_offset: int,
                    track_offset: int) -> RunTables:
     if not exports.databases:
-        raise InputError(f"{path}: holds no msprof exports; expected {OUTPUT_DIR}/ (msprof --export=on), "
-                         "device_*/timeline or summary, or msprof_*.db")
+        raise InputError(f"{path}: {msprof_without_data(path)}")
     if len(exports.databases) > 1:
         raise InputError(f"{path}: holds several databases ({', '.join(p.name for p in exports.databases)}); "
                          "expected one msprof_*.db")
@@ -101,8 +109,11 @@ def _read_database(path: Path, exports: _Exports, ranks: dict[int, int | None], 
 
     rank = next(iter(ranks.values())) if len(ranks) == 1 else None
     tables = read_torch_npu_db(exports.databases[0], rank=rank, id_offset=id_offset, track_offset=track_offset)
-    tables.meta = meta_table({**tables.meta_dict(), "source_format": "msprof", "devices": exports.devices,
-                              "device_info": _device_infos(path, exports.devices)})
+    meta = tables.meta_dict()
+    warnings = json.loads(meta.get("parse_warnings") or "[]")
+    tables.meta = meta_table({**meta, "source_format": "msprof", "devices": exports.devices,
+                              "device_info": _device_infos(path, exports.devices, warnings),
+                              "parse_warnings": warnings})
     return tables
 
 
@@ -110,28 +121,19 @@ class _Exports:
     """The export files under a PROF_ directory, per (folder, kind), each list in reading order."""
 
     def __init__(self, path: Path):
-        self.devices = sorted(int(m.group(1)) for p in path.iterdir()
-                              if (m := MSPROF_DEVICE_DIR.match(p.name)) and p.is_dir())
-        default = self.devices[0] if self.devices else 0
-        folders = [(path / OUTPUT_DIR, default, False)]
-        for device in self.devices:
-            base = path / f"device_{device}"
-            folders += [(base / OUTPUT_DIR, device, False), (base / "summary", device, False),
-                        (base / "timeline", device, True)]
-        folders.append((path / "host" / OUTPUT_DIR, default, False))
+        self.devices = msprof_devices(path)
         self.kinds: dict[tuple, list[tuple[tuple, Path]]] = defaultdict(list)
-        for folder, device, monotonic in folders:
+        for folder, device, monotonic in msprof_folders(path):
             if not folder.is_dir():
                 continue
             for file in folder.iterdir():
-                found = _EXPORT.match(file.name)
+                found = MSPROF_EXPORT.match(file.name)
                 if found and file.is_file():
                     order = (int(found["slice"] or -1), tuple(int(n) for n in found["stamp"].split("_") if n))
                     self.kinds[(folder, device, monotonic, found["kind"], found["ext"])].append((order, file))
         for files in self.kinds.values():
             files.sort()
-        self.databases = sorted(p for folder in [path, *(f for f, *_ in folders)] if folder.is_dir()
-                                for p in folder.iterdir() if _DB.match(p.name) and p.is_file())
+        self.databases = msprof_databases(path)
 
     @property
     def text_empty(self) -> bool:
@@ -145,8 +147,15 @@ class _Exports:
         return [(*key, kinds) for key, kinds in sorted(folders.items(), key=lambda item: str(item[0][0]))]
 
 
+def step_files(path: Path) -> list[Path]:
+    """A PROF_ directory's step_trace CSV exports, in reading order (msprof's step files: the steps of a
+    torch_npu profile that has nothing better)."""
+    return [file for *_, kinds in _Exports(Path(path)).groups() for file in kinds.get(("step_trace", "csv"), [])]
+
+
 def _read_text(exports: _Exports, builder: RunBuilder, ranks: dict[int, int | None], facts: dict) -> None:
     statistics: defaultdict[str, list] = defaultdict(list)
+    step_sources: list[str] = []
     for folder, device, monotonic, kinds in exports.groups():
         rank = ranks.get(device)
         offset = _monotonic_offset(folder.parent, device) if monotonic else 0
@@ -164,15 +173,17 @@ def _read_text(exports: _Exports, builder: RunBuilder, ranks: dict[int, int | No
             builder.sources += [str(p) for p in kinds[("task_time", "csv")]]
         if slices is not None:
             builder.add_slices({name: slices[name] for name in _SLICE_COLUMNS})
-        has_steps = slices is not None and pc.any(pc.equal(slices["kind"], "step")).as_py()
-        if not has_steps and ("step_trace", "csv") in kinds:
-            _add_step_csv(kinds[("step_trace", "csv")], builder, device, ranks)
+        if slices is not None and pc.any(pc.equal(slices["kind"], "step")).as_py():
+            step_sources.append(STEP_SOURCES[0])
+        elif ("step_trace", "csv") in kinds:
+            add_step_csv(kinds[("step_trace", "csv")], builder, device, ranks)
+            step_sources.append(STEP_SOURCES[1])
         for kind in ("op_statistic", "api_statistic"):
             paths = kinds.get((kind, "csv"), [])
             statistics[f"msprof_{kind}"] += statistic_rows(paths, builder.warnings)
             builder.sources += [str(p) for p in paths]
         add_npu_mem(kinds.get(("npu_mem", "csv"), []), builder, device=device, ranks=ranks)
-    facts.update(statistics)
+    facts.update(statistics, step_source=", ".join(dict.fromkeys(step_sources)) or STEP_SOURCES[2])
 
 
 def _timeline(kinds: dict, builder: RunBuilder, rank: int | None, device: int, offset: int, *,
@@ -228,7 +239,8 @@ def _kernels(kinds: dict, builder: RunBuilder) -> pa.Table | None:
     return pa.concat_tables([read_kernels(p, builder.warnings) for p in paths]) if paths else None
 
 
-def _add_step_csv(paths: list[Path], builder: RunBuilder, device: int, ranks: dict[int, int | None]) -> None:
+def add_step_csv(paths: list[Path], builder: RunBuilder, device: int, ranks: dict[int, int | None]) -> None:
+    """msprof's step_trace CSV rows (``msprof_csv.step_rows``) as steps with their phases, per device."""
     steps = step_rows(paths, builder.warnings, device=device)
     builder.sources += [str(p) for p in paths]
     for npu in sorted(set(steps["device"].to_pylist())):
@@ -256,14 +268,25 @@ def _info(path: Path, device: int, name: str = "info.json") -> dict:
     """``device_N/{name}.N`` (or ``{name}``) as a dict; {} when absent or unreadable."""
     for candidate in (path / f"device_{device}" / f"{name}.{device}", path / f"device_{device}" / name):
         try:
-            return json.loads(read_regular(candidate).decode("utf-8"))
+            document = json.loads(read_regular(candidate).decode("utf-8"))
         except (OSError, ValueError):
             continue
+        return document if isinstance(document, dict) else {}
     return {}
 
 
-def _device_infos(path: Path, devices: list[int]) -> list:
-    return [info for device in devices for info in _info(path, device).get("DeviceInfo", [])]
+def _device_infos(path: Path, devices: list[int], warnings: list[str]) -> list:
+    """The ``DeviceInfo`` objects of the devices' info.json (meta ``device_info``); an entry that is not one is
+    left out (warned)."""
+    infos, bad = [], 0
+    for device in devices:
+        listed = _info(path, device).get("DeviceInfo", [])
+        entries = listed if isinstance(listed, list) else [listed]
+        infos += [entry for entry in entries if isinstance(entry, dict)]
+        bad += sum(not isinstance(entry, dict) for entry in entries)
+    if bad:
+        warnings.append(f"info.json: {counted(bad, 'DeviceInfo entry')} not read (not an object)")
+    return infos
 
 
 def _monotonic_offset(device_dir: Path, device: int) -> int:

@@ -20,7 +20,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfsight.core.tables import new_connection
-from perfsight.ingest.ascend.ascend_csv import dtypes_json, ns_from_us, numbers, read_csv, row_json, shapes_json
+from perfsight.ingest.ascend.ascend_csv import (
+    dtypes_json,
+    ns_from_us,
+    number_rows,
+    numbers,
+    read_csv,
+    row_json,
+    shapes_json,
+)
 from perfsight.ingest.ascend.ascend_kinds import task_kinds
 from perfsight.ingest.common.build import RunBuilder
 from perfsight.ingest.common.columns import dictionary
@@ -31,13 +39,15 @@ _USED = {"name", "op_type", "task_type", "start_us", "duration_us", "step", "inp
 
 def read_kernels(path: Path, warnings: list[str]) -> pa.Table:
     """The rows as columns: name, op_type, task_type, start_ns, dur_ns, step, input_shapes, input_dtypes,
-    extra (JSON text of the other columns), stream. Rows without a start time are left out (warned)."""
-    table = read_csv(path, warnings, required=["name", "start_us", "duration_us"])
-    start = ns_from_us(table["start_us"], "start_us", path)
+    extra (JSON text of the other columns), stream. Rows without a start time, or with a time, step or stream
+    that is not a number, are left out (warned)."""
+    table = number_rows(read_csv(path, warnings, required=["name", "start_us", "duration_us"]), path, warnings,
+                        times=["start_us", "duration_us"], numbers=["step", "stream_id"])
+    start = ns_from_us(table["start_us"])
     if start.null_count:
         warnings.append(f"{path.name}: {start.null_count} rows without a start time (not read)")
         table, start = table.filter(pc.is_valid(start)), start.drop_null()
-    duration = ns_from_us(table["duration_us"], "duration_us", path)
+    duration = ns_from_us(table["duration_us"])
     return pa.table({
         "name": _column(table, "name"), "op_type": _column(table, "op_type"),
         "task_type": _column(table, "task_type"), "start_ns": start,

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.ingest.ascend.ascend_csv import bytes_from, ns_from_us, read_csv
+from perfsight.ingest.ascend.ascend_csv import bytes_from, ns_from_us, number_rows, read_csv
 from perfsight.ingest.common.build import RunBuilder
 from perfsight.ingest.common.columns import dictionary
 
@@ -33,10 +33,10 @@ def read_memory(output: Path, builder: RunBuilder, *, rank: int | None, device: 
     """The allocator's records (ts_ns, bytes, total_allocated, total_reserved, device, op_name); the other
     components and the modules as counters in ``builder``. Files that are absent give nothing."""
     npu = f"npu:{device}"
-    records = _records(output / "memory_record.csv", builder.warnings)
+    records = _read(output / "memory_record.csv", builder.warnings) if (output / "memory_record.csv").is_file() \
+        else None
     if (output / "npu_module_mem.csv").is_file():
-        modules = read_csv(output / "npu_module_mem.csv", builder.warnings,
-                           required=["timestamp_us", "total_reserved_mb"])
+        modules = _read(output / "npu_module_mem.csv", builder.warnings, required=("timestamp_us", "total_reserved_mb"))
         _series(modules, "npu.module_memory", {"reserved": "total_reserved_mb"}, output / "npu_module_mem.csv",
                 builder, rank, npu)
     if records is None:
@@ -48,8 +48,7 @@ def read_memory(output: Path, builder: RunBuilder, *, rank: int | None, device: 
         others = records.filter(pc.invert(pc.fill_null(pc.equal(component, allocator or ""), False)))
         _series(others, "npu.memory", _TOTALS, output / "memory_record.csv", builder, rank, npu)
         records = records.filter(pc.fill_null(pc.equal(component, allocator or ""), False))
-    path = output / "memory_record.csv"
-    ts = ns_from_us(records["timestamp_us"], "timestamp_us", path)
+    ts = ns_from_us(records["timestamp_us"])
     records, ts = records.filter(pc.is_valid(ts)), ts.drop_null()
     allocated = _bytes(records, "total_allocated_mb")
     return pa.table({
@@ -69,8 +68,10 @@ def _changes(totals: pa.Array) -> pa.Array:
     return pa.array(change.astype(np.int64), pa.int64())
 
 
-def _records(path: Path, warnings: list[str]) -> pa.Table | None:
-    return read_csv(path, warnings, required=["timestamp_us"]) if path.is_file() else None
+def _read(path: Path, warnings: list[str], required: tuple[str, ...] = ("timestamp_us",)) -> pa.Table:
+    """memory_record.csv or npu_module_mem.csv: the rows whose time and totals are numbers."""
+    return number_rows(read_csv(path, warnings, required=required), path, warnings, times=["timestamp_us"],
+                       numbers=list(_TOTALS.values()))
 
 
 def _bytes(table: pa.Table, column: str) -> pa.Array:
@@ -88,11 +89,12 @@ def _operators(path: Path, ts: pa.Array, warnings: list[str]) -> pa.Array:
     """The operator_memory.csv operator allocating or releasing at exactly each time (null for none)."""
     if not path.is_file():
         return pa.nulls(len(ts), pa.string())
-    table = read_csv(path, warnings, required=["name", "allocation_us"])
-    times = [ns_from_us(table["allocation_us"], "allocation_us", path)]
+    table = number_rows(read_csv(path, warnings, required=["name", "allocation_us"]), path, warnings,
+                        times=["allocation_us", "release_us"])
+    times = [ns_from_us(table["allocation_us"])]
     names = [table["name"].combine_chunks()]
     if "release_us" in table.column_names:
-        times.append(ns_from_us(table["release_us"], "release_us", path))
+        times.append(ns_from_us(table["release_us"]))
         names.append(table["name"].combine_chunks())
     times, names = pa.concat_arrays(times), pa.concat_arrays(names)
     position = pc.index_in(ts, value_set=times, skip_nulls=True)
@@ -104,7 +106,7 @@ def _series(table: pa.Table, prefix: str, totals: dict[str, str], path: Path, bu
     """One counter series per component and total (MB -> bytes)."""
     if not table.num_rows:
         return
-    ts = ns_from_us(table["timestamp_us"], "timestamp_us", path).to_numpy(zero_copy_only=False)
+    ts = ns_from_us(table["timestamp_us"]).to_numpy(zero_copy_only=False)
     components = dictionary(pc.fill_null(table["Component"], "") if "Component" in table.column_names
                             else pa.array([""] * table.num_rows))
     codes = components.indices.to_numpy()

@@ -91,7 +91,7 @@ def read_torch_npu_text(run_dir: Path, *, rank: int | None = None, id_offset: in
     builder.add_slices({name: slices[name] for name in _SLICE_COLUMNS})
     step_rows = step_trace_rows(output / "step_trace_time.csv", builder.warnings)
     step_source = add_best_steps(builder, slices, from_kernels=kernels is not None, step_rows=step_rows,
-                                 rank=facts.rank, npu=f"npu:{facts.device}")
+                                 run_dir=run_dir, rank=facts.rank, device=facts.device)
     lacks = lacking(run_dir)
     builder.warnings += _lack_warning(lacks, step_source, from_communication=kernels is None and bool(records)
                                       and "trace_view.json" in lacks)
@@ -100,6 +100,7 @@ def read_torch_npu_text(run_dir: Path, *, rank: int | None = None, id_offset: in
                              "world_size": facts.world_size, "device_properties": facts.device_properties,
                              "step_source": step_source, "step_trace_time": step_rows or None,
                              "lacking_files": lacks or None,
+                             "compute_recorded": not {"trace_view.json", "kernel_details.csv"} <= set(lacks),
                              **{k: v for k, v in facts.meta.items() if v is not None}},
                             id_offset=id_offset, track_offset=track_offset)
     tables.flows = pa.concat_tables([tables.flows, links.flows])

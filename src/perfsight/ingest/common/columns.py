@@ -98,10 +98,9 @@ def exact_ns(plain: pa.Array) -> tuple[pa.Array, int]:
     more than three decimals are rounded half-to-even to the nanosecond.
     """
     try:
-        micros = plain.cast(_MICROS_WITH_NS)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return pc.multiply(plain.cast(_MICROS_WITH_NS), _THOUSAND).cast(pa.int64()), 0
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):   # not all decimals of 3 places, or beyond int64 ns
         return _exact_ns_slow(plain)
-    return pc.multiply(micros, _THOUSAND).cast(pa.int64()), 0
 
 
 def _exact_ns_slow(plain: pa.Array) -> tuple[pa.Array, int]:

@@ -30,7 +30,8 @@ import pyarrow as pa
 
 from perfsight import ingest
 from perfsight.analysis import cluster_outputs
-from perfsight.analysis.cluster_outputs import STEP_TRACE_TIME_HEADERS, TOTAL_OP_INFO
+from perfsight.analysis.cluster_outputs import TOTAL_OP_INFO
+from perfsight.analysis.rank_facts import STEP_TRACE_TIME_HEADERS
 from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables
 from perfsight.run import open_sources
