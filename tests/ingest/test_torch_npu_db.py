@@ -12,13 +12,14 @@ figure is defined differently, the test rebuilds it from perfsight's analyses an
   (here an H2D memcpy) to the last: the head in between is free time in perfsight's row and outside
   torch_npu's stage. msprof-analyze's cluster_time_summary then subtracts from that free time the memcpy
   time not overlapped by computation or communication (perfsight's step_breakdown ``memory_ns``).
-* msprof-analyze's transmit / wait split of communication (per operator, the fastest rank's time is
-  the transmit time, the rest of each rank's time is waiting) has no perfsight analysis: it is rebuilt
-  here from perfsight's ``collectives`` table. Likewise its link bandwidth (perfsight has no bandwidth
-  analysis): the test sums the HCCL plane steps the reader keeps.
-* msprof-analyze's communication matrix is per link (the bytes its HCCL tasks moved between two ranks);
-  perfsight's is per pair of ranks sharing a collective (the volume of the collectives as each rank's
-  profile records them, analysis/collectives.py's docstring): the test checks perfsight's own figures.
+* msprof-analyze's cluster_time_summary splits communication its own way (per operator, the fastest rank's
+  time is the transmit time, the rest of each rank's time is waiting), unlike HCCL's transit and wait that
+  ``collectives.collective_figures`` reports from analysis.db: the test rebuilds that split from perfsight's
+  ``collectives`` table. Its HCCS bandwidth is also checked against the sums of the HCCL plane steps the
+  reader keeps (``collectives.link_bandwidth`` is checked in tests/ingest/test_torch_npu_db_analysis.py).
+* msprof-analyze's communication matrix is per link (the bytes its HCCL tasks moved between two ranks), as
+  ``collectives.communication_matrix`` reports it from analysis.db's CommAnalyzerMatrix (checked in
+  tests/views/export/test_cluster_analysis.py); this file checks the pairs perfsight computes itself.
 * Quartiles and standard deviations are not in perfsight's statistics; medians are taken from the
   collectives table.
 """
