@@ -117,3 +117,18 @@ def test_a_job_is_the_same_runs_through_open_and_discovery(shared_data, tmp_path
     assert opened.ranks == listed.ranks == [0, 1]
     assert opened.tables.slices.equals(listed.tables.slices)
     assert opened.tables.tracks.equals(listed.tables.tracks)
+
+
+def test_traces_named_by_torch_profiler_are_one_job_by_their_distributed_info(shared_data, tmp_path):
+    """torch.profiler's tensorboard_trace_handler names a trace ``<host>_<pid>.<time>.pt.trace.json``: no rank.
+    The ranks their distributedInfo says (near the start of the file) make them one job before reading, as
+    reading them does; before, insight listed each trace alone."""
+    job = tmp_path / "base" / "job"
+    job.mkdir(parents=True)
+    for rank, name in ((0, "node-a_4037.1682725.pt.trace.json.gz"), (1, "node-b_4112.1682726.pt.trace.json.gz")):
+        shutil.copy(shared_data / "kineto" / "hta" / "trace_filter" / f"sampled_rank-{rank}.json.gz", job / name)
+    runs = ingest.find_runs(job)
+    assert sorted(run.reader.rank(run) for run in runs) == [0, 1]
+    [entry] = discover(tmp_path / "base")
+    assert (entry.relpath, entry.kind.endswith(" job")) == ("job", True)
+    assert perfsight.open(job).ranks == [0, 1]

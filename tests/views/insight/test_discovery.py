@@ -9,6 +9,7 @@ from pathlib import Path
 from perfsight.views.insight.discovery import discover, run_id
 
 CPU_TRACE = "kineto/hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
+RANK_TRACE = "kineto/hta/trace_filter/sampled_rank-{rank}.json.gz"
 
 
 def prof_dir(parent: Path, name: str, rank: int | None) -> Path:
@@ -30,8 +31,9 @@ def test_each_kind_of_run_and_job_is_one_entry(tmp_path, shared_data):
     prof_dir(tmp_path / "reruns", "PROF_20260101000000000_3_cc", 0)
     prof_dir(tmp_path / "reruns", "PROF_20260101000000000_4_dd", 0)          # same rank twice: two runs
     (tmp_path / "ranks").mkdir()
-    for rank in (0, 1):
-        shutil.copy(trace, tmp_path / "ranks" / f"train_rank{rank}.pt.trace.json.gz")
+    for rank in (0, 1):     # ranks their names and their distributedInfo agree on (reading merges by the latter)
+        target = tmp_path / "ranks" / f"train_rank{rank}.pt.trace.json.gz"
+        shutil.copy(shared_data / RANK_TRACE.format(rank=rank), target)
     (tmp_path / "single").mkdir()
     shutil.copy(trace, tmp_path / "single" / "a.pt.trace.json.gz")
     shutil.copy(trace, tmp_path / "single" / "b.pt.trace.json.gz")           # no rank in the names
@@ -47,7 +49,7 @@ def test_each_kind_of_run_and_job_is_one_entry(tmp_path, shared_data):
     entry = next(c for c in discover(tmp_path) if c.relpath == "ranks")
     assert [p.name for p in entry.sources] == ["train_rank0.pt.trace.json.gz", "train_rank1.pt.trace.json.gz"]
     assert entry.id == run_id("ranks") and len(entry.id) == 12
-    assert entry.size_bytes() == 2 * trace.stat().st_size
+    assert entry.size_bytes() == sum((shared_data / RANK_TRACE.format(rank=r)).stat().st_size for r in (0, 1))
 
 
 def test_caches_outputs_hidden_folders_and_run_insides_are_skipped(tmp_path, shared_data):

@@ -45,6 +45,9 @@ SNIFF_BYTES = 1 << 16
 _TRACE_NAME = (".pt.trace.json", ".pt.trace.json.gz")
 _JSON_NAME = (".json", ".json.gz")
 _EVENT_LIST_START = re.compile(rb'\s*\[\s*\{[^{}]*"ph"')
+#: the rank in a trace's ``distributedInfo`` object, before any nested value (Kineto writes it near the start:
+#: ``"distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 8, "pg_config": [...]}``)
+_DISTRIBUTED_RANK = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}\[\]]*?"rank"\s*:\s*(\d{1,9})\b')
 
 #: c10::DeviceType values -> device names (PrivateUse1 is Ascend's npu under torch_npu)
 DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 19: "mtia", 20: "npu"}
@@ -75,8 +78,15 @@ class KinetoReader(Reader):
         return [RunSource(self, path)] if path.is_file() and is_kineto_trace(path) else []
 
     def rank(self, run: RunSource) -> int | None:
-        """The rank the file name carries (``rank_in_name``); the trace's distributedInfo is read with it."""
-        return rank_in_name(run.path.name)
+        """The rank the trace's ``distributedInfo`` says in its first SNIFF_BYTES (decompressed), as reading
+        it takes it (``jobs.merge``), else the one its file name carries (``rank_in_name``): torch.profiler's
+        own trace names (``host_pid.timestamp.pt.trace.json``) carry none."""
+        try:
+            head = next(json_pieces(run.path, [], SNIFF_BYTES), b"")
+        except (InputError, OSError):
+            head = b""
+        said = _DISTRIBUTED_RANK.search(head)
+        return int(said.group(1)) if said else rank_in_name(run.path.name)
 
     def sources(self, run: RunSource) -> list[Path]:
         return [run.path]
