@@ -3,8 +3,9 @@ and the tables of each rank's run merged into one RunTables (``merge``).
 
 Before reading, runs of one reader found side by side in one folder are one job when the ranks they say
 (``Reader.rank``: a perfsight manifest's, a trace's distributedInfo or file name, a MindSpore rank) are known
-and distinct, or when their reader writes one folder per rank (``Reader.siblings_are_ranks``: torch_npu, msprof); insight's
-run list shows such a job as one entry, and ``perfsight.open`` of the folder opens the same runs as one job.
+and distinct, or when their reader writes one folder per rank (``Reader.siblings_are_ranks``: torch_npu,
+msprof); insight's run list shows such a job as one entry, and ``perfsight.open`` of the folder opens the
+same runs as one job.
 
 Each rank's tables keep their own ids; merging shifts slice ids (and every column that refers to
 them) and track ids (and every column that refers to them) past the previous ranks', so ids stay
