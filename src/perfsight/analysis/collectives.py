@@ -77,9 +77,12 @@ send is (rank, peer), a recv (peer, rank), a group operation (rank, each other m
 operations' message bytes and transit time. A computed cell is the volume of the operations the two ranks
 share as the recording rank's trace records it, not the bytes crossing that link (NCCL moves data along
 rings and trees no trace records): an all-reduce of N bytes in a group of 8 puts N bytes in 7 cells.
-Operations whose peers are not recorded go to one row with ``dst_rank`` null. ``communication_pairs``
-sums the ``total`` rows per (src, dst) over the rows whose sender recorded them (src = recording rank, or
-dst null), so a link is counted once.
+Operations whose peers are not recorded go to one row with ``dst_rank`` null. ``ranks_global`` false:
+the row's src and dst are group-local positions (a reported link of a group nothing mapped; ingest's
+``local``), kept as reported for msprof-analyze's outputs (``cluster_outputs``), which place them itself.
+``communication_pairs`` sums the ``total`` rows per (src, dst) over the rows whose sender recorded them (src =
+recording rank, or dst null), so a link is counted once; a group-local peer is never shown as a global rank:
+its traffic goes to dst null.
 
 **Verdicts**: ``slow_ranks`` (``SLOW_RANK_RULE``) and ``slow_links`` (``SLOW_LINK_RULE``) state their
 rule and threshold in every row.
@@ -265,6 +268,7 @@ COMMUNICATION_MATRIX = pa.schema([
     ("collectives", pa.int64()),
     ("source", pa.string()),
     ("total", pa.bool_()),
+    ("ranks_global", pa.bool_()),
 ])
 
 COMMUNICATION_PAIRS = pa.schema([
@@ -802,13 +806,16 @@ def _reported_links(rank: int, text: str) -> list[dict]:
                      "dst_rank": link.get("dst"), "transport": link.get("transport"),
                      "transit_bytes": round(size * _BYTES_PER_MB) if isinstance(size, (int, float)) else None,
                      "transit_ns": _ns(time), "bandwidth_gbps": link.get("bandwidth_gbps"), "collectives": 1,
-                     "source": "communication_matrix.json", "total": str(link.get("key", "")).endswith("-total")})
+                     "source": "communication_matrix.json", "total": str(link.get("key", "")).endswith("-total"),
+                     "ranks_global": link.get("local") is not True})
     return rows
 
 
 def _pairs(op: dict) -> list[tuple[int, int | None]]:
     """The (src, dst) global-rank pairs an operation is counted in (module docstring)."""
     rank = op["rank"]
+    if not op["ranks_global"]:      # group-local positions name no global peer
+        return [(rank, None)]
     if op["peer"] is not None:
         return [(op["peer"], rank)] if op["kind"] == "recv" else [(rank, op["peer"])]
     others = [r for r in op["group_ranks"] or [] if r != rank]
@@ -831,7 +838,7 @@ def _computed_links(ops: list[dict]) -> list[dict]:
                      "src_rank": src, "dst_rank": dst, "transport": "LOCAL" if src == dst else "UNKNOWN",
                      "transit_bytes": size, "transit_ns": time,
                      "bandwidth_gbps": size / time if size is not None and time else None,
-                     "collectives": len(members), "source": "computed", "total": True})
+                     "collectives": len(members), "source": "computed", "total": True, "ranks_global": True})
     return rows
 
 
@@ -851,19 +858,24 @@ def communication_matrix(tables: RunTables) -> pa.Table:
 
 def communication_pairs(tables: RunTables) -> pa.Table:
     """Per (src, dst) pair (schema ``COMMUNICATION_PAIRS``): the ``communication_matrix`` total rows the
-    sender recorded (src = recording rank; dst null: the rank's operations whose peers are not recorded),
+    sender recorded (src = recording rank; dst null: the rank's operations whose peers are not recorded, or
+    known only by their group-local position, ``ranks_global`` false: never shown as a global rank),
     summed over steps, groups and keys: transport (``MIXED`` when several), bytes, time, bandwidth and the
     operations counted. Sorted by src, dst (null last)."""
     con = new_connection()
     con.register("m", computed(communication_matrix, tables))
     query = """
+        WITH sent AS (
+            SELECT rank AS src_rank, CASE WHEN ranks_global THEN dst_rank END AS dst_rank, transport,
+                   transit_bytes, transit_ns, collectives
+            FROM m WHERE total AND (src_rank = rank OR NOT ranks_global)
+        )
         SELECT src_rank, dst_rank,
                CASE WHEN count(DISTINCT transport) > 1 THEN 'MIXED' ELSE any_value(transport) END AS transport,
                sum(transit_bytes)::BIGINT AS transit_bytes,
                CASE WHEN count(transit_ns) = count(*) THEN sum(transit_ns)::BIGINT END AS transit_ns,
                NULL::DOUBLE AS bandwidth_gbps, sum(collectives)::BIGINT AS collectives
-        FROM m WHERE total AND src_rank = rank
-        GROUP BY src_rank, dst_rank ORDER BY src_rank, dst_rank NULLS LAST
+        FROM sent GROUP BY src_rank, dst_rank ORDER BY src_rank, dst_rank NULLS LAST
     """
     rows = con.sql(query).to_arrow_table().to_pylist()
     for row in rows:

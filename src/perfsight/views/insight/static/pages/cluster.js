@@ -259,8 +259,10 @@
                    "reports it, or for other traces the volume of the collectives the two share as the sender's trace " +
                    "records them (message bytes, not the bytes crossing that link: NCCL routes data along rings and trees " +
                    "no trace records)."),
-        unknown ? PS.message(`"${UNKNOWN}": this trace records the size of these operations but not their group ` +
-                             "(PyTorch before 2.1 and backends without collective metadata), so who took part is unknown.",
+        unknown ? PS.message(`"${UNKNOWN}": the trace records the size of these operations but not the global ` +
+                             "ranks of their peers: PyTorch before 2.1 and backends without collective metadata " +
+                             "record no group; an Ascend group without parallel_group_info names its members only by " +
+                             "their positions in the group (the Groups table says which groups).",
                              "note warn") : null,
         matrixPart(comm.matrix),
         PS.table(comm.matrix, MATRIX_COLUMNS, {id: "comm-cells"})),
