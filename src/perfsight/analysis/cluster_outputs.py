@@ -81,13 +81,7 @@ CLUSTER_COMMUNICATION_TIME = pa.schema([
     ("op_name", pa.string()),
     ("rank", pa.int32()),
     ("start_ns", pa.int64()),
-    ("elapse_ns", pa.int64()),
-    ("transit_ns", pa.int64()),
-    ("wait_ns", pa.int64()),
-    ("sync_ns", pa.int64()),
-    ("idle_ns", pa.int64()),
-    ("wait_ratio", pa.float64()),
-    ("sync_ratio", pa.float64()),
+    *collectives.TIME_FIGURES,
 ])
 
 #: link_bandwidth's columns of a link (``collectives.LINK_BANDWIDTH``), kept as they are

@@ -176,6 +176,17 @@ COLLECTIVE_SUMMARY = pa.schema([
     ("with_peers", pa.int64()),
 ])
 
+#: an operation's time figures, and sums of them (collective_figures, collective_totals, cluster_outputs)
+TIME_FIGURES = [
+    pa.field("elapse_ns", pa.int64()),
+    pa.field("transit_ns", pa.int64()),
+    pa.field("wait_ns", pa.int64()),
+    pa.field("sync_ns", pa.int64()),
+    pa.field("idle_ns", pa.int64()),
+    pa.field("wait_ratio", pa.float64()),
+    pa.field("sync_ratio", pa.float64()),
+]
+
 COLLECTIVE_FIGURES = pa.schema([
     ("rank", pa.int32()),
     ("slice_id", pa.int64()),
@@ -193,13 +204,7 @@ COLLECTIVE_FIGURES = pa.schema([
     ("start_ns", pa.int64()),
     ("aligned_start_ns", pa.int64()),
     ("reported_start_ns", pa.int64()),
-    ("elapse_ns", pa.int64()),
-    ("transit_ns", pa.int64()),
-    ("wait_ns", pa.int64()),
-    ("sync_ns", pa.int64()),
-    ("idle_ns", pa.int64()),
-    ("wait_ratio", pa.float64()),
-    ("sync_ratio", pa.float64()),
+    *TIME_FIGURES,
     ("algbw_gbps", pa.float64()),
     ("busbw_gbps", pa.float64()),
     ("figures_from", pa.string()),
@@ -232,13 +237,7 @@ COLLECTIVE_TOTALS = pa.schema([
     ("timed", pa.int64()),
     ("bytes", pa.int64()),
     ("mean_bytes", pa.int64()),
-    ("elapse_ns", pa.int64()),
-    ("transit_ns", pa.int64()),
-    ("wait_ns", pa.int64()),
-    ("sync_ns", pa.int64()),
-    ("idle_ns", pa.int64()),
-    ("wait_ratio", pa.float64()),
-    ("sync_ratio", pa.float64()),
+    *TIME_FIGURES,
     ("algbw_gbps", pa.float64()),
     ("busbw_gbps", pa.float64()),
 ])
