@@ -11,11 +11,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "perfsight"
 
 #: stage -> the stages it must not import (top-level modules such as run.py and cli.py are above every stage)
 FORBIDDEN = {
-    "core": {"options", "launch", "collect", "ingest", "analysis", "views", "tune", "demo", "run", "cli"},
-    "options": {"launch", "collect", "ingest", "analysis", "views", "tune", "demo", "run", "cli"},
-    "ingest": {"launch", "collect", "analysis", "views", "tune", "demo", "run", "cli"},
-    "analysis": {"launch", "collect", "ingest", "views", "tune", "demo", "run", "cli"},
-    "collect": {"ingest", "analysis", "views", "tune", "demo", "cli"},
+    "core": {"options", "launch", "collect", "ingest", "analysis", "cluster", "views", "tune", "demo", "run", "cli"},
+    "options": {"launch", "collect", "ingest", "analysis", "cluster", "views", "tune", "demo", "run", "cli"},
+    "ingest": {"launch", "collect", "analysis", "cluster", "views", "tune", "demo", "run", "cli"},
+    "analysis": {"launch", "collect", "ingest", "cluster", "views", "tune", "demo", "run", "cli"},
+    "cluster": {"launch", "collect", "views", "tune", "demo", "cli"},
+    "collect": {"ingest", "analysis", "cluster", "views", "tune", "demo", "cli"},
 }
 #: crossings allowed on purpose, with the reason
 ALLOWED = {

@@ -87,7 +87,14 @@ def _add_cluster(sub) -> None:
     cluster.add_argument("-d", "--profiling-path", dest="dir", required=True,
                          help="the job: a folder of its ranks' runs (or one run, or a folder of traces)")
     cluster.add_argument("-o", "--output-path", "--output", dest="output",
-                         help="where cluster_analysis_output/ goes (default: DIR)")
+                         help="where cluster_analysis_output/ and the per-rank summaries (perfsight_cluster/) go "
+                              "(default: DIR)")
+    cluster.add_argument("--workers", type=_workers, metavar="N",
+                         help="processes reading ranks at once (default: the machine's CPUs)")
+    cluster.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
+                         help="read the ranks as Ray tasks: on the cluster at ADDRESS, else RAY_ADDRESS's, else a "
+                              "local Ray (needs `pip install perfsight[ray]`; the job's folder on storage every "
+                              "node sees)")
 
 
 def _add_run(sub) -> None:
@@ -324,14 +331,37 @@ def cmd_export(args) -> int:
     return 0
 
 
-def cmd_cluster(args) -> int:
-    from perfsight.views.export import cluster
+def _workers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--workers {text!r}: expected a whole number of processes, 1 or more")
+    return value
 
-    written = _with_progress(args.dir, lambda: cluster(args.dir, args.output))
-    for path in written:
-        print(path)
-    if not written:
-        print(f"{args.dir}: no step or communication data to write")
+
+def cmd_cluster(args) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from perfsight.views.export import cluster
+    from perfsight.views.terminal import print_cluster_report
+
+    console = Console(stderr=True)
+    counts = {"done": 0, "cached": 0, "failed": 0}
+    columns = (TextColumn("ranks"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+               TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
+        task = bar.add_task("", total=None)
+
+        def arrived(outcome) -> None:
+            counts[outcome.status] += 1
+            bar.update(task, advance=1, description=", ".join(f"{n} {status}" for status, n in counts.items()))
+
+        report = cluster(args.dir, args.output, ray=args.ray, workers=args.workers, on_outcome=arrived,
+                         on_start=lambda ranks: bar.update(task, total=ranks))
+    print_cluster_report(report)
     return 0
 
 

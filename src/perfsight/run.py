@@ -21,15 +21,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfsight import ingest
+from perfsight.analysis.job import Job
+from perfsight.analysis.job_summaries import job_of
 from perfsight.core.memo import Memo, computed
 from perfsight.core.tables import RunTables
 
 
 class _Analysis:
-    """A Run method that calls ``perfsight.analysis.<module>.<function>(run.tables, ...)`` through the memo."""
+    """A Run method that calls ``perfsight.analysis.<module>.<function>(run.tables, ...)`` through the memo;
+    of the run's job (``run.job``: its ranks' summaries) for a cross-rank analysis (``of_job``)."""
 
-    def __init__(self, module: str, function: str | None = None):
-        self.module, self.function = module, function
+    def __init__(self, module: str, function: str | None = None, *, of_job: bool = False):
+        self.module, self.function, self.of_job = module, function, of_job
 
     def __set_name__(self, owner, name):
         self.function = self.function or name
@@ -38,7 +41,8 @@ class _Analysis:
         function = getattr(importlib.import_module(f"perfsight.analysis.{self.module}"), self.function)
         if run is None:
             return function
-        bound = lambda *args, **kwargs: computed(function, run.tables, *args, **kwargs)  # noqa: E731
+        bound = lambda *args, **kwargs: computed(  # noqa: E731
+            function, run.job if self.of_job else run.tables, *args, **kwargs)
         bound.__doc__, bound.__name__ = function.__doc__, self.function
         signature = inspect.signature(function)
         bound.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
@@ -59,6 +63,11 @@ class Run:
     def memo(self) -> Memo:
         """The results of the run's analyses (its tables' memo, ``core.memo``)."""
         return self.tables.memo
+
+    @property
+    def job(self) -> Job:
+        """The run's job: its ranks' summaries, which the cross-rank analyses read (``analysis/job.py``)."""
+        return computed(job_of, self.tables)
 
     @property
     def meta(self) -> dict[str, str]:
@@ -111,29 +120,29 @@ class Run:
     op_time_by_step = _Analysis("dynamic_shape")
     op_instance_time_by_step = _Analysis("dynamic_shape")
     op_shapes_by_step = _Analysis("dynamic_shape")
-    mean_step_by_rank = _Analysis("cluster")
+    mean_step_by_rank = _Analysis("cluster", of_job=True)
     reported_step_trace = _Analysis("rank_facts")
-    rank_breakdown = _Analysis("cluster")
-    slowest_rank = _Analysis("cluster")
-    rank_lacks = _Analysis("cluster")
+    rank_breakdown = _Analysis("cluster", of_job=True)
+    slowest_rank = _Analysis("cluster", of_job=True)
+    rank_lacks = _Analysis("cluster", of_job=True)
     collectives = _Analysis("collectives")
     collective_summary = _Analysis("collectives")
-    collective_figures = _Analysis("collectives")
-    collective_totals = _Analysis("collectives")
-    clock_offsets = _Analysis("collectives")
-    link_bandwidth = _Analysis("collectives")
-    link_totals = _Analysis("collectives")
-    communication_matrix = _Analysis("collectives")
-    communication_pairs = _Analysis("collectives")
-    communication_groups = _Analysis("collectives")
-    slow_ranks = _Analysis("collectives")
-    slow_links = _Analysis("collectives")
-    cluster_step_trace = _Analysis("cluster_outputs")
-    cluster_rank_devices = _Analysis("cluster_outputs")
-    cluster_communication_groups = _Analysis("cluster_outputs")
-    cluster_communication_time = _Analysis("cluster_outputs")
-    cluster_communication_bandwidth = _Analysis("cluster_outputs")
-    cluster_communication_matrix = _Analysis("cluster_outputs")
+    collective_figures = _Analysis("collectives", of_job=True)
+    collective_totals = _Analysis("collectives", of_job=True)
+    clock_offsets = _Analysis("collectives", of_job=True)
+    link_bandwidth = _Analysis("collectives", of_job=True)
+    link_totals = _Analysis("collectives", of_job=True)
+    communication_matrix = _Analysis("collectives", of_job=True)
+    communication_pairs = _Analysis("collectives", of_job=True)
+    communication_groups = _Analysis("collectives", of_job=True)
+    slow_ranks = _Analysis("collectives", of_job=True)
+    slow_links = _Analysis("collectives", of_job=True)
+    cluster_step_trace = _Analysis("cluster_outputs", of_job=True)
+    cluster_rank_devices = _Analysis("cluster_outputs", of_job=True)
+    cluster_communication_groups = _Analysis("cluster_outputs", of_job=True)
+    cluster_communication_time = _Analysis("cluster_outputs", of_job=True)
+    cluster_communication_bandwidth = _Analysis("cluster_outputs", of_job=True)
+    cluster_communication_matrix = _Analysis("cluster_outputs", of_job=True)
 
 
 def open(path: str | os.PathLike, *, use_cache: bool = True) -> Run:  # noqa: A001 - perfsight.open, by design

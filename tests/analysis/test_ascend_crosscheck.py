@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 import pytest
 
 from perfsight.analysis import breakdown, collectives, ops
+from perfsight.analysis.job_summaries import job_of
 from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text
 from perfsight.ingest.jobs import merge
 from tests.conftest import SHARED_DATA
@@ -164,6 +165,6 @@ def test_communication_groups_and_matrix_hold_the_profiled_ranks():
     assert all(set(group["rank_set"]) <= set(r["group_ranks"]) for r in found)
     links = json.loads((REFERENCE / "cluster_communication_matrix.json").read_text())["(0, 1)"]["step50"]
     pairs = {tuple(int(r) for r in link.split("-")) for entry in links.values() for link in entry}
-    cells = {(r["src_rank"], r["dst_rank"]) for r in collectives.communication_pairs(tables).to_pylist()}
+    cells = {(r["src_rank"], r["dst_rank"]) for r in collectives.communication_pairs(job_of(tables)).to_pylist()}
     assert {p for p in pairs if p[0] != p[1]} <= cells
     assert pc.count_distinct(tables.tracks["rank"]).as_py() == 2

@@ -9,6 +9,7 @@ import pytest
 
 import perfsight
 from perfsight.analysis import cluster
+from perfsight.analysis.job_summaries import job_of
 
 from .planted import BASE, tables_from_rows
 
@@ -66,7 +67,7 @@ def job():
 
 
 def test_rank_breakdown_over_common_steps_with_slowest_and_straggler():
-    rows = {r["rank"]: r for r in cluster.rank_breakdown(job()).to_pylist()}
+    rows = {r["rank"]: r for r in cluster.rank_breakdown(job_of(job())).to_pylist()}
     assert set(rows) == {0, 1}
     zero, one = rows[0], rows[1]
     assert (zero["steps"], zero["step_ns"], zero["compute_ns"], zero["communication_ns"]) == (2, 10000, 5000, 4000)
@@ -79,12 +80,12 @@ def test_rank_breakdown_over_common_steps_with_slowest_and_straggler():
 
 
 def test_slowest_rank_row():
-    (row,) = cluster.slowest_rank(job()).to_pylist()
+    (row,) = cluster.slowest_rank(job_of(job())).to_pylist()
     assert (row["ranks"], row["steps"], row["slowest_rank"], row["slowest_step_ns"], row["fastest_rank"],
             row["fastest_step_ns"], row["gap_ns"]) == (2, 2, 0, 10000, 1, 9800, 200)
     assert (row["straggler_rank"], row["straggler_non_communication_ns"]) == (1, 8800)
     assert "rank 1 spends the most time outside exposed communication" in row["reason"]
-    assert cluster.slowest_rank(tables_from_rows(slices=[], tracks=TRACKS)).num_rows == 0
+    assert cluster.slowest_rank(job_of(tables_from_rows(slices=[], tracks=TRACKS))).num_rows == 0
 
 
 def test_the_advisor_and_the_cluster_page_quote_the_same_mean_step():
@@ -98,11 +99,11 @@ def test_the_advisor_and_the_cluster_page_quote_the_same_mean_step():
     slices += [s("step", f"ProfilerStep#{step}", 1, start, start + 12000, step=step)
                for step, start in ((1, 0), (2, 20000))]
     tables = tables_from_rows(slices=slices, tracks=TRACKS)
-    assert cluster.mean_step_by_rank(tables).to_pylist() == [
+    assert cluster.mean_step_by_rank(job_of(tables)).to_pylist() == [
         {"rank": 0, "steps": 2, "step_ns": 10000, "common_steps": True},
         {"rank": 1, "steps": 2, "step_ns": 12000, "common_steps": True}]
-    page = {r["rank"]: r["step_ns"] for r in cluster.rank_breakdown(tables).to_pylist()}
-    (slowest,) = cluster.slowest_rank(tables).to_pylist()
+    page = {r["rank"]: r["step_ns"] for r in cluster.rank_breakdown(job_of(tables)).to_pylist()}
+    (slowest,) = cluster.slowest_rank(job_of(tables)).to_pylist()
     (advice,) = [a for a in advise(tables).to_pylist() if a["rule"] == "uneven_ranks"]
     assert page == {0: 10000, 1: 12000}
     assert (slowest["slowest_rank"], slowest["slowest_step_ns"], slowest["fastest_step_ns"]) == (1, 12000, 10000)
@@ -116,7 +117,7 @@ def test_ranks_without_common_steps_compare_their_own():
     tables.slices = tables.slices.filter(keep)                # rank 1 loses its steps ...
     extra = tables_from_rows(slices=[s("step", "ProfilerStep#9", 1, 0, 9800, step=9)], tracks=TRACKS)
     tables.slices = pa.concat_tables([tables.slices, extra.slices])   # ... and gets step 9 only
-    rows = {r["rank"]: r for r in cluster.rank_breakdown(tables).to_pylist()}
+    rows = {r["rank"]: r for r in cluster.rank_breakdown(job_of(tables)).to_pylist()}
     assert (rows[0]["steps"], rows[1]["steps"], rows[0]["common_steps"]) == (3, 1, False)
 
 
@@ -126,7 +127,7 @@ def test_real_two_rank_job(shared_data, tmp_path):
     for path in folder.glob("*.json.gz"):
         shutil.copy(path, tmp_path / path.name)
     run = perfsight.open(tmp_path)
-    breakdown = cluster.rank_breakdown(run.tables).to_pylist()
+    breakdown = cluster.rank_breakdown(job_of(run.tables)).to_pylist()
     assert [r["steps"] for r in breakdown] == [2, 2] and sum(r["slowest"] for r in breakdown) == 1
 
 
@@ -134,20 +135,22 @@ def test_the_fastest_rank_of_equal_steps_is_another_than_the_slowest():
     """Two ranks of 5000 ns steps: rank 0 is the slowest (ties go to the lowest), rank 1 the fastest, not
     rank 0 "0.0% over rank 0's"."""
     slices = [s("step", "ProfilerStep#1", rank, 0, 5000, step=1) for rank in (0, 1)]
-    (row,) = cluster.slowest_rank(tables_from_rows(slices=slices, tracks=TRACKS)).to_pylist()
+    (row,) = cluster.slowest_rank(job_of(tables_from_rows(slices=slices, tracks=TRACKS))).to_pylist()
     assert (row["slowest_rank"], row["fastest_rank"], row["gap_ns"]) == (0, 1, 0)
     assert row["reason"].startswith("rank 0 has the longest mean step (0.005 ms, 0.0% over rank 1's)")
 
 
-def test_rank_lacks_from_rank_meta_and_the_jobs_warnings():
-    meta = {"rank_meta": json.dumps({"0": {"step_source": "trace"},
+def test_rank_lacks_from_each_ranks_meta():
+    """Each rank's own meta says what it lacks and what its reader read around (its parse_warnings); the job's
+    own warnings (not of one rank) are not a rank's."""
+    meta = {"rank_meta": json.dumps({"0": {"step_source": "trace", "parse_warnings": json.dumps(["cut row 3"])},
                                      "1": {"step_source": "step_trace_time.csv",
-                                           "lacking_files": json.dumps(["kernel_details.csv", "trace_view.json"])},
+                                           "lacking_files": json.dumps(["kernel_details.csv", "trace_view.json"]),
+                                           "parse_warnings": json.dumps(["no kernel_details.csv"])},
                                      "2": {}}),
-            "parse_warnings": json.dumps(["rank 1: no kernel_details.csv", "rank 10: other", "rank 0: cut row 3",
-                                          "job: two folders"])}
+            "parse_warnings": json.dumps(["rank 1: no kernel_details.csv", "rank 0: cut row 3", "job: two folders"])}
     tables = tables_from_rows(slices=[], tracks=TRACKS, meta=meta)
-    assert cluster.rank_lacks(tables).to_pylist() == [
+    assert cluster.rank_lacks(job_of(tables)).to_pylist() == [
         {"rank": 0, "step_source": "trace", "lacking_files": [], "warnings": ["cut row 3"]},
         {"rank": 1, "step_source": "step_trace_time.csv", "lacking_files": ["kernel_details.csv", "trace_view.json"],
          "warnings": ["no kernel_details.csv"]},

@@ -12,6 +12,7 @@ import pytest
 
 from perfsight.analysis import cluster_outputs as co
 from perfsight.analysis import collectives
+from perfsight.analysis.job_summaries import job_of
 from perfsight.core.tables import RunTables
 from perfsight.views.export import cluster_analysis as view
 
@@ -233,7 +234,7 @@ def test_reported_step_rows_stand_for_ranks_without_trace_steps():
                  "Bubble": 0.0, "Communication(Not Overlapped and Exclude Receive)": 101963.203, "Preparing": 17902.5}]
     tables = RunTables().with_meta({"rank_meta": json.dumps({"3": {
         "step_source": "kernel_details Step Id", "step_trace_time": json.dumps(reported)}})})
-    assert co.cluster_step_trace(tables).to_pylist() == [{
+    assert co.cluster_step_trace(job_of(tables)).to_pylist() == [{
         "rank": 3, "step": 7, "computing_ns": 8873756, "communication_not_overlapped_ns": 101963203,
         "overlapped_ns": 4028675, "communication_ns": 105991878, "free_ns": 25744050, "stage_ns": 136581000,
         "bubble_ns": 0, "communication_not_overlapped_exclude_receive_ns": 101963203, "preparing_ns": 17902500,

@@ -9,6 +9,8 @@ import pytest
 
 import perfsight
 from perfsight.analysis import breakdown, collectives
+from perfsight.analysis.job_summaries import job_of
+from perfsight.core.tables import new_connection
 
 from .planted import BASE, tables_from_rows
 from .test_cluster import job
@@ -37,7 +39,7 @@ def test_collectives_take_each_ranks_best_source():
 
 def test_communication_pairs_of_the_planted_job():
     cells = {(r["src_rank"], r["dst_rank"]): (r["collectives"], r["transit_bytes"], r["transit_ns"])
-             for r in collectives.communication_pairs(job()).to_pylist()}
+             for r in collectives.communication_pairs(job_of(job())).to_pylist()}
     # rank 0's all-reduce (group [0..3], 4000 bytes) and its send to 1 (20 bytes): no other member traced on
     # the device, so no wait and no transit time; rank 1's all-gather (192 bytes out) with 2 and 3
     assert cells == {
@@ -68,7 +70,10 @@ def test_collective_kinds(name, kind):
 
 
 def test_bus_factors_are_nccl_tests():
-    factor = collectives.bus_factor
+    def factor(kind, ranks):
+        sql = collectives._bus_factor_sql(f"'{kind}'", "NULL" if ranks is None else str(ranks))
+        return new_connection().sql(f"SELECT {sql}").fetchall()[0][0]
+
     assert (factor("allreduce", 8), factor("allgather", 8), factor("reducescatter", 4), factor("alltoall", 2)) == (
         2 * 7 / 8, 7 / 8, 3 / 4, 1 / 2)
     assert (factor("broadcast", 8), factor("reduce", 3), factor("send", 2), factor("recv", None)) == (1, 1, 1, None)
@@ -119,7 +124,7 @@ def shifted_job():
 
 
 def test_a_shifted_clock_comes_back_exactly():
-    assert collectives.clock_offsets(shifted_job()).to_pylist() == [
+    assert collectives.clock_offsets(job_of(shifted_job())).to_pylist() == [
         {"rank": 0, "offset_ns": 0, "reference_rank": 0, "collectives_used": 3, "spread_ns": 0,
          "method": "reference rank", "estimate_ns": 0},
         {"rank": 1, "offset_ns": D, "reference_rank": 0, "collectives_used": 3, "spread_ns": 0,
@@ -127,7 +132,7 @@ def test_a_shifted_clock_comes_back_exactly():
 
 
 def test_wait_is_arrival_skew_on_aligned_clocks():
-    rows = collectives.collective_figures(shifted_job()).to_pylist()
+    rows = collectives.collective_figures(job_of(shifted_job())).to_pylist()
     figures = [(r["rank"], r["collective"], r["sequence"], r["bytes"], r["aligned_start_ns"] - BASE, r["elapse_ns"],
                 r["wait_ns"], r["transit_ns"], r["sync_ns"], r["idle_ns"], r["members"]) for r in rows]
     assert figures == [
@@ -154,7 +159,7 @@ def test_matrix_pairs_groups_and_slow_rank_of_the_shifted_job():
     tables = shifted_job()
     matrix = [(r["rank"], r["step"], r["process_group"], r["key"], r["src_rank"], r["dst_rank"], r["transit_bytes"],
                r["transit_ns"], r["collectives"], r["source"], r["total"])
-              for r in collectives.communication_matrix(tables).to_pylist()]
+              for r in collectives.communication_matrix(job_of(tables)).to_pylist()]
     assert matrix == [
         (0, 1, "pg0", "allreduce", 0, 1, 12_000_000, 1_500_000, 3, "computed", True),
         (0, 1, "pg0", "allreduce", 0, 2, 12_000_000, 1_500_000, 3, "computed", True),
@@ -165,29 +170,29 @@ def test_matrix_pairs_groups_and_slow_rank_of_the_shifted_job():
         (1, 1, "pg0", "allreduce", 1, 3, 12_000_000, 1_500_000, 3, "computed", True),
         (1, 1, "pg1", "recv", 0, 1, 4000, 50_000, 1, "computed", True)]
     pairs = {(r["src_rank"], r["dst_rank"]): (r["transit_bytes"], r["transit_ns"], r["collectives"])
-             for r in collectives.communication_pairs(tables).to_pylist()}
+             for r in collectives.communication_pairs(job_of(tables)).to_pylist()}
     # the link 0 -> 1 counted once, by its sender (rank 1's recv row is the same traffic)
     assert pairs == {(0, 1): (12_004_000, 1_550_000, 4), (0, 2): (12_000_000, 1_500_000, 3),
                      (0, 3): (12_000_000, 1_500_000, 3), (1, 0): (12_000_000, 1_500_000, 3),
                      (1, 2): (12_000_000, 1_500_000, 3), (1, 3): (12_000_000, 1_500_000, 3)}
-    assert collectives.communication_groups(tables).to_pylist() == [
+    assert collectives.communication_groups(job_of(tables)).to_pylist() == [
         {"process_group": "pg0", "group_name": "dp", "kind": "collective", "ranks": [0, 1, 2, 3],
          "ranks_global": True, "source": "Process Group Ranks"},
         {"process_group": "pg1", "group_name": "pp", "kind": "p2p", "ranks": [0, 1], "ranks_global": True,
          "source": "Process Group Ranks"}]
     slow = [(r["process_group"], r["rank"], r["instances"], r["mean_wait_ns"], r["others_mean_wait_ns"], r["slow"])
-            for r in collectives.slow_ranks(tables).to_pylist()]
+            for r in collectives.slow_ranks(job_of(tables)).to_pylist()]
     # rank 1 arrives 300 us late at every all-reduce: rank 0 waits for it. On pg1 the 50 us gap is below 0.1 ms
     assert slow == [("pg0", 0, 3, 300_000, 0, False), ("pg0", 1, 3, 0, 300_000, True),
                     ("pg1", 0, 1, 50_000, 0, False), ("pg1", 1, 1, 0, 50_000, False)]
-    row = collectives.slow_ranks(tables).to_pylist()[1]
+    row = collectives.slow_ranks(job_of(tables)).to_pylist()[1]
     assert row["threshold"] == "others' mean wait >= 2 x the rank's and >= 0.1 ms longer"
     assert "least mean wait" in row["rule"]
-    links = collectives.slow_links(tables).to_pylist()
+    links = collectives.slow_links(job_of(tables)).to_pylist()
     assert [(r["src_rank"], r["dst_rank"], r["transport"], r["median_gbps"], r["links"], r["slow"]) for r in links] == [
         (0, 1, "UNKNOWN", 8.0, 6, False), (0, 2, "UNKNOWN", 8.0, 6, False), (0, 3, "UNKNOWN", 8.0, 6, False),
         (1, 0, "UNKNOWN", 8.0, 6, False), (1, 2, "UNKNOWN", 8.0, 6, False), (1, 3, "UNKNOWN", 8.0, 6, False)]
-    bandwidth = collectives.link_bandwidth(tables).to_pylist()
+    bandwidth = collectives.link_bandwidth(job_of(tables)).to_pylist()
     assert {(r["link_type"], r["bandwidth_gbps"]) for r in bandwidth} == {("UNKNOWN", 8.0), ("UNKNOWN", 0.08)}
 
 
@@ -196,7 +201,7 @@ def test_a_rank_on_the_reference_host_keeps_its_clock():
     tables = shifted_job()
     manifest = json.dumps({"host": "node7"})
     tables = tables.with_meta({"rank_meta": json.dumps({"0": {"manifest": manifest}, "1": {"manifest": manifest}})})
-    rows = collectives.clock_offsets(tables).to_pylist()
+    rows = collectives.clock_offsets(job_of(tables)).to_pylist()
     assert (rows[1]["offset_ns"], rows[1]["estimate_ns"], rows[1]["method"]) == (
         0, D, "same host as the reference rank (node7): one clock")
 
@@ -236,11 +241,11 @@ def test_gloo_on_cpu_is_communication():
     # rank 0: c10d::allreduce_ and gloo:all_reduce cover [1900, 6000); rank 1 [2900, 6000)
     assert rows == [(0, 10_000, 4100, 1300, 4600), (1, 10_000, 3100, 1300, 5600)]
     figures = [(r["rank"], r["source"], r["collective"], r["bytes"], r["elapse_ns"], r["wait_ns"], r["transit_ns"])
-               for r in collectives.collective_figures(tables).to_pylist()]
+               for r in collectives.collective_figures(job_of(tables)).to_pylist()]
     assert figures == [(0, "host annotation", "allreduce", 4000, 4000, 1000, 3000),
                        (1, "host annotation", "allreduce", 4000, 3000, 0, 3000)]
     pairs = [(r["src_rank"], r["dst_rank"], r["transit_bytes"], r["transit_ns"])
-             for r in collectives.communication_pairs(tables).to_pylist()]
+             for r in collectives.communication_pairs(job_of(tables)).to_pylist()]
     assert pairs == [(0, None, 4000, 3000), (1, None, 4000, 3000)]
 
 
@@ -262,7 +267,7 @@ def test_a_reported_matrix_is_converted_and_its_slow_link_found():
     links.append({**links[0], "key": "allreduce-top1", "dst": 0, "transport": "LOCAL", "transit_time_ms": 0.00822})
     tables = tables_from_rows(slices=[], tracks=TRACKS, meta={
         "rank_meta": json.dumps({"0": {"communication_matrix": json.dumps(links)}, "1": {}})})
-    rows = collectives.communication_matrix(tables).to_pylist()
+    rows = collectives.communication_matrix(job_of(tables)).to_pylist()
     first = rows[0]
     assert (first["rank"], first["step"], first["process_group"], first["key"], first["src_rank"], first["dst_rank"],
             first["transit_bytes"], first["transit_ns"], first["bandwidth_gbps"], first["source"], first["total"]) == (
@@ -270,7 +275,7 @@ def test_a_reported_matrix_is_converted_and_its_slow_link_found():
         "communication_matrix.json", False)
     assert [(r["dst_rank"], r["transit_ns"], r["total"]) for r in rows[1:]] == [
         (1, 2_153_383, True), (2, 2_206_024, True), (3, 7_500_000, True)]
-    slow = {r["dst_rank"]: (r["slow"], r["links"]) for r in collectives.slow_links(tables).to_pylist()}
+    slow = {r["dst_rank"]: (r["slow"], r["links"]) for r in collectives.slow_links(job_of(tables)).to_pylist()}
     # 37.78 MB / 7.5 ms = 5.04 GB/s against the median 17.13 GB/s of the three HCCS links: below 80%
     assert slow == {1: (False, 3), 2: (False, 3), 3: (True, 3)}
 
@@ -393,7 +398,8 @@ def test_totals_of_the_shifted_job():
     send of 4000 bytes (transit 50 us); rank 1 never waits. Longest wait first."""
     rows = [(r["rank"], r["process_group"], r["collective"], r["operations"], r["timed"], r["bytes"], r["mean_bytes"],
              r["elapse_ns"], r["transit_ns"], r["wait_ns"], r["sync_ns"], r["idle_ns"], r["wait_ratio"],
-             r["algbw_gbps"], r["busbw_gbps"]) for r in collectives.collective_totals(shifted_job()).to_pylist()]
+             r["algbw_gbps"], r["busbw_gbps"])
+            for r in collectives.collective_totals(job_of(shifted_job())).to_pylist()]
     assert rows == [
         (0, "pg0", "allreduce", 3, 3, 12_000_000, 4_000_000, 2_400_000, 1_500_000, 900_000, 900_000, 0, 0.375, 8.0,
          12.0),
@@ -405,7 +411,7 @@ def test_totals_of_the_shifted_job():
 def test_totals_of_operations_without_figures():
     """The planted job's rank 0: its all-reduce and send have device time but no other member traced (no
     wait, no transit: no bandwidth); rank 2's host annotations have neither time nor (one of them) bytes."""
-    rows = {(r["rank"], r["collective"]): r for r in collectives.collective_totals(job()).to_pylist()}
+    rows = {(r["rank"], r["collective"]): r for r in collectives.collective_totals(job_of(job())).to_pylist()}
     send = rows[(0, "send")]
     assert (send["operations"], send["timed"], send["bytes"], send["elapse_ns"], send["transit_ns"], send["wait_ns"],
             send["wait_ratio"], send["algbw_gbps"], send["busbw_gbps"]) == (1, 0, 20, 500, None, None, None, None, None)
@@ -445,6 +451,6 @@ def test_ascend_totals_are_msprof_analyze_total_op_info(ascend_job, shared_data)
 
 def test_link_totals_of_a_trace_without_link_figures():
     rows = [(r["rank"], r["link_type"], r["operations"], r["transit_bytes"], r["transit_ns"], r["bandwidth_gbps"],
-             r["size_distribution"]) for r in collectives.link_totals(shifted_job()).to_pylist()]
+             r["size_distribution"]) for r in collectives.link_totals(job_of(shifted_job())).to_pylist()]
     assert rows == [(0, "UNKNOWN", 4, 12_004_000, 1_550_000, 12_004_000 / 1_550_000, None),
                     (1, "UNKNOWN", 4, 12_004_000, 1_550_000, 12_004_000 / 1_550_000, None)]

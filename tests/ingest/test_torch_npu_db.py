@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 import pytest
 
 from perfsight.analysis import breakdown, cluster, collectives, memory, ops
+from perfsight.analysis.job_summaries import job_of
 from perfsight.core.errors import InputError
 from perfsight.core.tables import RunTables, conform
 from perfsight.ingest.ascend.detect import find_torch_npu_db
@@ -243,16 +244,16 @@ def test_hccl_plane_steps_keep_the_bandwidth_facts(shared_data):
 
 def test_cluster_analyses_on_the_two_ranks(shared_data):
     run = job(shared_data)
-    ranks = cluster.rank_breakdown(run).to_pylist()
+    ranks = cluster.rank_breakdown(job_of(run)).to_pylist()
     assert [r["rank"] for r in ranks] == [0, 1] and all(r["common_steps"] for r in ranks)
-    slowest = cluster.slowest_rank(run).to_pylist()[0]
+    slowest = cluster.slowest_rank(job_of(run)).to_pylist()[0]
     assert (slowest["slowest_rank"], slowest["slowest_step_ns"], slowest["fastest_step_ns"]) == (
         0, us(151888.75), us(148265.42))
     # each rank's 4 all-reduces (their HCCL count x float32 bytes); the matrix's links: to itself and the other
     # profiled rank (both placed in the group), the six unprofiled members' only by group-local position (null)
     volume = 4 * (4097000 + 16781312 + 37752832 + 2469696)
-    figures = collectives.collective_figures(run).to_pylist()
-    matrix = collectives.communication_pairs(run).to_pylist()      # analysis.db's CommAnalyzerMatrix
+    figures = collectives.collective_figures(job_of(run)).to_pylist()
+    matrix = collectives.communication_pairs(job_of(run)).to_pylist()      # analysis.db's CommAnalyzerMatrix
     for rank in (0, 1):
         assert sum(f["bytes"] for f in figures if f["rank"] == rank) == volume
         cells = [c for c in matrix if c["src_rank"] == rank]
@@ -390,7 +391,8 @@ def test_planted_database_maps_every_rule(tmp_path):
             collective["group_size"], collective["group_ranks"], collective["peer"]) == (
         "send", "float32", 1024, 4096, 2, [4, 6], 4)
     assert json.loads(send["args"])["Process Group Desc"] == "pp"
-    assert [(c["src_rank"], c["dst_rank"]) for c in collectives.communication_pairs(run).to_pylist()] == [(6, 4)]
+    pairs = collectives.communication_pairs(job_of(run)).to_pylist()
+    assert [(c["src_rank"], c["dst_rank"]) for c in pairs] == [(6, 4)]
     assert json.loads(run.meta_dict()["parse_warnings"]) == []
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from perfsight.analysis import collectives
+from perfsight.analysis.job_summaries import job_of
 from perfsight.ingest.ascend.hccl_groups import group_hash
 from perfsight.ingest.ascend.torch_npu_db import read_torch_npu_db
 from perfsight.ingest.ascend.torch_npu_hccl import Record, match
@@ -69,13 +70,13 @@ def test_each_operator_carries_its_analysis_db_rows(shared_data, rank):
         assert args["Process Group Name"] == GROUP and args["Communication Info From"] == "analysis.db"
         if (rank, name) in EXPECTED:
             assert {key: args[key] for key in REPORTED_KEYS} == EXPECTED[(rank, name)]
-    figures = collectives.collective_figures(run).to_pylist()
+    figures = collectives.collective_figures(job_of(run)).to_pylist()
     assert [f["figures_from"] for f in figures] == ["analysis.db"] * 4
     ((key, expected),) = [(k, v) for k, v in FIGURES.items() if k[0] == rank]
     (figure,) = [f for f in figures if f["op_name"] == key[1]]
     assert tuple(figure[c] for c in FIGURE_COLUMNS) == expected
     # the links as reported (no UNKNOWN link computed): HCCS with its packets, SDMA without
-    links = [row for row in collectives.link_bandwidth(run).to_pylist() if row["op_name"] == key[1]]
+    links = [row for row in collectives.link_bandwidth(job_of(run)).to_pylist() if row["op_name"] == key[1]]
     assert [row["link_type"] for row in links] == ["HCCS", "SDMA"]
     assert links[0]["transit_bytes"] == links[1]["transit_bytes"] == round(
         EXPECTED[key]["Communication Bandwidth Info"]["HCCS"]["Transit Size(MB)"] * 1e6)
@@ -85,7 +86,7 @@ def test_each_operator_carries_its_analysis_db_rows(shared_data, rank):
 
 def test_rank0_link_figures_exactly(shared_data):
     run = read_torch_npu_db(shared_data / LEVEL1 / "rank0_ascend_pt")
-    hccs = next(row for row in collectives.link_bandwidth(run).to_pylist()
+    hccs = next(row for row in collectives.link_bandwidth(job_of(run)).to_pylist()
                 if row["op_name"] == "hcom_allReduce__210_0_1" and row["link_type"] == "HCCS")
     assert (hccs["transit_bytes"], hccs["transit_ns"], hccs["bandwidth_gbps"], hccs["large_packet_ratio"]) == (
         28647232, 1821896, 15.7239, 0)
@@ -156,7 +157,7 @@ def test_the_row_nearest_the_operator_is_its_own(tmp_path):
     assert send["Communication Bandwidth Info"] == {"HCCS": {
         "Transit Size(MB)": 0.004096, "Transit Time(ms)": 1.0, "Bandwidth(GB/s)": 0.0041, "Large Packet Ratio": 0.0,
         "Size Distribution": {"0.004096": [1, 1.0]}}}
-    (figure,) = collectives.collective_figures(run).to_pylist()
+    (figure,) = collectives.collective_figures(job_of(run)).to_pylist()
     assert (figure["figures_from"], figure["reported_start_ns"], figure["elapse_ns"], figure["wait_ns"],
             figure["wait_ratio"], figure["sync_ratio"]) == ("analysis.db", 1736410576000026000, 3_000_000, 2_000_000,
                                                             2 / 3, 0.5 / 1.5)
@@ -179,9 +180,9 @@ def test_damaged_rows_cost_those_rows_and_are_counted(tmp_path):
     # the bandwidth row that is sound still reaches the operator; its time is computed
     assert "Communication Time Info" not in send
     assert send["Communication Bandwidth Info"]["HCCS"]["Size Distribution"] == {"0.004096": [1, 1.0]}
-    (figure,) = collectives.collective_figures(run).to_pylist()
+    (figure,) = collectives.collective_figures(job_of(run)).to_pylist()
     assert (figure["figures_from"], figure["reported_start_ns"]) == ("computed", None)
-    assert [row["link_type"] for row in collectives.link_bandwidth(run).to_pylist()] == ["HCCS"]
+    assert [row["link_type"] for row in collectives.link_bandwidth(job_of(run)).to_pylist()] == ["HCCS"]
 
 
 def test_a_table_lacking_a_column_is_named_and_an_operator_without_a_row_is_counted(tmp_path):

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pytest
 
 from perfsight.analysis import collectives, ops
+from perfsight.analysis.job_summaries import job_of
 from perfsight.core.errors import InputError
 from perfsight.core.tables import SCHEMAS
 from perfsight.ingest.ascend.ascend_kinds import api_kind, collective_name, process_role, task_kind, torch_dtype
@@ -157,7 +158,7 @@ def test_communication_operators_carry_what_the_cluster_analysis_reads():
 
 def test_two_ranks_merge_into_one_job_with_a_communication_matrix():
     job = merge([(run, read(run)) for run in ("level1/rank0_ascend_pt", "level1/rank1_ascend_pt")])
-    matrix = collectives.communication_pairs(job).to_pylist()
+    matrix = collectives.communication_pairs(job_of(job)).to_pylist()
     # the 8-rank group has no parallel_group_info: ranks 0 and 1 are placed in it (their self-links), its
     # six other members are group-local positions only, whose traffic goes to an unknown peer (null)
     assert {(r["src_rank"], r["dst_rank"]) for r in matrix} == {(r, p) for r in (0, 1) for p in (0, 1, None)}
@@ -179,7 +180,7 @@ def test_parallel_group_info_maps_group_local_ranks_to_global_ranks(tmp_path):
         "17522688603477080586": group}}))
     found = collectives.collectives(read_torch_npu_text(run)).to_pylist()
     assert found[0]["group_ranks"] == group["global_ranks"]
-    peers = {r["dst_rank"] for r in collectives.communication_pairs(read_torch_npu_text(run)).to_pylist()
+    peers = {r["dst_rank"] for r in collectives.communication_pairs(job_of(read_torch_npu_text(run))).to_pylist()
              if r["dst_rank"] != r["src_rank"]}
     assert peers == {8, 16, 24, 32, 40, 48, 56}
     # a group of another communicator, though the only one of its size holding the rank, is not this group

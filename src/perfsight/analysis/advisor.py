@@ -67,6 +67,12 @@ class Facts:
         """``analysis(tables, **kwargs)``, from the run's memo."""
         return computed(analysis, self.tables, **kwargs)
 
+    def of_job(self, analysis: Callable[..., pa.Table]) -> pa.Table:
+        """A cross-rank ``analysis`` of the run's job (``job_summaries.job_of``), from the job's memo."""
+        from perfsight.analysis.job_summaries import job_of
+
+        return computed(analysis, computed(job_of, self.tables))
+
     def rows(self, query: str, params: dict | None = None) -> list[dict]:
         return self.con.sql(query, params=params).to_arrow_table().to_pylist()
 
@@ -106,7 +112,7 @@ def _uneven_ranks(facts: Facts) -> Advice | None:
     """The ranks' mean steps as the Cluster page compares them (``cluster.mean_step_by_rank``)."""
     from perfsight.analysis.cluster import mean_step_by_rank
 
-    per_rank = sorted(facts.get(mean_step_by_rank).to_pylist(), key=lambda r: (r["step_ns"], r["rank"]))
+    per_rank = sorted(facts.of_job(mean_step_by_rank).to_pylist(), key=lambda r: (r["step_ns"], r["rank"]))
     if len(per_rank) < 2 or not per_rank[0]["step_ns"]:
         return None
     fastest, slowest = per_rank[0], per_rank[-1]

@@ -16,8 +16,10 @@ every rank has (``common_steps`` true); when the ranks share no step number, ove
 * Ties go to the lowest rank; the fastest rank is another than the slowest when there are several.
 
 **What each rank lacks** (``rank_lacks``): per rank, the files its reader said its folder lacks (meta
-``lacking_files``), where its steps came from (meta ``step_source``) and the job's warnings about it (those
-that begin ``rank N: ``, as ``ingest/jobs.merge`` writes them).
+``lacking_files``), where its steps came from (meta ``step_source``) and its reader's warnings (meta
+``parse_warnings``: what it read around or lacks).
+
+Every function here reads a job's summaries (``analysis/job.py``): the ranks' step breakdowns and facts.
 
 Who communicates with whom, and how fast, is ``analysis/collectives.py``'s.
 """
@@ -28,10 +30,10 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.analysis.breakdown import STEP_BREAKDOWN_AVERAGE, step_breakdown, step_breakdown_average
-from perfsight.analysis.rank_facts import rank_meta
+from perfsight.analysis.breakdown import STEP_BREAKDOWN, STEP_BREAKDOWN_AVERAGE, step_breakdown_average
+from perfsight.analysis.job import Job
+from perfsight.analysis.rank_facts import job_rank_meta
 from perfsight.core.memo import computed
-from perfsight.core.tables import RunTables
 
 RANK_BREAKDOWN = pa.schema(list(STEP_BREAKDOWN_AVERAGE) + [
     ("common_steps", pa.bool_()),
@@ -82,7 +84,12 @@ MEAN_STEP = pa.schema([("rank", pa.int32()), ("steps", pa.int64()), ("step_ns", 
 
 
 
-def mean_step_by_rank(tables: RunTables) -> pa.Table:
+def _steps(job: Job) -> pa.Table:
+    """Every rank's ``breakdown.step_breakdown`` (the job's ``steps`` summary), by rank and step."""
+    return job.sql("SELECT * FROM steps ORDER BY rank, step").cast(STEP_BREAKDOWN)
+
+
+def mean_step_by_rank(job: Job) -> pa.Table:
     """Per rank, its mean step over the compared steps (schema ``MEAN_STEP``): the step numbers every rank
     has (``common_steps`` true), or each rank's own steps when the ranks share none; ``steps`` compared,
     ``step_ns`` their mean duration rounded to the ns (the steps of ``breakdown.step_breakdown``). Sorted by rank;
@@ -92,7 +99,7 @@ def mean_step_by_rank(tables: RunTables) -> pa.Table:
     same collectives, so the ranks' step N are one stretch of the job seen from each rank; a step only some
     ranks recorded (a profiler window started a step later on one rank, the first step's warm-up) would
     measure the window, not the rank. The Cluster page and the advisor's uneven-ranks rule quote this."""
-    steps, common = _compared(computed(step_breakdown, tables).select(["rank", "step", "step_ns"]))
+    steps, common = _compared(computed(_steps, job).select(["rank", "step", "step_ns"]))
     ranks = steps.column("rank").to_numpy()
     durations = steps.column("step_ns").to_numpy()
     rows = []
@@ -103,17 +110,17 @@ def mean_step_by_rank(tables: RunTables) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=MEAN_STEP)
 
 
-def rank_breakdown(tables: RunTables) -> pa.Table:
+def rank_breakdown(job: Job) -> pa.Table:
     """Per rank, its mean step breakdown over the compared steps (module docstring; schema
     ``RANK_BREAKDOWN``: ``breakdown.STEP_BREAKDOWN_AVERAGE``'s columns, then ``common_steps``,
     ``non_communication_ns`` = step_ns - communication_ns, ``gap_ns`` and ``gap_pct`` (mean step over the
     fastest rank's, in ns and percent of the fastest), and the ``slowest`` and ``straggler`` flags). Sorted
     by rank; empty without steps. ``step_ns`` is ``mean_step_by_rank``'s."""
-    compared, common = _compared(computed(step_breakdown, tables))
+    compared, common = _compared(computed(_steps, job))
     rows = step_breakdown_average(compared).to_pylist()
     if not rows:
         return RANK_BREAKDOWN.empty_table()
-    means = {m["rank"]: m for m in computed(mean_step_by_rank, tables).to_pylist()}
+    means = {m["rank"]: m for m in computed(mean_step_by_rank, job).to_pylist()}
     for r in rows:      # the mean step is mean_step_by_rank's (the average's own, over the same steps, is equal)
         r.update(steps=means[r["rank"]]["steps"], step_ns=means[r["rank"]]["step_ns"])
     fastest = min(r["step_ns"] for r in rows)
@@ -126,11 +133,11 @@ def rank_breakdown(tables: RunTables) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=RANK_BREAKDOWN)
 
 
-def slowest_rank(tables: RunTables) -> pa.Table:
+def slowest_rank(job: Job) -> pa.Table:
     """One row (schema ``SLOWEST_RANK``; empty without steps) from ``rank_breakdown``: the number of
     ``ranks`` and of ``steps`` compared, the slowest and the fastest rank with their mean step, the gap
     between them, the straggler with its ``non_communication_ns``, and a ``reason`` text."""
-    rows = computed(rank_breakdown, tables).to_pylist()
+    rows = computed(rank_breakdown, job).to_pylist()
     if not rows:
         return SLOWEST_RANK.empty_table()
     slow = next(r for r in rows if r["slowest"])
@@ -151,17 +158,16 @@ def slowest_rank(tables: RunTables) -> pa.Table:
         "reason": reason}], schema=SLOWEST_RANK)
 
 
-def rank_lacks(tables: RunTables) -> pa.Table:
+def rank_lacks(job: Job) -> pa.Table:
     """Per rank (schema ``RANK_LACKS``): ``step_source`` (meta ``step_source``: ``trace``, ``kernel_details
     Step Id``, ``step_trace_time.csv``, ``none``; null when its reader does not say), ``lacking_files``
     (meta ``lacking_files``; empty when it lacks none or its reader does not say) and ``warnings``: the
-    job's ``parse_warnings`` that begin ``rank N: ``, without that prefix, in their order. Sorted by rank."""
-    warnings = json.loads(tables.meta_dict().get("parse_warnings") or "[]")
+    rank's own ``parse_warnings`` (what its reader read around or lacks), in their order. Sorted by rank."""
     rows = []
-    for rank, meta in sorted(computed(rank_meta, tables).items()):
-        prefix = f"rank {rank}: "
+    for rank, meta in sorted(computed(job_rank_meta, job).items()):
         lacking = json.loads(meta.get("lacking_files") or "[]")
+        warnings = json.loads(meta.get("parse_warnings") or "[]")
         rows.append({"rank": rank, "step_source": meta.get("step_source") or None,
                      "lacking_files": [str(name) for name in lacking] if isinstance(lacking, list) else [],
-                     "warnings": [w[len(prefix):] for w in warnings if isinstance(w, str) and w.startswith(prefix)]})
+                     "warnings": [w for w in warnings if isinstance(w, str)] if isinstance(warnings, list) else []})
     return pa.Table.from_pylist(rows, schema=RANK_LACKS)

@@ -1,4 +1,4 @@
-"""msprof-analyze's cluster figures (``msprof-analyze cluster -m all``, version 26.x) over a job's tables: the
+"""msprof-analyze's cluster figures (``msprof-analyze cluster -m all``, version 26.x) of a job (``Job``): the
 cluster step trace, the communication groups keyed by rank set, the per-operator communication time and
 bandwidth with msprof-analyze's "Total Op Info" sums, and the communication matrix merged across ranks. The
 files that carry them (cluster_analysis_output/) are written by ``views/export/cluster_analysis.py``; every
@@ -48,7 +48,8 @@ import json
 import pyarrow as pa
 
 from perfsight.analysis import breakdown, collectives
-from perfsight.analysis.rank_facts import STEP_TRACE_TIME_HEADERS, rank_meta, reported_step_trace
+from perfsight.analysis.job import Job
+from perfsight.analysis.rank_facts import STEP_TRACE_TIME_HEADERS, job_rank_meta, reported_step_trace
 from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables, new_connection
 
@@ -142,7 +143,8 @@ GROUP BY o.rank, o.step, o.start_ns, o.end_ns
 
 _STEP_TRACE_SQL = f"""
 WITH windows AS ({_WINDOWS_SQL}), receives AS (
-    SELECT rank, step, sum(elapse_ns) AS bubble FROM figures WHERE collective = 'recv' GROUP BY ALL
+    SELECT rank, step, sum(CASE WHEN reported THEN reported_elapse_ns ELSE dur_ns END) AS bubble
+    FROM operations WHERE kind = 'recv' GROUP BY ALL
 )
 SELECT o.rank, o.step, o.computation_ns AS computing_ns, o.pure_communication_ns AS communication_not_overlapped_ns,
        o.overlap_ns AS overlapped_ns, o.communication_ns,
@@ -156,10 +158,11 @@ ORDER BY o.rank, o.step
 """
 
 
-def cluster_step_trace(tables: RunTables) -> pa.Table:
+def rank_step_trace(tables: RunTables) -> pa.Table:
     """Per rank and step, torch_npu's step_trace_time.csv figures (schema ``CLUSTER_STEP_TRACE``; the module
     docstring gives each definition): computed from the trace (``source`` "trace"), or the rank's own
-    step_trace_time.csv rows when its steps did not come from trace ranges ("step_trace_time.csv")."""
+    step_trace_time.csv rows when its steps did not come from trace ranges ("step_trace_time.csv"). Per
+    rank (a job's summary, ``analysis/job.py``); ``cluster_step_trace`` is every rank's."""
     reported = [{**row, "source": "step_trace_time.csv"} for row in computed(reported_step_trace, tables).to_pylist()]
     con = new_connection()
     con.register("overlap", computed(breakdown.overlap, tables))
@@ -167,11 +170,16 @@ def cluster_step_trace(tables: RunTables) -> pa.Table:
     con.register("all_intervals", intervals)
     con.sql("CREATE TEMP VIEW busy AS SELECT * FROM all_intervals "
                 "WHERE row IN ('merged computation', 'merged communication')")
-    con.register("figures", computed(collectives.collective_figures, tables))
+    con.register("operations", computed(collectives.rank_operations, tables))
     traced = con.sql(_STEP_TRACE_SQL, params={"reported": sorted({row["rank"] for row in reported})}).to_arrow_table()
     rows = traced.to_pylist() + reported
     rows.sort(key=lambda row: (row["rank"], row["step"] if row["step"] is not None else -1))
     return pa.Table.from_pylist(rows, schema=CLUSTER_STEP_TRACE)
+
+
+def cluster_step_trace(job: Job) -> pa.Table:
+    """Every rank's ``rank_step_trace`` (schema ``CLUSTER_STEP_TRACE``), sorted by rank and step."""
+    return job.sql("SELECT * FROM step_trace ORDER BY rank, step NULLS FIRST").cast(CLUSTER_STEP_TRACE)
 
 
 def _with_order(table: pa.Table) -> pa.Table:
@@ -343,37 +351,37 @@ def matrix_links(matrix: pa.Table, groups: pa.Table, keys: pa.Table) -> pa.Table
     return con.sql(_MATRIX_SQL).to_arrow_table().cast(CLUSTER_COMMUNICATION_MATRIX)
 
 
-def cluster_communication_groups(tables: RunTables) -> pa.Table:
+def cluster_communication_groups(job: Job) -> pa.Table:
     """The job's communication groups as msprof-analyze keys them (schema ``CLUSTER_COMMUNICATION_GROUPS``:
     kind, process_group, group_name (msprof-analyze's name), group_id, pg_name (the framework's name),
     rank_set (the global ranks when known, else the recorded ranks), recorded_ranks (the profiled ranks that
     recorded the group's operations: msprof-analyze's rank-set key))."""
-    return group_map(computed(collectives.collective_figures, tables),
-                     computed(collectives.communication_matrix, tables),
-                     computed(collectives.communication_groups, tables))
+    return group_map(computed(collectives.collective_figures, job),
+                     computed(collectives.communication_matrix, job),
+                     computed(collectives.communication_groups, job))
 
 
-def cluster_communication_time(tables: RunTables) -> pa.Table:
+def cluster_communication_time(job: Job) -> pa.Table:
     """msprof-analyze's communication time per operation and rank and its ``Total Op Info`` per group, step
     and rank (schema ``CLUSTER_COMMUNICATION_TIME``; int64 ns, ratios in [0, 1]; module docstring)."""
-    return communication_time(computed(collectives.collective_figures, tables),
-                              computed(cluster_communication_groups, tables))
+    return communication_time(computed(collectives.collective_figures, job),
+                              computed(cluster_communication_groups, job))
 
 
-def cluster_communication_bandwidth(tables: RunTables) -> pa.Table:
+def cluster_communication_bandwidth(job: Job) -> pa.Table:
     """msprof-analyze's bandwidth per operation, rank and link type and its ``Total Op Info`` (schema
     ``CLUSTER_COMMUNICATION_BANDWIDTH``; bytes, ns, GB/s; module docstring)."""
-    return communication_bandwidth(computed(collectives.link_bandwidth, tables),
-                                   computed(collectives.collective_figures, tables),
-                                   computed(cluster_communication_groups, tables))
+    return communication_bandwidth(computed(collectives.link_bandwidth, job),
+                                   computed(collectives.collective_figures, job),
+                                   computed(cluster_communication_groups, job))
 
 
-def cluster_communication_matrix(tables: RunTables) -> pa.Table:
+def cluster_communication_matrix(job: Job) -> pa.Table:
     """msprof-analyze's communication matrix: links merged across ranks, local ranks mapped, and ``Total Op
     Info`` per link (schema ``CLUSTER_COMMUNICATION_MATRIX``; bytes, ns, GB/s; module docstring)."""
-    return matrix_links(computed(collectives.communication_matrix, tables),
-                        computed(collectives.communication_groups, tables),
-                        computed(cluster_communication_groups, tables))
+    return matrix_links(computed(collectives.communication_matrix, job),
+                        computed(collectives.communication_groups, job),
+                        computed(cluster_communication_groups, job))
 
 
 def _dicts(text: str | None) -> list[dict]:
@@ -385,12 +393,12 @@ def _dicts(text: str | None) -> list[dict]:
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
-def cluster_rank_devices(tables: RunTables) -> pa.Table:
+def cluster_rank_devices(job: Job) -> pa.Table:
     """Per rank (schema ``CLUSTER_RANK_DEVICES``): its device id (meta ``device_id``, else the first NPU or
     GPU of ``device_properties``), its host's uid and name (meta ``host_info``: torch_npu's HOST_INFO) and
     the folder it was read from (meta ``source``, set when ranks are merged into a job); null where unknown."""
     rows = []
-    for rank, facts in sorted(computed(rank_meta, tables).items()):
+    for rank, facts in sorted(computed(job_rank_meta, job).items()):
         device = facts.get("device_id")
         if device in (None, ""):
             device = next((d.get("id") for d in _dicts(facts.get("device_properties"))

@@ -2,6 +2,14 @@
 its size, timing and bandwidth, the clocks' offsets between ranks, the communication matrix between global
 ranks, the groups, and the slow rank and slow link verdicts.
 
+**Map and reduce**: what one rank's tables say of its operations is computed on that rank alone
+(``rank_operations``, ``reported_links``, ``reported_matrix``: a job's per-rank summaries,
+``analysis/job_summaries.py``); every figure that needs the other ranks (instances, clock offsets, waits,
+bandwidths, totals, the matrix, verdicts, groups) is a DuckDB query over a ``Job``'s summaries
+(``analysis/job.py``), the same for a job read whole and for one stored rank by rank (``perfsight.cluster``).
+A ``slice_id`` is the rank's own slice's: unique within a rank; a job read whole shifts each rank's ids so
+they are unique across the job too.
+
 **Operations** (``collectives``): one row per communication operation a rank ran, from the first of these
 sources the rank has (so nothing is counted twice):
 
@@ -95,10 +103,9 @@ import re
 from collections import defaultdict
 from decimal import Decimal
 
-import numpy as np
 import pyarrow as pa
 
-from perfsight.analysis.breakdown import median
+from perfsight.analysis.job import Job
 from perfsight.analysis.rank_facts import rank_meta
 from perfsight.core.communication import (
     BACKEND_RANGE,
@@ -131,17 +138,6 @@ COLLECTIVE_KINDS = (("allreduce", "allreduce"), ("allgather", "allgather"), ("re
                     ("alltoall", "alltoall"), ("broadcast", "broadcast"), ("reduce", "reduce"), ("send", "send"),
                     ("recv", "recv"), ("receive", "recv"), ("barrier", "barrier"))
 
-#: nccl-tests' bus bandwidth factor per collective for a group of n ranks: busbw = algbw x factor
-BUS_FACTORS = {
-    "allreduce": lambda n: 2 * (n - 1) / n,
-    "allgather": lambda n: (n - 1) / n,
-    "reducescatter": lambda n: (n - 1) / n,
-    "alltoall": lambda n: (n - 1) / n,
-    "broadcast": lambda n: 1.0,
-    "reduce": lambda n: 1.0,
-    "send": lambda n: 1.0,
-    "recv": lambda n: 1.0,
-}
 
 _NS_PER_US, _NS_PER_MS, _BYTES_PER_MB = 1000, 1_000_000, 1_000_000
 
@@ -187,18 +183,46 @@ TIME_FIGURES = [
     pa.field("sync_ratio", pa.float64()),
 ]
 
+#: an operation's record: rank, slice, step, name, group and place in it (OPERATIONS, COLLECTIVE_FIGURES)
+_OPERATION = [
+    pa.field("rank", pa.int32()),
+    pa.field("slice_id", pa.int64()),
+    pa.field("step", pa.int32()),
+    pa.field("source", pa.string()),
+    pa.field("op_name", pa.string()),
+    pa.field("collective", pa.string()),
+    pa.field("process_group", pa.string()),
+    pa.field("group_ranks", pa.list_(pa.int32())),
+    pa.field("ranks_global", pa.bool_()),
+    pa.field("sequence", pa.int64()),
+    pa.field("peer", pa.int32()),
+]
+
+#: a rank's operations as the cross-rank figures need them (``rank_operations``: the map's summary)
+OPERATIONS = pa.schema([
+    *_OPERATION,
+    ("kind", pa.string()),
+    ("group_name", pa.string()),
+    ("src_rank", pa.int32()),
+    ("dst_rank", pa.int32()),
+    ("dtype", pa.string()),
+    ("in_bytes", pa.int64()),
+    ("out_bytes", pa.int64()),
+    ("bytes", pa.int64()),
+    ("group_size", pa.int64()),
+    ("ranks", pa.int64()),
+    ("start_ns", pa.int64()),
+    ("dur_ns", pa.int64()),
+    ("end_ns", pa.int64()),
+    ("reported", pa.bool_()),
+    ("links_reported", pa.bool_()),
+    ("figures_from", pa.string()),
+    ("reported_start_ns", pa.int64()),
+    *(pa.field(f"reported_{field.name}", field.type) for field in TIME_FIGURES),
+])
+
 COLLECTIVE_FIGURES = pa.schema([
-    ("rank", pa.int32()),
-    ("slice_id", pa.int64()),
-    ("step", pa.int32()),
-    ("source", pa.string()),
-    ("op_name", pa.string()),
-    ("collective", pa.string()),
-    ("process_group", pa.string()),
-    ("group_ranks", pa.list_(pa.int32())),
-    ("ranks_global", pa.bool_()),
-    ("sequence", pa.int64()),
-    ("peer", pa.int32()),
+    *_OPERATION,
     ("dtype", pa.string()),
     ("bytes", pa.int64()),
     ("start_ns", pa.int64()),
@@ -461,7 +485,7 @@ def _operations(tables: RunTables) -> list[dict]:
             "out_bytes": _bytes(row["out_nelems"], dtype), "group_size": row["group_size"],
             "process_group": row["process_group"], "peer": peer,
             "group_ranks": _group_ranks(row["group_ranks_text"], row["group_size"], row["rank_start"],
-                                        row["rank_stride"]),
+                                        row["rank_stride"]), "src_rank": row["src_rank"], "dst_rank": row["dst_rank"],
             "step": row["step"], "op_name": row["name"], "hccl": row["task_type"] == "HCCL",
             "ranks_global": not row["ranks_local"], "time_info": _json(row["time_info"]),
             "bandwidth_info": _json(row["bandwidth_info"]), "figures_from": row["figures_from"],
@@ -508,105 +532,65 @@ def collective_kind(name: str | None) -> str:
     return next((kind for prefix, kind in COLLECTIVE_KINDS if letters.startswith(prefix)), "other")
 
 
-def bus_factor(kind: str, ranks: int | None) -> float | None:
-    """nccl-tests' bus bandwidth factor of ``kind`` for a group of ``ranks`` (None when unknown)."""
-    factor = BUS_FACTORS.get(kind)
-    if factor is None or not ranks or ranks < 1:
-        return None
-    return factor(ranks)
+# ---- the map: one rank's operations, its reported links and matrix (per-rank summaries, ``analysis/job.py``)
 
-
-def _sequenced(tables: RunTables) -> list[dict]:
-    """The operations with their kind, group size, message bytes, end and ``sequence`` (module docstring)."""
+def rank_operations(tables: RunTables) -> pa.Table:
+    """Each rank's operations (``collectives``) as the cross-rank figures need them (schema ``OPERATIONS``):
+    the ``kind`` (``collective_kind``), ``sequence`` in its group, message ``bytes``, the group's number of
+    ``ranks``, ``end_ns``, the framework's ``group_name``, and the figures the rank's files reported
+    (``reported``; ``reported_*`` columns, ms -> ns) and whether they reported its links
+    (``links_reported``: ``reported_links``). Per rank, computed on that rank's tables alone: the map of a
+    job's analysis. Sorted by rank, start."""
     counters: dict[tuple, int] = defaultdict(int)
-    out = []
+    descriptions = _descriptions(tables)
+    rows = []
     for op in computed(_operations, tables):
         key = (op["rank"], op["process_group"])
         sizes = [b for b in (op["in_bytes"], op["out_bytes"]) if b is not None]
-        ranks = len(op["group_ranks"]) if op["group_ranks"] else op["group_size"]
-        out.append({**op, "kind": collective_kind(op["collective"]), "sequence": counters[key],
-                    "bytes": max(sizes) if sizes else None, "ranks": ranks,
-                    "end_ns": op["start_ns"] + op["dur_ns"] if op["dur_ns"] is not None else None})
+        reported = _reported(op["time_info"], op["figures_from"]) if op["time_info"] is not None else {}
+        rows.append({
+            **op, "kind": collective_kind(op["collective"]), "sequence": counters[key],
+            "source": "hccl" if op["hccl"] else op["source"], "bytes": max(sizes) if sizes else None,
+            "ranks": len(op["group_ranks"]) if op["group_ranks"] else op["group_size"],
+            "end_ns": op["start_ns"] + op["dur_ns"] if op["dur_ns"] is not None else None,
+            "group_name": descriptions.get(op["process_group"]) if op["process_group"] else None,
+            "reported": bool(reported), "links_reported": op["bandwidth_info"] is not None,
+            "figures_from": reported.pop("figures_from", "computed"),
+            **{name if name.startswith("reported") else f"reported_{name}": value for name, value in reported.items()}})
         counters[key] += 1
-    return out
+    return pa.Table.from_pylist(rows, schema=OPERATIONS)
 
 
-#: a send and its recv are one instance
-_P2P = {"send": "sendrecv", "recv": "sendrecv"}
-
-
-def _instances(ops: list[dict]) -> dict[tuple, list[dict]]:
-    """(process group, sequence) -> the members' operations: one per rank, of the kind most ranks have there
-    (a send and a recv are one kind)."""
-    found: dict[tuple, list[dict]] = defaultdict(list)
-    for op in ops:
-        found[(op["process_group"], op["sequence"])].append(op)
-    members = {}
-    for key, group in found.items():
-        kinds = [_P2P.get(op["kind"], op["kind"]) for op in group]
-        kind = max(sorted(set(kinds)), key=kinds.count)
-        members[key] = [op for op in group if _P2P.get(op["kind"], op["kind"]) == kind]
-    return members
-
-
-def _ranks(tables: RunTables) -> list[int]:
-    return sorted({r if r is not None else 0 for r in tables.tracks.column("rank").to_pylist()})
-
-
-#: collectives every member leaves at about the same moment (a broadcast's root, a reduce's senders and a
-#: send may leave early): the instances clock offsets are estimated from
-SYMMETRIC_KINDS = ("allreduce", "allgather", "reducescatter", "alltoall", "barrier")
-
-
-def _hosts(tables: RunTables) -> dict[int, str]:
-    """Each rank's host as its perfsight run manifest says (``host``); ranks without one are left out."""
-    hosts = {}
-    for rank, meta in computed(rank_meta, tables).items():
-        try:
-            host = json.loads(meta.get("manifest") or "{}").get("host")
-        except (ValueError, AttributeError):
-            host = None
-        if isinstance(host, str) and host:
-            hosts[rank] = host
-    return hosts
-
-
-def clock_offsets(tables: RunTables) -> pa.Table:
-    """Per rank (schema ``CLOCK_OFFSETS``): its clock's ``offset_ns`` from the ``reference_rank``'s (the
-    lowest rank), ``estimate_ns`` the median over the ``collectives_used`` (timed instances of
-    ``SYMMETRIC_KINDS`` it shares with the reference) of its end minus the reference's end, ``spread_ns``
-    the largest minus the smallest of those differences, and the ``method``. The offset is the estimate,
-    except for a rank on the reference's host (its run manifest's ``host``), which shares its clock: 0
-    (the estimate is then the collectives' own end skew), and a rank sharing no instance: 0. Sorted by
-    rank; empty for a run without ranks."""
-    ranks = _ranks(tables)
-    if not ranks:
-        return CLOCK_OFFSETS.empty_table()
-    reference, hosts = ranks[0], _hosts(tables)
-    timed = [op for op in computed(_sequenced, tables) if op["end_ns"] is not None and op["kind"] in SYMMETRIC_KINDS]
-    differences: dict[int, list[int]] = defaultdict(list)
-    for members in _instances(timed).values():
-        ends = {op["rank"]: op["end_ns"] for op in members}
-        if reference in ends and len(ends) > 1:
-            for rank, end in ends.items():
-                differences[rank].append(end - ends[reference])
+def reported_links(tables: RunTables) -> pa.Table:
+    """Per rank, operation and link type (schema ``LINK_BANDWIDTH``) of the operations whose files reported
+    their links: Ascend's ``Communication Bandwidth Info`` (HCCS, PCIE, RDMA, SDMA, SIO, ...: MB -> bytes,
+    ms -> ns, GB/s, large packet ratio, packet sizes). Sorted by rank, start, link type."""
     rows = []
-    for rank in ranks:
-        found = np.array(differences.get(rank, []), dtype=np.int64)
-        estimate = round(median(found) or 0) if found.size else 0
-        if rank == reference:
-            method, offset = "reference rank", 0
-        elif hosts.get(rank) is not None and hosts.get(rank) == hosts.get(reference):
-            method, offset = f"same host as the reference rank ({hosts[rank]}): one clock", 0
-        elif found.size:
-            method, offset = "median of (end - reference end) over shared symmetric collective instances", estimate
-        else:
-            method, offset = "no timed collective shared with the reference rank: offset 0 assumed", 0
-        spread = int(found.max() - found.min()) if found.size else 0
-        rows.append({"rank": rank, "offset_ns": offset, "reference_rank": reference,
-                     "collectives_used": int(found.size), "spread_ns": spread, "method": method,
-                     "estimate_ns": estimate})
-    return pa.Table.from_pylist(rows, schema=CLOCK_OFFSETS)
+    for op in computed(_operations, tables):
+        for link, info in sorted((op["bandwidth_info"] or {}).items()):
+            if not isinstance(info, dict):
+                continue
+            size, bandwidth, ratio = (info.get(k) for k in ("Transit Size(MB)", "Bandwidth(GB/s)",
+                                                             "Large Packet Ratio"))
+            rows.append({"rank": op["rank"], "slice_id": op["slice_id"], "step": op["step"], "op_name": op["op_name"],
+                         "process_group": op["process_group"], "link_type": link,
+                         "transit_ns": _ns(info.get("Transit Time(ms)")),
+                         "transit_bytes": round(size * _BYTES_PER_MB) if isinstance(size, (int, float)) else None,
+                         "bandwidth_gbps": bandwidth if isinstance(bandwidth, (int, float)) else None,
+                         "large_packet_ratio": ratio if isinstance(ratio, (int, float)) else None,
+                         "size_distribution": _packets(info.get("Size Distribution"))})
+    return pa.Table.from_pylist(rows, schema=LINK_BANDWIDTH)
+
+
+def reported_matrix(tables: RunTables) -> pa.Table:
+    """Per rank whose meta holds ``communication_matrix`` (Ascend's communication_matrix.json, ingest), its
+    links as reported (schema ``COMMUNICATION_MATRIX``; ``source`` "communication_matrix.json"; module
+    docstring). Sorted by rank, in the file's order."""
+    rows = []
+    for rank, facts in sorted(computed(rank_meta, tables).items()):
+        if facts.get("communication_matrix"):
+            rows += _reported_links(rank, facts["communication_matrix"])
+    return pa.Table.from_pylist(rows, schema=COMMUNICATION_MATRIX)
 
 
 def _ns(milliseconds) -> int | None:
@@ -637,49 +621,9 @@ def _reported(info: dict, source: str | None) -> dict:
             "figures_from": source or "reported"}
 
 
-def _computed_figures(op: dict, last_start: int | None) -> dict:
-    """Elapse, transit, wait, sync, idle and ratios of an operation whose instance's last member started at
-    ``last_start`` (aligned; None: no other member traced)."""
-    elapse = op["dur_ns"]
-    if elapse is None or last_start is None:
-        return {"elapse_ns": elapse, "transit_ns": None, "wait_ns": None, "sync_ns": None, "idle_ns": None,
-                "wait_ratio": None, "sync_ratio": None, "reported_start_ns": None, "figures_from": "computed"}
-    wait = min(max(last_start - op["aligned_start_ns"], 0), elapse)
-    ratio = wait / elapse if elapse else None
-    return {"elapse_ns": elapse, "transit_ns": elapse - wait, "wait_ns": wait, "sync_ns": wait, "idle_ns": 0,
-            "wait_ratio": ratio, "sync_ratio": ratio, "reported_start_ns": None, "figures_from": "computed"}
-
-
-def _figures(tables: RunTables) -> list[dict]:
-    offsets = {r["rank"]: r["offset_ns"] for r in computed(clock_offsets, tables).to_pylist()}
-    ops = [{**op, "aligned_start_ns": op["start_ns"] - offsets.get(op["rank"], 0)}
-           for op in computed(_sequenced, tables)]
-    last_start: dict[int, int | None] = {}
-    members: dict[int, int] = {}
-    for group in _instances(ops).values():
-        latest = max(op["aligned_start_ns"] for op in group) if len({op["rank"] for op in group}) > 1 else None
-        for op in group:
-            last_start[op["slice_id"]], members[op["slice_id"]] = latest, len(group)
-    out = []
-    for op in ops:
-        figures = (_reported(op["time_info"], op["figures_from"]) if op["time_info"] is not None
-                   else _computed_figures(op, last_start.get(op["slice_id"])))
-        transit, size = figures["transit_ns"], op["bytes"]
-        algbw = size / transit if size is not None and transit else None
-        factor = bus_factor(op["kind"], op["ranks"])
-        out.append({**op, **figures, "collective": op["kind"], "source": "hccl" if op["hccl"] else op["source"],
-                    "members": members.get(op["slice_id"], 1), "algbw_gbps": algbw,
-                    "busbw_gbps": algbw * factor if algbw is not None and factor is not None else None})
-    return out
-
-
-def collective_figures(tables: RunTables) -> pa.Table:
-    """One row per communication operation per rank (schema ``COLLECTIVE_FIGURES``; the module docstring
-    defines each figure): its record, kind, group, ``sequence``, size, own and aligned start, elapse,
-    transit, wait, synchronisation and idle time with their ratios, algorithm and bus bandwidth, and where
-    the figures come from; added: ``in_bytes``, ``out_bytes``, ``group_size`` and ``members`` (the ranks
-    traced in its instance). Sorted by rank, start."""
-    return pa.Table.from_pylist(computed(_figures, tables), schema=COLLECTIVE_FIGURES)
+def _share(part: int | None, other: int | None) -> float | None:
+    """part / (part + other), as msprof-analyze's ratios (None when unknown or both 0)."""
+    return part / (part + other) if part is not None and other is not None and part + other else None
 
 
 def _packets(distribution) -> list[dict] | None:
@@ -693,106 +637,6 @@ def _packets(distribution) -> list[dict] | None:
         except (TypeError, ValueError):
             continue
     return sorted(rows, key=lambda r: r["packet_bytes"])
-
-
-def link_bandwidth(tables: RunTables) -> pa.Table:
-    """Per rank, operation and link type (schema ``LINK_BANDWIDTH``): Ascend's ``Communication Bandwidth
-    Info`` as reported (HCCS, PCIE, RDMA, SDMA, SIO, ...: MB -> bytes, ms -> ns, GB/s, large packet ratio,
-    packet sizes), else one row per operation: link type ``LOCAL`` for a group of one, ``UNKNOWN``
-    otherwise (a trace does not say which links NCCL or gloo used), its message bytes over its transit
-    time (bandwidth = ``algbw_gbps``; distribution null). Sorted by rank, start, link type."""
-    rows = []
-    for op in computed(_figures, tables):
-        base = {"rank": op["rank"], "slice_id": op["slice_id"], "step": op["step"], "op_name": op["op_name"],
-                "process_group": op["process_group"]}
-        if op["bandwidth_info"] is not None:
-            for link, info in sorted(op["bandwidth_info"].items()):
-                if not isinstance(info, dict):
-                    continue
-                size, bandwidth, ratio = (info.get(k) for k in ("Transit Size(MB)", "Bandwidth(GB/s)",
-                                                                 "Large Packet Ratio"))
-                rows.append({**base, "link_type": link, "transit_ns": _ns(info.get("Transit Time(ms)")),
-                             "transit_bytes": round(size * _BYTES_PER_MB) if isinstance(size, (int, float)) else None,
-                             "bandwidth_gbps": bandwidth if isinstance(bandwidth, (int, float)) else None,
-                             "large_packet_ratio": ratio if isinstance(ratio, (int, float)) else None,
-                             "size_distribution": _packets(info.get("Size Distribution"))})
-        else:
-            rows.append({**base, "link_type": "LOCAL" if op["ranks"] == 1 else "UNKNOWN",
-                         "transit_bytes": op["bytes"], "transit_ns": op["transit_ns"],
-                         "bandwidth_gbps": op["algbw_gbps"], "large_packet_ratio": None, "size_distribution": None})
-    return pa.Table.from_pylist(rows, schema=LINK_BANDWIDTH)
-
-
-def _known_sum(values) -> int | None:
-    """The sum of the values that are known (None when none is)."""
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
-
-
-def _share(part: int | None, other: int | None) -> float | None:
-    """part / (part + other), as msprof-analyze's ratios (None when unknown or both 0)."""
-    return part / (part + other) if part is not None and other is not None and part + other else None
-
-
-def _totals_row(ops: list[dict]) -> dict:
-    """One ``collective_totals`` row over the operations of one rank, group and collective kind."""
-    first = ops[0]
-    sums = {column: _known_sum(op[column] for op in ops)
-            for column in ("bytes", "elapse_ns", "transit_ns", "wait_ns", "sync_ns", "idle_ns")}
-    sized = [op for op in ops if op["bytes"] is not None]
-    timed = [op for op in sized if op["transit_ns"] is not None]
-    transit = sum(op["transit_ns"] for op in timed)
-    algbw = sum(op["bytes"] for op in timed) / transit if transit else None
-    factor = bus_factor(first["kind"], max((op["ranks"] for op in ops if op["ranks"]), default=None))
-    return {"rank": first["rank"], "process_group": first["process_group"], "collective": first["kind"],
-            "operations": len(ops), "timed": sum(op["transit_ns"] is not None for op in ops), **sums,
-            "mean_bytes": round(sum(op["bytes"] for op in sized) / len(sized)) if sized else None,
-            "wait_ratio": _share(sums["wait_ns"], sums["transit_ns"]),
-            "sync_ratio": _share(sums["sync_ns"], sums["transit_ns"]),
-            "algbw_gbps": algbw, "busbw_gbps": algbw * factor if algbw is not None and factor is not None else None}
-
-
-def collective_totals(tables: RunTables) -> pa.Table:
-    """Per rank, process group and collective kind, ``collective_figures`` summed (schema
-    ``COLLECTIVE_TOTALS``; msprof-analyze's "Total Op Info" per rank and group, split by kind): the
-    ``operations``, those ``timed`` (transit known), their message ``bytes`` and ``mean_bytes``, the sums
-    of ``elapse_ns``, ``transit_ns``, ``wait_ns``, ``sync_ns`` and ``idle_ns`` over the operations where
-    each is known (null when none is), ``wait_ratio`` = wait / (wait + transit) and ``sync_ratio`` = sync /
-    (sync + transit) of those sums, ``algbw_gbps`` = the bytes of the operations with bytes and transit
-    known over their transit, and ``busbw_gbps`` = algbw x the kind's nccl-tests factor for the group
-    (``BUS_FACTORS``). Sorted by wait, longest first (null last), then rank, group, collective."""
-    groups: dict[tuple, list[dict]] = defaultdict(list)
-    for op in computed(_figures, tables):
-        groups[(op["rank"], op["process_group"], op["kind"])].append(op)
-    rows = [_totals_row(ops) for ops in groups.values()]
-    rows.sort(key=lambda r: (r["wait_ns"] is None, -(r["wait_ns"] or 0), r["rank"], r["process_group"] is None,
-                             r["process_group"] or "", r["collective"]))
-    return pa.Table.from_pylist(rows, schema=COLLECTIVE_TOTALS)
-
-
-def link_totals(tables: RunTables) -> pa.Table:
-    """Per rank and link type, ``link_bandwidth`` summed (schema ``LINK_TOTALS``; msprof-analyze's "Total
-    Op Info" bandwidth per link type): the ``operations``, ``transit_bytes`` and ``transit_ns`` summed over
-    the rows where each is known, ``bandwidth_gbps`` = bytes / ns (null without transit time), and the
-    ``size_distribution`` merged: per packet size, counts and times summed (null when no row has one).
-    Sorted by rank, link type."""
-    groups: dict[tuple, list[dict]] = defaultdict(list)
-    for row in computed(link_bandwidth, tables).to_pylist():
-        groups[(row["rank"], row["link_type"])].append(row)
-    rows = []
-    for (rank, link), links in sorted(groups.items()):
-        size, time = (_known_sum(row[c] for row in links) for c in ("transit_bytes", "transit_ns"))
-        packets: dict[int, dict] = {}
-        for packet in (p for row in links for p in row["size_distribution"] or []):
-            merged = packets.setdefault(packet["packet_bytes"], {"packet_bytes": packet["packet_bytes"], "count": 0,
-                                                                 "dur_ns": 0})
-            merged["count"] += packet["count"]
-            merged["dur_ns"] += packet["dur_ns"] or 0
-        distributed = any(row["size_distribution"] is not None for row in links)
-        rows.append({"rank": rank, "link_type": link, "operations": len(links), "transit_bytes": size,
-                     "transit_ns": time, "bandwidth_gbps": size / time if size is not None and time else None,
-                     "size_distribution": [packets[k] for k in sorted(packets)] if distributed else None})
-    return pa.Table.from_pylist(rows, schema=LINK_TOTALS)
 
 
 def _reported_links(rank: int, text: str) -> list[dict]:
@@ -810,148 +654,6 @@ def _reported_links(rank: int, text: str) -> list[dict]:
     return rows
 
 
-def _pairs(op: dict) -> list[tuple[int, int | None]]:
-    """The (src, dst) global-rank pairs an operation is counted in (module docstring)."""
-    rank = op["rank"]
-    if not op["ranks_global"]:      # group-local positions name no global peer
-        return [(rank, None)]
-    if op["peer"] is not None:
-        return [(op["peer"], rank)] if op["kind"] == "recv" else [(rank, op["peer"])]
-    others = [r for r in op["group_ranks"] or [] if r != rank]
-    return [(rank, r) for r in others] if others else ([(rank, None)] if not op["group_ranks"] else [])
-
-
-def _computed_links(ops: list[dict]) -> list[dict]:
-    cells: dict[tuple, list[dict]] = defaultdict(list)
-    for op in ops:
-        for src, dst in _pairs(op):
-            cells[(op["rank"], op["step"], op["process_group"], op["kind"], src, dst)].append(op)
-    rows = []
-    for (rank, step, group, kind, src, dst), members in cells.items():
-        sizes = [op["bytes"] for op in members if op["bytes"] is not None]
-        times = [op["transit_ns"] for op in members]
-        size = sum(sizes) if sizes else None
-        time = sum(times) if all(t is not None for t in times) else None
-        largest = max(members, key=lambda op: op["bytes"] or 0)
-        rows.append({"rank": rank, "step": step, "process_group": group, "key": kind, "op_name": largest["op_name"],
-                     "src_rank": src, "dst_rank": dst, "transport": "LOCAL" if src == dst else "UNKNOWN",
-                     "transit_bytes": size, "transit_ns": time,
-                     "bandwidth_gbps": size / time if size is not None and time else None,
-                     "collectives": len(members), "source": "computed", "total": True, "ranks_global": True})
-    return rows
-
-
-def communication_matrix(tables: RunTables) -> pa.Table:
-    """Per recording rank, step, group, key and (src, dst) global-rank pair (schema
-    ``COMMUNICATION_MATRIX``; the module docstring says what a cell is): transport, transit bytes and time,
-    bandwidth (GB/s), the operations counted, where the row comes from, and whether it is a ``total`` row.
-    Sorted by rank, step, group, key, src, dst (null last)."""
-    meta = computed(rank_meta, tables)
-    reported = {rank for rank, facts in meta.items() if facts.get("communication_matrix")}
-    rows = [row for rank in sorted(reported) for row in _reported_links(rank, meta[rank]["communication_matrix"])]
-    rows += _computed_links([op for op in computed(_figures, tables) if op["rank"] not in reported])
-    rows.sort(key=lambda r: tuple((r[c] is None, r[c] if r[c] is not None else 0 if c.endswith(("rank", "step"))
-                                   else "") for c in ("rank", "step", "process_group", "key", "src_rank", "dst_rank")))
-    return pa.Table.from_pylist(rows, schema=COMMUNICATION_MATRIX)
-
-
-def communication_pairs(tables: RunTables) -> pa.Table:
-    """Per (src, dst) pair (schema ``COMMUNICATION_PAIRS``): the ``communication_matrix`` total rows the
-    sender recorded (src = recording rank; dst null: the rank's operations whose peers are not recorded, or
-    known only by their group-local position, ``ranks_global`` false: never shown as a global rank),
-    summed over steps, groups and keys: transport (``MIXED`` when several), bytes, time, bandwidth and the
-    operations counted. Sorted by src, dst (null last)."""
-    con = new_connection()
-    con.register("m", computed(communication_matrix, tables))
-    query = """
-        WITH sent AS (
-            SELECT rank AS src_rank, CASE WHEN ranks_global THEN dst_rank END AS dst_rank, transport,
-                   transit_bytes, transit_ns, collectives
-            FROM m WHERE total AND (src_rank = rank OR NOT ranks_global)
-        )
-        SELECT src_rank, dst_rank,
-               CASE WHEN count(DISTINCT transport) > 1 THEN 'MIXED' ELSE any_value(transport) END AS transport,
-               sum(transit_bytes)::BIGINT AS transit_bytes,
-               CASE WHEN count(transit_ns) = count(*) THEN sum(transit_ns)::BIGINT END AS transit_ns,
-               NULL::DOUBLE AS bandwidth_gbps, sum(collectives)::BIGINT AS collectives
-        FROM sent GROUP BY src_rank, dst_rank ORDER BY src_rank, dst_rank NULLS LAST
-    """
-    rows = con.sql(query).to_arrow_table().to_pylist()
-    for row in rows:
-        if row["transit_bytes"] is not None and row["transit_ns"]:
-            row["bandwidth_gbps"] = row["transit_bytes"] / row["transit_ns"]
-    return pa.Table.from_pylist(rows, schema=COMMUNICATION_PAIRS)
-
-
-def slow_ranks(tables: RunTables) -> pa.Table:
-    """Per process group and rank with wait figures (schema ``SLOW_RANKS``): the ``instances`` it took part
-    in, its ``mean_wait_ns``, the other members' mean wait over the same group, and ``slow`` by
-    ``SLOW_RANK_RULE`` (``rule`` and ``threshold`` say it in every row). A group of one rank has no
-    verdict. Sorted by group, rank."""
-    waits: dict[str | None, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for op in computed(_figures, tables):
-        if op["wait_ns"] is not None:
-            waits[op["process_group"]][op["rank"]].append(op["wait_ns"])
-    rows = []
-    for group in sorted(waits, key=lambda g: (g is not None, g)):
-        by_rank = waits[group]
-        if len(by_rank) < 2:
-            continue
-        means = {rank: sum(values) / len(values) for rank, values in by_rank.items()}
-        least = min(sorted(means), key=lambda r: means[r])
-        for rank in sorted(by_rank):
-            others = [w for other, values in by_rank.items() if other != rank for w in values]
-            others_mean = sum(others) / len(others)
-            slow = (rank == least and others_mean >= SLOW_RANK_WAIT_FACTOR * means[rank]
-                    and others_mean - means[rank] >= SLOW_RANK_MIN_GAP_NS)
-            rows.append({"process_group": group, "rank": rank, "instances": len(by_rank[rank]),
-                         "mean_wait_ns": round(means[rank]), "others_mean_wait_ns": round(others_mean),
-                         "slow": slow, "rule": SLOW_RANK_RULE, "threshold": SLOW_RANK_THRESHOLD})
-    return pa.Table.from_pylist(rows, schema=SLOW_RANKS)
-
-
-def slow_links(tables: RunTables) -> pa.Table:
-    """Per link of ``communication_pairs`` between two ranks with a transit time (schema ``SLOW_LINKS``;
-    same-rank ``LOCAL`` links and unknown peers left out): its bandwidth, the median bandwidth of the
-    ``links`` of its transport, and ``slow`` by ``SLOW_LINK_RULE`` (``rule`` and ``threshold`` in every
-    row; a transport with fewer than ``SLOW_LINK_MIN_LINKS`` links has no slow link). Sorted by src, dst."""
-    links = [row for row in computed(communication_pairs, tables).to_pylist()
-             if row["dst_rank"] is not None and row["src_rank"] != row["dst_rank"] and row["bandwidth_gbps"]]
-    by_transport: dict[str, list[float]] = defaultdict(list)
-    for row in links:
-        by_transport[row["transport"]].append(row["bandwidth_gbps"])
-    rows = []
-    for row in links:
-        peers = by_transport[row["transport"]]
-        middle = median(np.array(peers)) or 0.0
-        rows.append({**row, "median_gbps": middle, "links": len(peers), "rule": SLOW_LINK_RULE,
-                     "threshold": SLOW_LINK_THRESHOLD,
-                     "slow": len(peers) >= SLOW_LINK_MIN_LINKS and row["bandwidth_gbps"] < SLOW_LINK_SHARE * middle})
-    return pa.Table.from_pylist(rows, schema=SLOW_LINKS)
-
-
-def communication_groups(tables: RunTables) -> pa.Table:
-    """One row per process group seen in the operations (schema ``COMMUNICATION_GROUPS``): its name
-    (``group_name``: the framework's, ``Process Group Desc`` / ``Process Group Description``), ``kind``
-    (``p2p`` when all its operations are send/recv), its ``ranks`` (recorded ``Process Group Ranks``, else
-    the traced ranks that ran its operations) with ``ranks_global`` and the ``source`` of the ranks. The
-    group not recorded has a null name. Sorted by group."""
-    descriptions = _descriptions(tables)
-    groups: dict[str | None, list[dict]] = defaultdict(list)
-    for op in computed(_sequenced, tables):
-        groups[op["process_group"]].append(op)
-    rows = []
-    for group in sorted(groups, key=lambda g: (g is None, g or "")):
-        ops = groups[group]
-        recorded = next((op for op in ops if op["group_ranks"]), None)
-        rows.append({"process_group": group, "group_name": descriptions.get(group) if group else None,
-                     "kind": "p2p" if all(op["kind"] in ("send", "recv") for op in ops) else "collective",
-                     "ranks": sorted(recorded["group_ranks"]) if recorded else sorted({op["rank"] for op in ops}),
-                     "ranks_global": recorded["ranks_global"] if recorded else True,
-                     "source": "Process Group Ranks" if recorded else "ranks that recorded its operations"})
-    return pa.Table.from_pylist(rows, schema=COMMUNICATION_GROUPS)
-
-
 def _descriptions(tables: RunTables) -> dict[str, str]:
     query = """
         SELECT json_extract_string(args, '$."Process Group Name"') AS pg,
@@ -961,3 +663,380 @@ def _descriptions(tables: RunTables) -> dict[str, str]:
         GROUP BY pg HAVING pg IS NOT NULL
     """
     return {pg: desc for pg, desc in tables.connect().sql(query).fetchall() if desc}
+
+
+# ---- the reduce: the cross-rank figures over a job's summaries (``analysis/job.py``)
+
+#: nccl-tests' bus bandwidth factor per collective for a group of n ranks (busbw = algbw x factor), as DuckDB
+#: expressions of n
+BUS_FACTORS = {
+    "allreduce": "2 * ({n} - 1) / {n}",
+    "allgather": "({n} - 1) / {n}",
+    "reducescatter": "({n} - 1) / {n}",
+    "alltoall": "({n} - 1) / {n}",
+    "broadcast": "1.0",
+    "reduce": "1.0",
+    "send": "1.0",
+    "recv": "1.0",
+}
+
+
+def _bus_factor_sql(kind: str, ranks: str) -> str:
+    """SQL: the bus factor (``BUS_FACTORS``) of collective kind column ``kind`` for ``ranks`` (null when
+    unknown, less than 1, or a kind without one)."""
+    cases = " ".join(f"WHEN {kind} = '{name}' THEN {factor.format(n=ranks)}" for name, factor in BUS_FACTORS.items())
+    return f"(CASE WHEN {ranks} >= 1 THEN CASE {cases} END END)"
+
+
+def _members_sql(source: str) -> str:
+    """SQL: the rows of relation ``source`` (operations) that are members of their instance (module docstring):
+    of the kind most rows of the (group, sequence) have, a send and a recv one kind, ties to the first kind by
+    name."""
+    family = "CASE WHEN kind IN ('send', 'recv') THEN 'sendrecv' ELSE kind END"
+    return f"""(
+        SELECT o.* FROM (SELECT *, {family} AS family FROM {source}) o
+        JOIN (SELECT process_group, sequence, {family} AS family FROM {source} GROUP BY 1, 2, 3
+              QUALIFY row_number() OVER (PARTITION BY process_group, sequence ORDER BY count(*) DESC, family) = 1) c
+          ON c.process_group IS NOT DISTINCT FROM o.process_group AND c.sequence = o.sequence AND c.family = o.family
+    )"""
+
+
+def _ranks(job: Job) -> list[int]:
+    return [row[0] for row in job.connect().sql("SELECT DISTINCT rank FROM rank_facts ORDER BY rank").fetchall()]
+
+
+#: collectives every member leaves at about the same moment (a broadcast's root, a reduce's senders and a
+#: send may leave early): the instances clock offsets are estimated from
+SYMMETRIC_KINDS = ("allreduce", "allgather", "reducescatter", "alltoall", "barrier")
+
+_DIFFERENCES_SQL = f"""
+WITH members AS {_members_sql(f"(SELECT * FROM operations WHERE end_ns IS NOT NULL AND kind IN {SYMMETRIC_KINDS})")},
+instances AS (
+    SELECT process_group, sequence, max(end_ns) FILTER (WHERE rank = $reference) AS reference_end
+    FROM members GROUP BY ALL HAVING count(*) > 1 AND reference_end IS NOT NULL
+)
+SELECT m.rank, round_even(median(m.end_ns - i.reference_end), 0)::BIGINT AS estimate_ns, count(*) AS used,
+       max(m.end_ns - i.reference_end) - min(m.end_ns - i.reference_end) AS spread_ns
+FROM members m JOIN instances i ON i.process_group IS NOT DISTINCT FROM m.process_group AND i.sequence = m.sequence
+GROUP BY m.rank
+"""
+
+
+def clock_offsets(job: Job) -> pa.Table:
+    """Per rank (schema ``CLOCK_OFFSETS``): its clock's ``offset_ns`` from the ``reference_rank``'s (the
+    lowest rank), ``estimate_ns`` the median over the ``collectives_used`` (timed instances of
+    ``SYMMETRIC_KINDS`` it shares with the reference) of its end minus the reference's end, ``spread_ns``
+    the largest minus the smallest of those differences, and the ``method``. The offset is the estimate,
+    except for a rank on the reference's host (its run manifest's ``host``), which shares its clock: 0
+    (the estimate is then the collectives' own end skew), and a rank sharing no instance: 0. Sorted by
+    rank; empty for a job without ranks."""
+    con = job.connect()
+    hosts = dict(con.sql("SELECT rank, host FROM rank_facts").fetchall())
+    ranks = sorted(hosts)
+    if not ranks:
+        return CLOCK_OFFSETS.empty_table()
+    reference = ranks[0]
+    found = {row[0]: row[1:] for row in con.sql(_DIFFERENCES_SQL, params={"reference": reference}).fetchall()}
+    rows = []
+    for rank in ranks:
+        estimate, used, spread = found.get(rank, (0, 0, 0))
+        if rank == reference:
+            method, offset = "reference rank", 0
+        elif hosts[rank] is not None and hosts[rank] == hosts[reference]:
+            method, offset = f"same host as the reference rank ({hosts[rank]}): one clock", 0
+        elif used:
+            method, offset = "median of (end - reference end) over shared symmetric collective instances", estimate
+        else:
+            method, offset = "no timed collective shared with the reference rank: offset 0 assumed", 0
+        rows.append({"rank": rank, "offset_ns": offset, "reference_rank": reference, "collectives_used": used,
+                     "spread_ns": spread, "method": method, "estimate_ns": estimate})
+    return pa.Table.from_pylist(rows, schema=CLOCK_OFFSETS)
+
+
+_FIGURES_SQL = f"""
+WITH aligned AS (
+    SELECT o.*, o.start_ns - coalesce(c.offset_ns, 0) AS aligned_start_ns
+    FROM operations o LEFT JOIN offsets c USING (rank)
+), members AS {_members_sql("aligned")},
+instances AS (
+    SELECT process_group, sequence, count(*) AS members,
+           CASE WHEN count(DISTINCT rank) > 1 THEN max(aligned_start_ns) END AS last_start_ns
+    FROM members GROUP BY ALL
+), marked AS (
+    SELECT m.rank, m.slice_id, i.members, i.last_start_ns
+    FROM members m JOIN instances i ON i.process_group IS NOT DISTINCT FROM m.process_group AND i.sequence = m.sequence
+), timed AS (
+    SELECT a.*, coalesce(k.members, 1) AS members,
+           CASE WHEN a.dur_ns IS NOT NULL AND k.last_start_ns IS NOT NULL
+                THEN least(greatest(k.last_start_ns - a.aligned_start_ns, 0), a.dur_ns) END AS computed_wait_ns
+    FROM aligned a LEFT JOIN marked k USING (rank, slice_id)
+), figures AS (
+    SELECT *,
+           CASE WHEN reported THEN reported_elapse_ns ELSE dur_ns END AS elapse_ns,
+           CASE WHEN reported THEN reported_transit_ns ELSE dur_ns - computed_wait_ns END AS transit_ns,
+           CASE WHEN reported THEN reported_wait_ns ELSE computed_wait_ns END AS wait_ns,
+           CASE WHEN reported THEN reported_sync_ns ELSE computed_wait_ns END AS sync_ns,
+           CASE WHEN reported THEN reported_idle_ns WHEN computed_wait_ns IS NOT NULL THEN 0 END AS idle_ns,
+           CASE WHEN reported THEN reported_wait_ratio WHEN dur_ns <> 0 THEN computed_wait_ns / dur_ns END
+               AS wait_ratio,
+           CASE WHEN reported THEN reported_sync_ratio WHEN dur_ns <> 0 THEN computed_wait_ns / dur_ns END
+               AS sync_ratio
+    FROM timed
+)
+SELECT rank, slice_id, step, source, op_name, kind AS collective, process_group, group_ranks, ranks_global, sequence,
+       peer, dtype, bytes, start_ns, aligned_start_ns, reported_start_ns, elapse_ns, transit_ns, wait_ns, sync_ns,
+       idle_ns, wait_ratio, sync_ratio, algbw_gbps, algbw_gbps * {_bus_factor_sql("kind", "ranks")} AS busbw_gbps,
+       figures_from, in_bytes, out_bytes, group_size, members
+FROM (SELECT *, CASE WHEN transit_ns <> 0 THEN bytes / transit_ns END AS algbw_gbps FROM figures)
+ORDER BY rank, start_ns, slice_id
+"""
+
+
+def collective_figures(job: Job) -> pa.Table:
+    """One row per communication operation per rank (schema ``COLLECTIVE_FIGURES``; the module docstring
+    defines each figure): its record, kind, group, ``sequence``, size, own and aligned start, elapse,
+    transit, wait, synchronisation and idle time with their ratios, algorithm and bus bandwidth, and where
+    the figures come from; added: ``in_bytes``, ``out_bytes``, ``group_size`` and ``members`` (the ranks
+    traced in its instance). Sorted by rank, start."""
+    con = job.connect()
+    con.register("offsets", computed(clock_offsets, job))
+    return con.sql(_FIGURES_SQL).to_arrow_table().cast(COLLECTIVE_FIGURES)
+
+
+def _figures_connection(job: Job):
+    """A connection to ``job`` with ``figures`` (``collective_figures``) registered."""
+    con = job.connect()
+    con.register("figures", computed(collective_figures, job))
+    return con
+
+
+_LINK_BANDWIDTH_SQL = """
+SELECT * EXCLUDE (start_ns) FROM (
+    SELECT l.*, f.start_ns FROM reported_links l JOIN figures f USING (rank, slice_id)
+    UNION ALL BY NAME
+    SELECT f.rank, f.slice_id, f.step, f.op_name, f.process_group, f.start_ns,
+           CASE WHEN o.ranks = 1 THEN 'LOCAL' ELSE 'UNKNOWN' END AS link_type, f.bytes AS transit_bytes,
+           f.transit_ns, f.algbw_gbps AS bandwidth_gbps, NULL::DOUBLE AS large_packet_ratio, NULL AS size_distribution
+    FROM figures f JOIN operations o USING (rank, slice_id) WHERE NOT o.links_reported)
+ORDER BY rank, start_ns, slice_id, link_type
+"""
+
+
+def link_bandwidth(job: Job) -> pa.Table:
+    """Per rank, operation and link type (schema ``LINK_BANDWIDTH``): the links the rank's files reported
+    (``reported_links``), else one row per operation: link type ``LOCAL`` for a group of one, ``UNKNOWN``
+    otherwise (a trace does not say which links NCCL or gloo used), its message bytes over its transit
+    time (bandwidth = ``algbw_gbps``; distribution null). Sorted by rank, start, link type."""
+    return _figures_connection(job).sql(_LINK_BANDWIDTH_SQL).to_arrow_table().cast(LINK_BANDWIDTH)
+
+
+def _share_sql(part: str, other: str) -> str:
+    """SQL: ``_share`` of two columns."""
+    return f"CASE WHEN {part} + {other} <> 0 THEN {part} / ({part} + {other}) END"
+
+
+_TOTALS_SQL = f"""
+SELECT *, {_share_sql("wait_ns", "transit_ns")} AS wait_ratio, {_share_sql("sync_ns", "transit_ns")} AS sync_ratio,
+       algbw_gbps * {_bus_factor_sql("collective", "ranks")} AS busbw_gbps
+FROM (
+    SELECT f.rank, f.process_group, f.collective, count(*) AS operations, count(f.transit_ns) AS timed,
+           sum(f.bytes)::BIGINT AS bytes, round_even(avg(f.bytes), 0)::BIGINT AS mean_bytes,
+           sum(f.elapse_ns)::BIGINT AS elapse_ns, sum(f.transit_ns)::BIGINT AS transit_ns,
+           sum(f.wait_ns)::BIGINT AS wait_ns, sum(f.sync_ns)::BIGINT AS sync_ns, sum(f.idle_ns)::BIGINT AS idle_ns,
+           max(o.ranks) FILTER (WHERE o.ranks <> 0) AS ranks,
+           CASE WHEN sum(f.transit_ns) FILTER (WHERE f.bytes IS NOT NULL) <> 0
+                THEN sum(f.bytes) FILTER (WHERE f.transit_ns IS NOT NULL)
+                     / sum(f.transit_ns) FILTER (WHERE f.bytes IS NOT NULL) END AS algbw_gbps
+    FROM figures f JOIN operations o USING (rank, slice_id)
+    GROUP BY f.rank, f.process_group, f.collective)
+ORDER BY wait_ns DESC NULLS LAST, rank, process_group NULLS LAST, collective
+"""
+
+
+def collective_totals(job: Job) -> pa.Table:
+    """Per rank, process group and collective kind, ``collective_figures`` summed (schema
+    ``COLLECTIVE_TOTALS``; msprof-analyze's "Total Op Info" per rank and group, split by kind): the
+    ``operations``, those ``timed`` (transit known), their message ``bytes`` and ``mean_bytes``, the sums
+    of ``elapse_ns``, ``transit_ns``, ``wait_ns``, ``sync_ns`` and ``idle_ns`` over the operations where
+    each is known (null when none is), ``wait_ratio`` = wait / (wait + transit) and ``sync_ratio`` = sync /
+    (sync + transit) of those sums, ``algbw_gbps`` = the bytes of the operations with bytes and transit
+    known over their transit, and ``busbw_gbps`` = algbw x the kind's nccl-tests factor for the group
+    (``BUS_FACTORS``). Sorted by wait, longest first (null last), then rank, group, collective."""
+    return _figures_connection(job).sql(_TOTALS_SQL).to_arrow_table().select(COLLECTIVE_TOTALS.names).cast(
+        COLLECTIVE_TOTALS)
+
+
+_LINK_TOTALS_SQL = """
+WITH links AS (SELECT * FROM link_bandwidth), packets AS (
+    SELECT rank, link_type, p.packet_bytes, sum(p.count)::BIGINT AS count, sum(coalesce(p.dur_ns, 0))::BIGINT AS dur_ns
+    FROM (SELECT rank, link_type, unnest(size_distribution) AS p FROM links) GROUP BY ALL
+), distributions AS (
+    SELECT rank, link_type,
+           list({'packet_bytes': packet_bytes, 'count': count, 'dur_ns': dur_ns} ORDER BY packet_bytes) AS merged
+    FROM packets GROUP BY ALL
+)
+SELECT l.rank, l.link_type, count(*) AS operations, sum(l.transit_bytes)::BIGINT AS transit_bytes,
+       sum(l.transit_ns)::BIGINT AS transit_ns,
+       CASE WHEN sum(l.transit_ns) <> 0 THEN sum(l.transit_bytes) / sum(l.transit_ns) END AS bandwidth_gbps,
+       CASE WHEN bool_or(l.size_distribution IS NOT NULL) THEN coalesce(any_value(d.merged), []) END
+           AS size_distribution
+FROM links l LEFT JOIN distributions d USING (rank, link_type)
+GROUP BY l.rank, l.link_type ORDER BY l.rank, l.link_type
+"""
+
+
+def link_totals(job: Job) -> pa.Table:
+    """Per rank and link type, ``link_bandwidth`` summed (schema ``LINK_TOTALS``; msprof-analyze's "Total
+    Op Info" bandwidth per link type): the ``operations``, ``transit_bytes`` and ``transit_ns`` summed over
+    the rows where each is known, ``bandwidth_gbps`` = bytes / ns (null without transit time), and the
+    ``size_distribution`` merged: per packet size, counts and times summed (null when no row has one).
+    Sorted by rank, link type."""
+    con = job.connect()
+    con.register("link_bandwidth", computed(link_bandwidth, job))
+    return con.sql(_LINK_TOTALS_SQL).to_arrow_table().cast(LINK_TOTALS)
+
+
+_COMPUTED_LINKS_SQL = """
+WITH ops AS (
+    SELECT f.*, o.kind FROM figures f JOIN operations o USING (rank, slice_id)
+    WHERE f.rank NOT IN (SELECT DISTINCT rank FROM reported_matrix)
+), pairs AS (
+    SELECT *, rank AS src, NULL::INTEGER AS dst FROM ops
+    WHERE NOT ranks_global OR (peer IS NULL AND coalesce(len(group_ranks), 0) = 0)
+    UNION ALL BY NAME
+    SELECT *, CASE WHEN kind = 'recv' THEN peer ELSE rank END AS src,
+           CASE WHEN kind = 'recv' THEN rank ELSE peer END AS dst
+    FROM ops WHERE ranks_global AND peer IS NOT NULL
+    UNION ALL BY NAME
+    SELECT * EXCLUDE (others), rank AS src, unnest(others) AS dst
+    FROM (SELECT *, list_filter(group_ranks, lambda r: r <> rank) AS others FROM ops
+          WHERE ranks_global AND peer IS NULL AND len(group_ranks) > 0)
+)
+SELECT rank, step, process_group, kind AS key,
+       first(op_name ORDER BY coalesce(bytes, 0) DESC, start_ns, slice_id) AS op_name, src AS src_rank, dst AS dst_rank,
+       CASE WHEN src = dst THEN 'LOCAL' ELSE 'UNKNOWN' END AS transport, sum(bytes)::BIGINT AS transit_bytes,
+       CASE WHEN count(transit_ns) = count(*) THEN sum(transit_ns)::BIGINT END AS transit_ns,
+       CASE WHEN count(transit_ns) = count(*) AND sum(transit_ns) <> 0 THEN sum(bytes) / sum(transit_ns) END
+           AS bandwidth_gbps,
+       count(*) AS collectives, 'computed' AS source, true AS total, true AS ranks_global
+FROM pairs GROUP BY rank, step, process_group, kind, src, dst
+"""
+
+_MATRIX_SQL = f"""
+SELECT * FROM (SELECT * FROM reported_matrix UNION ALL BY NAME ({_COMPUTED_LINKS_SQL}))
+ORDER BY rank NULLS LAST, step NULLS LAST, process_group NULLS LAST, key NULLS LAST, src_rank NULLS LAST,
+         dst_rank NULLS LAST
+"""
+
+
+def communication_matrix(job: Job) -> pa.Table:
+    """Per recording rank, step, group, key and (src, dst) global-rank pair (schema
+    ``COMMUNICATION_MATRIX``; the module docstring says what a cell is): transport, transit bytes and time,
+    bandwidth (GB/s), the operations counted, where the row comes from, and whether it is a ``total`` row.
+    Sorted by rank, step, group, key, src, dst (null last)."""
+    return _figures_connection(job).sql(_MATRIX_SQL).to_arrow_table().select(COMMUNICATION_MATRIX.names).cast(
+        COMMUNICATION_MATRIX)
+
+
+_PAIRS_SQL = """
+WITH sent AS (
+    SELECT rank AS src_rank, CASE WHEN ranks_global THEN dst_rank END AS dst_rank, transport,
+           transit_bytes, transit_ns, collectives
+    FROM m WHERE total AND (src_rank = rank OR NOT ranks_global)
+)
+SELECT src_rank, dst_rank,
+       CASE WHEN count(DISTINCT transport) > 1 THEN 'MIXED' ELSE any_value(transport) END AS transport,
+       sum(transit_bytes)::BIGINT AS transit_bytes,
+       CASE WHEN count(transit_ns) = count(*) THEN sum(transit_ns)::BIGINT END AS transit_ns,
+       CASE WHEN count(transit_ns) = count(*) AND sum(transit_ns) <> 0 THEN sum(transit_bytes) / sum(transit_ns) END
+           AS bandwidth_gbps,
+       sum(collectives)::BIGINT AS collectives
+FROM sent GROUP BY src_rank, dst_rank ORDER BY src_rank, dst_rank NULLS LAST
+"""
+
+
+def communication_pairs(job: Job) -> pa.Table:
+    """Per (src, dst) pair (schema ``COMMUNICATION_PAIRS``): the ``communication_matrix`` total rows the
+    sender recorded (src = recording rank; dst null: the rank's operations whose peers are not recorded, or
+    known only by their group-local position, ``ranks_global`` false: never shown as a global rank),
+    summed over steps, groups and keys: transport (``MIXED`` when several), bytes, time, bandwidth and the
+    operations counted. Sorted by src, dst (null last)."""
+    con = job.connect()
+    con.register("m", computed(communication_matrix, job))
+    return con.sql(_PAIRS_SQL).to_arrow_table().cast(COMMUNICATION_PAIRS)
+
+
+_SLOW_RANKS_SQL = """
+WITH waits AS (
+    SELECT process_group, rank, count(*) AS instances, sum(wait_ns) AS total, sum(wait_ns) / count(*) AS mean
+    FROM figures WHERE wait_ns IS NOT NULL GROUP BY ALL
+), groups AS (
+    SELECT process_group, sum(instances) AS instances, sum(total) AS total,
+           arg_min(rank, (mean, rank)) AS least
+    FROM waits GROUP BY ALL HAVING count(*) > 1
+)
+SELECT w.process_group, w.rank, w.instances, round_even(w.mean, 0)::BIGINT AS mean_wait_ns,
+       round_even((g.total - w.total) / (g.instances - w.instances), 0)::BIGINT AS others_mean_wait_ns,
+       w.rank = g.least AND (g.total - w.total) / (g.instances - w.instances) >= $factor * w.mean
+           AND (g.total - w.total) / (g.instances - w.instances) - w.mean >= $gap AS slow,
+       $rule AS rule, $threshold AS threshold
+FROM waits w JOIN groups g ON g.process_group IS NOT DISTINCT FROM w.process_group
+ORDER BY w.process_group NULLS FIRST, w.rank
+"""
+
+
+def slow_ranks(job: Job) -> pa.Table:
+    """Per process group and rank with wait figures (schema ``SLOW_RANKS``): the ``instances`` it took part
+    in, its ``mean_wait_ns``, the other members' mean wait over the same group, and ``slow`` by
+    ``SLOW_RANK_RULE`` (``rule`` and ``threshold`` say it in every row). A group of one rank has no
+    verdict. Sorted by group, rank."""
+    params = {"factor": SLOW_RANK_WAIT_FACTOR, "gap": SLOW_RANK_MIN_GAP_NS, "rule": SLOW_RANK_RULE,
+              "threshold": SLOW_RANK_THRESHOLD}
+    return _figures_connection(job).sql(_SLOW_RANKS_SQL, params=params).to_arrow_table().cast(SLOW_RANKS)
+
+
+_SLOW_LINKS_SQL = """
+WITH links AS (
+    SELECT * FROM pairs WHERE dst_rank IS NOT NULL AND src_rank <> dst_rank AND bandwidth_gbps <> 0
+), medians AS (
+    SELECT transport, exact_median(list(bandwidth_gbps)) AS median_gbps, count(*) AS links FROM links GROUP BY ALL
+)
+SELECT l.src_rank, l.dst_rank, l.transport, l.transit_bytes, l.transit_ns, l.bandwidth_gbps, m.median_gbps, m.links,
+       m.links >= $links AND l.bandwidth_gbps < $share * m.median_gbps AS slow, $rule AS rule, $threshold AS threshold
+FROM links l JOIN medians m USING (transport)
+ORDER BY l.src_rank, l.dst_rank
+"""
+
+
+def slow_links(job: Job) -> pa.Table:
+    """Per link of ``communication_pairs`` between two ranks with a transit time (schema ``SLOW_LINKS``;
+    same-rank ``LOCAL`` links and unknown peers left out): its bandwidth, the median bandwidth of the
+    ``links`` of its transport, and ``slow`` by ``SLOW_LINK_RULE`` (``rule`` and ``threshold`` in every
+    row; a transport with fewer than ``SLOW_LINK_MIN_LINKS`` links has no slow link). Sorted by src, dst."""
+    con = job.connect()
+    con.register("pairs", computed(communication_pairs, job))
+    params = {"links": SLOW_LINK_MIN_LINKS, "share": SLOW_LINK_SHARE, "rule": SLOW_LINK_RULE,
+              "threshold": SLOW_LINK_THRESHOLD}
+    return con.sql(_SLOW_LINKS_SQL, params=params).to_arrow_table().cast(SLOW_LINKS)
+
+
+_GROUPS_SQL = """
+SELECT process_group, CASE WHEN process_group IS NOT NULL THEN any_value(group_name) END AS group_name,
+       CASE WHEN bool_and(kind IN ('send', 'recv')) THEN 'p2p' ELSE 'collective' END AS kind,
+       coalesce(list_sort(first(group_ranks ORDER BY rank, start_ns, slice_id) FILTER (WHERE len(group_ranks) > 0)),
+                list_sort(list(DISTINCT rank))) AS ranks,
+       coalesce(first(ranks_global ORDER BY rank, start_ns, slice_id) FILTER (WHERE len(group_ranks) > 0), true)
+           AS ranks_global,
+       CASE WHEN count(*) FILTER (WHERE len(group_ranks) > 0) > 0 THEN 'Process Group Ranks'
+            ELSE 'ranks that recorded its operations' END AS source
+FROM operations GROUP BY process_group ORDER BY process_group NULLS LAST
+"""
+
+
+def communication_groups(job: Job) -> pa.Table:
+    """One row per process group seen in the operations (schema ``COMMUNICATION_GROUPS``): its name
+    (``group_name``: the framework's, ``Process Group Desc`` / ``Process Group Description``), ``kind``
+    (``p2p`` when all its operations are send/recv), its ``ranks`` (recorded ``Process Group Ranks``, else
+    the traced ranks that ran its operations) with ``ranks_global`` and the ``source`` of the ranks. The
+    group not recorded has a null name. Sorted by group."""
+    return job.sql(_GROUPS_SQL).cast(COMMUNICATION_GROUPS)

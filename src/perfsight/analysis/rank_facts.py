@@ -21,6 +21,7 @@ import json
 
 import pyarrow as pa
 
+from perfsight.analysis.job import Job
 from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables
 
@@ -38,6 +39,9 @@ STEP_TRACE_TIME_HEADERS = {
     "Preparing": "preparing_ns",
 }
 
+#: each rank's facts in a job's summaries (``rank_facts``)
+RANK_FACTS = pa.schema([("rank", pa.int32()), ("host", pa.string()), ("meta", pa.string())])
+
 REPORTED_STEP_TRACE = pa.schema(
     [("rank", pa.int32()), ("step", pa.int32())]
     + [(column, pa.int64()) for column in STEP_TRACE_TIME_HEADERS.values()])
@@ -51,6 +55,29 @@ def rank_meta(tables: RunTables) -> dict[int, dict[str, str]]:
         return {int(rank): facts for rank, facts in json.loads(meta["rank_meta"]).items()}
     ranks = sorted({r if r is not None else 0 for r in tables.tracks.column("rank").to_pylist()})
     return {ranks[0] if ranks else 0: meta}
+
+
+def rank_facts(tables: RunTables) -> pa.Table:
+    """Per rank (schema ``RANK_FACTS``; the ranks of ``rank_meta`` and of the tracks): its ``host`` (its
+    perfsight run manifest's; null when it has none) and its ``meta`` (``rank_meta``, a JSON object; empty
+    for a rank only the tracks name): a rank's facts as a job's summaries carry them."""
+    metas = computed(rank_meta, tables)
+    traced = {r if r is not None else 0 for r in tables.tracks.column("rank").to_pylist()}
+    rows = []
+    for rank in sorted(traced | set(metas)):
+        facts = metas.get(rank, {})
+        try:
+            host = json.loads(facts.get("manifest") or "{}").get("host")
+        except (ValueError, AttributeError):
+            host = None
+        rows.append({"rank": rank, "host": host if isinstance(host, str) and host else None,
+                     "meta": json.dumps(facts)})
+    return pa.Table.from_pylist(rows, schema=RANK_FACTS)
+
+
+def job_rank_meta(job: Job) -> dict[int, dict[str, str]]:
+    """Each rank's meta in a job (its ``rank_facts``)."""
+    return {rank: json.loads(meta) for rank, meta in job.connect().sql("SELECT rank, meta FROM rank_facts").fetchall()}
 
 
 def ranks_without_compute(tables: RunTables) -> set[int]:

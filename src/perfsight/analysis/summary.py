@@ -13,8 +13,11 @@ from perfsight.analysis.advisor import advise
 from perfsight.analysis.breakdown import median, overlap, step_breakdown, step_breakdown_average
 from perfsight.analysis.data import data_verdict
 from perfsight.analysis.flops import model_flops, model_flops_total
+from perfsight.analysis.job import Job
+from perfsight.analysis.job_summaries import job_of
 from perfsight.analysis.memory import memory_peak
 from perfsight.analysis.ops import DEVICE_TASK_KINDS, op_statistic
+from perfsight.analysis.rank_facts import rank_meta
 from perfsight.analysis.steps import no_steps_reason, step_points, step_trace, unmatched_step_points
 from perfsight.core.memo import computed
 from perfsight.core.tables import DATA_WAIT_SERIES, STEP_TIME_SERIES, RunTables
@@ -68,7 +71,8 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
             "memory_peak": computed(memory_peak, tables), "flops": model_flops_total(computed(model_flops, tables)),
             "data": computed(data_verdict, tables),
             "advice": computed(advise, tables),
-            "cluster": computed(cluster_summary, tables),
+            "cluster": computed(cluster_summary, computed(job_of, tables)) if len(computed(rank_meta, tables)) > 1
+            else None,
             "warnings": warnings}
 
 
@@ -76,8 +80,8 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
 TOP_COLLECTIVES = 5
 
 
-def cluster_summary(tables: RunTables, *, top: int = TOP_COLLECTIVES) -> dict | None:
-    """A job's ranks compared, for the reports (None for a run of fewer than two ranks): ``ranks``
+def cluster_summary(job: Job, *, top: int = TOP_COLLECTIVES) -> dict | None:
+    """A job's ranks compared, for the reports (None for a job of fewer than two ranks): ``ranks``
     (``cluster.rank_breakdown``: each rank's mean step, exposed communication, slowest and straggler),
     ``slowest`` (``cluster.slowest_rank``'s row, None without steps), ``top_collectives`` (the ``top``
     rows of ``collectives.collective_totals``, by wait), ``slow_ranks`` and ``slow_links`` (the verdict
@@ -85,16 +89,16 @@ def cluster_summary(tables: RunTables, *, top: int = TOP_COLLECTIVES) -> dict | 
     verdicts were given (``rank_verdicts``: (group, rank) rows; ``link_verdicts``: links); ``clock_offsets``
     (``collectives.clock_offsets`` of the ranks whose offset or estimate is not 0) and ``lacks``
     (``cluster.rank_lacks`` of the ranks that lack files)."""
-    lacks = computed(cluster.rank_lacks, tables)
-    ranks = computed(cluster.rank_breakdown, tables)
+    lacks = computed(cluster.rank_lacks, job)
+    ranks = computed(cluster.rank_breakdown, job)
     if len(set(lacks.column("rank").to_pylist()) | set(ranks.column("rank").to_pylist())) < 2:
         return None
-    slowest = computed(cluster.slowest_rank, tables).to_pylist()
-    verdicts = {name: computed(fn, tables) for name, fn in (("ranks", collectives.slow_ranks),
-                                                            ("links", collectives.slow_links))}
-    offsets = computed(collectives.clock_offsets, tables)
+    slowest = computed(cluster.slowest_rank, job).to_pylist()
+    verdicts = {name: computed(fn, job) for name, fn in (("ranks", collectives.slow_ranks),
+                                                         ("links", collectives.slow_links))}
+    offsets = computed(collectives.clock_offsets, job)
     return {"ranks": ranks, "slowest": slowest[0] if slowest else None,
-            "top_collectives": computed(collectives.collective_totals, tables).slice(0, top),
+            "top_collectives": computed(collectives.collective_totals, job).slice(0, top),
             "slow_ranks": verdicts["ranks"].filter(verdicts["ranks"].column("slow")),
             "slow_rank_rule": collectives.SLOW_RANK_RULE, "slow_rank_threshold": collectives.SLOW_RANK_THRESHOLD,
             "rank_verdicts": verdicts["ranks"].num_rows,

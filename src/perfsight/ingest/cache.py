@@ -28,6 +28,7 @@ import json
 import os
 import stat
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow as pa
@@ -97,26 +98,37 @@ _pending_lock = threading.Lock()
 
 def read(cache_dir: Path, stamp: dict) -> RunTables | None:
     """The cached tables if the cache is valid for ``stamp``, the ``fingerprint`` of their sources; else None."""
+    tables = read_tables(cache_dir, stamp, [name for name, _ in RunTables().items()])
+    return None if tables is None else RunTables(**{name: conform(name, table) for name, table in tables.items()})
+
+
+def valid(cache_dir: Path, stamp: dict, names: list[str]) -> bool:
+    """Whether ``cache_dir`` holds tables ``names`` (``<name>.parquet``) that perfsight wrote for ``stamp``
+    (a ``fingerprint``, with whatever else the writer's stamp holds), each file the one it wrote."""
     wait(cache_dir)
     stored = _stored_fingerprint(cache_dir)
     if stored is None or {**stored, "files": None} != {**_as_json(stamp), "files": None}:
+        return False
+    # a file that is not the one this cache wrote (copied in, replaced, or not a file) makes it invalid
+    return isinstance(stored.get("files"), dict) and all(
+        _file_stamp(cache_dir / f"{name}.parquet") == stored["files"].get(name) for name in names)
+
+
+def read_tables(cache_dir: Path, stamp: dict, names: list[str]) -> dict[str, pa.Table] | None:
+    """Tables ``names`` cached at ``cache_dir`` if they are ``valid`` for ``stamp``; else None."""
+    if not valid(cache_dir, stamp, names):
         return None
-    names = [name for name, _ in RunTables().items()]
-    if not isinstance(stored.get("files"), dict) or any(
-            _file_stamp(cache_dir / f"{name}.parquet") != stored["files"].get(name) for name in names):
-        return None  # a file that is not the one this cache wrote (copied in, replaced, or not a file)
     try:
         # ParquetFile.read, not pq.read_table: the latter imports pyarrow.dataset (~0.25 s, ~50 MiB)
-        return RunTables(**{name: conform(name, pq.ParquetFile(cache_dir / f"{name}.parquet").read())
-                            for name in names})
+        return {name: pq.ParquetFile(cache_dir / f"{name}.parquet").read() for name in names}
     except (OSError, ValueError):
         return None
 
 
-def write(cache_dir: Path, stamp: dict, tables: RunTables) -> bool:
-    """Store the tables with ``stamp``, the ``fingerprint`` of their sources taken before they were read;
-    returns False (and leaves no partial cache) when the directory is not writable or something other than
-    a cache of perfsight's is at ``cache_dir``."""
+def write(cache_dir: Path, stamp: dict, tables: RunTables | Mapping[str, pa.Table]) -> bool:
+    """Store the tables (a run's, or any named tables: ``read_tables``) with ``stamp``, the ``fingerprint``
+    of their sources taken before they were read; returns False (and leaves no partial cache) when the
+    directory is not writable or something other than a cache of perfsight's is at ``cache_dir``."""
     if not layout.writable_folder(cache_dir.parent) or (os.path.lexists(cache_dir) and not _ours(cache_dir)):
         return False
     temp = cache_dir.with_name(cache_dir.name + f".tmp{os.getpid()}")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -69,6 +70,18 @@ def _meta_rank(tables: RunTables) -> int | None:
     except ValueError:
         return None
     return rank if type(rank) is int and fits(rank, 32) else None
+
+
+def rank_said(name: str, tables: RunTables) -> int | None:
+    """The rank of a run read from source ``name``: the one its tables say (``rank_of``), else the one the
+    name carries (``rank_in_name``); None when neither does."""
+    rank = rank_of(tables)
+    return rank_in_name(Path(name).name) if rank is None else rank
+
+
+def as_rank(tables: RunTables, rank: int) -> RunTables:
+    """``tables`` with ``rank`` on every track that names none (a rank read alone, as its job knows it)."""
+    return replace(tables, tracks=_with_rank(tables.tracks, rank))
 
 
 def rank_in_name(name: str) -> int | None:
@@ -121,8 +134,7 @@ def _not_one_job(names: list[str], ranks: list[int | None]) -> str:
 def merge(parts: list[tuple[str, RunTables]]) -> RunTables:
     """Merge the tables of several ranks (``(source name, tables)`` pairs) into one run; a run whose tables
     do not say their rank takes the one its source name carries."""
-    said = [rank_of(tables) for _, tables in parts]
-    said = [rank_in_name(Path(name).name) if rank is None else rank for (name, _), rank in zip(parts, said)]
+    said = [rank_said(name, tables) for name, tables in parts]
     ranks = [rank for rank in said if rank is not None]
     if len(ranks) != len(said) or len(set(ranks)) != len(ranks):
         raise InputError(_not_one_job([name for name, _ in parts], said))

@@ -309,3 +309,24 @@ def print_tuning(status: dict, console: Console | None = None) -> None:
         console.print(f"perfsight: {TUNE_STAGES[stage]}: {escape(done['verdict'])}", soft_wrap=True)
         console.print(f"perfsight: {TUNE_STAGES[stage]}: {summary}; winners: {escape(winners or 'none')}",
                       soft_wrap=True)
+
+
+def print_cluster_report(report, console: Console | None = None) -> None:
+    """What ``perfsight cluster`` did (``views.export.cluster_analysis.ClusterReport``): how the ranks were read
+    (the engine, ranks done, cached and failed, the wall time), each failed rank and why, the job's warnings,
+    the ranks compared (``summary.cluster_summary`` of the job) and the files written."""
+    console = console or Console()
+    job = report.job
+    counts = ", ".join(f"{count} {status}" for status, count in job.counts.items())
+    console.print(f"{escape(str(job.path))}: {len(job.outcomes)} ranks ({counts}) on {escape(job.engine)} in "
+                  f"{job.seconds:.1f} s; summaries in {escape(str(job.store))}", soft_wrap=True)
+    for outcome in job.failed:
+        console.print(f"  failed: {escape(outcome.name)}: {escape(outcome.error or '')}", soft_wrap=True)
+    for warning in job.warnings:
+        console.print(f"  warning: {escape(warning)}", soft_wrap=True)
+    if report.cluster:
+        _print_cluster(report.cluster, console)
+    for path in report.files:
+        console.print(escape(str(path)), soft_wrap=True)
+    if not report.files:
+        console.print("no step or communication data to write")

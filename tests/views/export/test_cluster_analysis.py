@@ -28,7 +28,7 @@ def reference(shared_data: Path, kind: str) -> Path:
 
 def written(shared_data, tmp_path, kind: str) -> Path:
     job = writable_copy(shared_data, JOBS[kind], tmp_path)
-    files = cluster(job, tmp_path / "out")
+    files = cluster(job, tmp_path / "out").files
     out = tmp_path / "out" / "cluster_analysis_output"
     assert {p.parent for p in files} == {out}
     return out
@@ -96,7 +96,9 @@ def test_cli_writes_into_dir_by_default_and_never_over_a_users_file(shared_data,
     assert cli.main(["cluster", "-d", str(job)]) == 0
     first = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
     assert "cluster_step_trace_time.csv" in first and "cluster_analysis.db" in first
-    assert capsys.readouterr().out.splitlines() == [str(out / name) for name in (
+    said = capsys.readouterr().out.splitlines()
+    assert said[0].startswith(f"{job}: 2 ranks (2 done, 0 cached, 0 failed) on ")
+    assert said[-5:] == [str(out / name) for name in (
         "cluster_step_trace_time.csv", "cluster_communication.json", "cluster_communication_matrix.json",
         "communication_group.json", "cluster_analysis.db")]
     assert cli.main(["cluster", "-d", str(job)]) == 0          # its own files: replaced

@@ -10,6 +10,7 @@ import pytest
 
 from perfsight.analysis.cluster import rank_breakdown
 from perfsight.analysis.collectives import communication_pairs
+from perfsight.analysis.job_summaries import job_of
 from tests.analysis.planted_nccl_job import SHIFT_NS, write_nccl_job
 
 from .conftest import Served, expected
@@ -49,10 +50,10 @@ def test_cluster_page_holds_the_job_analyses(served_ascend):
     run_id = served_ascend.id("npu_job")
     tables = served_ascend.library.get(run_id).tables
     cluster = served_ascend.client.get(f"/api/runs/{run_id}/cluster").json()
-    assert sorted({row["rank"] for row in rank_breakdown(tables).to_pylist()}) == [0, 1]
+    assert sorted({row["rank"] for row in rank_breakdown(job_of(tables)).to_pylist()}) == [0, 1]
     assert len(cluster["ranks"]) == 2
     matrix = served_ascend.client.get(f"/api/runs/{run_id}/cluster/communication").json()["matrix"]
-    assert matrix == expected(communication_pairs(tables))
+    assert matrix == expected(communication_pairs(job_of(tables)))
 
 
 def test_cluster_communication_of_the_ascend_job(served_ascend):

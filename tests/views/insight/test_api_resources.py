@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from perfsight.analysis import cluster, collectives
 from perfsight.analysis.breakdown import step_breakdown
+from perfsight.analysis.job_summaries import job_of
 from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables
 from perfsight.views.insight import api_resources
@@ -158,15 +159,19 @@ def test_empty_run_answers_every_page_route(client):
 
 
 def test_page_results_are_computed_once_per_run(client, runs):
-    memo = runs["job"].tables.memo
+    """The run's results in its memo, the cross-rank ones in its job's (``job_of``: one job per run)."""
+    tables = runs["job"].tables
     ok(client, "/api/runs/job/cluster")
     ok(client, "/api/runs/job/cluster/communication")
-    kept = len(memo)
-    cached = {fn: computed(fn, runs["job"].tables) for fn in (
-        cluster.rank_breakdown, cluster.slowest_rank, step_breakdown, collectives.communication_pairs,
-        collectives.collective_summary, collectives.collectives)}
-    assert len(memo) == kept                         # the requests kept each of them
+    job = computed(job_of, tables)
+    kept = (len(tables.memo), len(job.memo))
+    cached = [(fn, of, computed(fn, of)) for fn, of in (
+        (cluster.rank_breakdown, job), (cluster.slowest_rank, job), (step_breakdown, tables),
+        (collectives.communication_pairs, job), (collectives.collective_summary, tables),
+        (collectives.collectives, tables))]
+    assert (len(tables.memo), len(job.memo)) == kept         # the requests kept each of them
     for _ in range(2):
         ok(client, "/api/runs/job/cluster")
         ok(client, "/api/runs/job/cluster/communication")
-    assert len(memo) == kept and all(computed(fn, runs["job"].tables) is value for fn, value in cached.items())
+    assert computed(job_of, tables) is job and (len(tables.memo), len(job.memo)) == kept
+    assert all(computed(fn, of) is value for fn, of, value in cached)

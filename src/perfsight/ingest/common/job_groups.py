@@ -34,7 +34,7 @@ def map_job(parts: list[tuple[int, RunTables]], warnings: list[str]) -> list[Run
     """Each rank's tables with the group-local ranks the job's places map made global (module docstring)."""
     metas = [tables.meta_dict() for _, tables in parts]
     groups = [_json(meta.get("communication_groups")) or {} for meta in metas]
-    places = _places([rank for rank, _ in parts], groups, warnings)
+    places = group_places([rank for rank, _ in parts], groups, warnings)
     if not places:
         return [tables for _, tables in parts]
     out = []
@@ -56,8 +56,9 @@ def map_job(parts: list[tuple[int, RunTables]], warnings: list[str]) -> list[Run
     return out
 
 
-def _places(ranks: list[int], groups: list[dict], warnings: list[str]) -> dict[str, dict[int, int]]:
-    """Group -> {group-local rank: global rank} from the ranks' ``group_rank`` in their local groups."""
+def group_places(ranks: list[int], groups: list[dict], warnings: list[str]) -> dict[str, dict[int, int]]:
+    """Group -> {group-local rank: global rank} from the ranks' ``group_rank`` in their local groups (each
+    rank's meta ``communication_groups``); a clash is said in ``warnings``."""
     claims: dict[str, dict[int, set[int]]] = {}
     for rank, rank_groups in zip(ranks, groups):
         for name, group in rank_groups.items():

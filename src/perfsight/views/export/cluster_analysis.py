@@ -31,10 +31,13 @@ import pyarrow as pa
 from perfsight import ingest
 from perfsight.analysis import cluster_outputs
 from perfsight.analysis.cluster_outputs import TOTAL_OP_INFO
+from perfsight.analysis.job import Job
 from perfsight.analysis.rank_facts import STEP_TRACE_TIME_HEADERS
+from perfsight.analysis.summary import cluster_summary
+from perfsight.cluster import ClusterJob, analyse_job
+from perfsight.cluster.engines import engine_for
+from perfsight.cluster.map import RankOutcome
 from perfsight.core.memo import computed
-from perfsight.core.tables import RunTables
-from perfsight.run import open_sources
 from perfsight.views.export.output import Staging, staging
 
 #: the folder msprof-analyze writes its cluster outputs into
@@ -114,12 +117,12 @@ class ClusterOutputs:
     devices: pa.Table
 
     @classmethod
-    def of(cls, tables: RunTables, sources: list[ingest.RunSource]) -> ClusterOutputs:
-        devices = computed(cluster_outputs.cluster_rank_devices, tables)
+    def of(cls, job: Job, sources: list[ingest.RunSource]) -> ClusterOutputs:
+        devices = computed(cluster_outputs.cluster_rank_devices, job)
         if len(sources) == 1:    # one rank: its folder is the one read (a job's ranks say theirs)
             devices = devices.set_column(devices.schema.get_field_index("profile_path"), "profile_path",
                                          pa.array([str(sources[0].path)] * devices.num_rows, pa.string()))
-        return cls(*(computed(f, tables) for f in (
+        return cls(*(computed(f, job) for f in (
             cluster_outputs.cluster_step_trace, cluster_outputs.cluster_communication_groups,
             cluster_outputs.cluster_communication_time, cluster_outputs.cluster_communication_bandwidth,
             cluster_outputs.cluster_communication_matrix)), devices=devices)
@@ -253,15 +256,31 @@ def stage_cluster(outputs: ClusterOutputs, stage: Staging) -> None:
         stage.write(CLUSTER_DB, lambda path: _write_db(path, rows), replaceable=True)
 
 
-def cluster(path: str | Path, output: str | Path | None = None, *, use_cache: bool = True) -> list[Path]:
-    """Write msprof-analyze's cluster outputs of the job at ``path`` (its ranks' folders, or one run) into
-    ``output/cluster_analysis_output/`` (``output`` defaults to ``path``, or the folder of a trace file);
-    returns the files written. All are written or none; a file perfsight did not write is never replaced (the
-    module docstring)."""
+@dataclass(frozen=True)
+class ClusterReport:
+    """What ``cluster`` did: the job it analysed (each rank's outcome, its summaries), its ranks compared
+    (``summary.cluster_summary``; None for fewer than two ranks) and the files written."""
+
+    job: ClusterJob
+    cluster: dict | None
+    files: list[Path]
+
+
+def cluster(path: str | Path, output: str | Path | None = None, *, ray: str | bool | None = None,
+            workers: int | None = None, use_cache: bool = True, on_start: Callable[[int], None] | None = None,
+            on_outcome: Callable[[RankOutcome], None] | None = None) -> ClusterReport:
+    """Analyse the job at ``path`` (its ranks' folders or traces, or one run) by map-reduce
+    (``perfsight.cluster.analyse_job``: the local pool of ``workers`` processes, or Ray with ``ray`` True or
+    an address) and write msprof-analyze's cluster outputs into ``output/cluster_analysis_output/`` (``output``
+    defaults to ``path``, or the folder of a trace file; the per-rank summaries go to
+    ``output/perfsight_cluster/``). All files are written or none; a file perfsight did not write is never
+    replaced (the module docstring). ``on_start`` is told the number of ranks found, ``on_outcome`` each
+    rank's outcome as it comes."""
     path = Path(path)
-    sources = ingest.find_runs(path)
     root = Path(output) if output is not None else path if path.is_dir() else path.parent
+    analysed = analyse_job(path, engine=engine_for(ray, workers), output=root, use_cache=use_cache,
+                           on_start=on_start, on_outcome=on_outcome)
     with staging(root / OUTPUT_FOLDER) as stage:
-        run = open_sources(path, sources, use_cache=use_cache)
-        stage_cluster(ClusterOutputs.of(run.tables, sources), stage)
-        return stage.commit()
+        stage_cluster(ClusterOutputs.of(analysed.job, analysed.sources), stage)
+        files = stage.commit()
+    return ClusterReport(analysed, computed(cluster_summary, analysed.job), files)

@@ -29,6 +29,7 @@ from fastapi import APIRouter, Depends, HTTPException
 
 from perfsight.analysis import cluster, collectives, data, memory, resources
 from perfsight.analysis.breakdown import CATEGORIES, step_breakdown
+from perfsight.analysis.job_summaries import job_of
 from perfsight.analysis.ops import instance_page
 from perfsight.analysis.summary import run_start_ns
 from perfsight.core.memo import computed
@@ -154,28 +155,29 @@ def router(get_run: Callable[[str], LoadedRun]) -> APIRouter:
     def cluster_steps(loaded: LoadedRun = Depends(get_run)):
         """Per-rank mean breakdown with the slowest rank and straggler, every rank's steps, and what each
         rank lacks."""
-        slowest = computed(cluster.slowest_rank, loaded.tables).to_pylist()
+        job = computed(job_of, loaded.tables)
+        slowest = computed(cluster.slowest_rank, job).to_pylist()
         steps = computed(step_breakdown, loaded.tables).drop_columns(["start_ns", "end_ns"])
         return json_response({"categories": [*CATEGORIES, "idle"],
-                              "ranks": computed(cluster.rank_breakdown, loaded.tables),
+                              "ranks": computed(cluster.rank_breakdown, job),
                               "slowest": slowest[0] if slowest else None,
                               "steps": {name: steps.column(name).to_pylist() for name in steps.column_names},
-                              "lacks": computed(cluster.rank_lacks, loaded.tables)})
+                              "lacks": computed(cluster.rank_lacks, job)})
 
     @api.get("/cluster/communication")
     def communication(loaded: LoadedRun = Depends(get_run)):
         """The communication matrix by (src, dst) pair (dst null: peers not recorded), the collectives per
         rank, group and kind and as recorded, bandwidth per link type, clock offsets, groups and verdicts."""
-        tables = loaded.tables
+        job = computed(job_of, loaded.tables)
         return json_response({
-            "matrix": computed(collectives.communication_pairs, tables),
-            "totals": computed(collectives.collective_totals, tables),
-            "collectives": computed(collectives.collective_summary, tables),
-            "links": computed(collectives.link_totals, tables),
-            "offsets": computed(collectives.clock_offsets, tables),
-            "groups": computed(collectives.communication_groups, tables),
-            "slow_ranks": computed(collectives.slow_ranks, tables),
-            "slow_links": computed(collectives.slow_links, tables),
+            "matrix": computed(collectives.communication_pairs, job),
+            "totals": computed(collectives.collective_totals, job),
+            "collectives": computed(collectives.collective_summary, loaded.tables),
+            "links": computed(collectives.link_totals, job),
+            "offsets": computed(collectives.clock_offsets, job),
+            "groups": computed(collectives.communication_groups, job),
+            "slow_ranks": computed(collectives.slow_ranks, job),
+            "slow_links": computed(collectives.slow_links, job),
             "rules": {"slow_rank": {"rule": collectives.SLOW_RANK_RULE, "threshold": collectives.SLOW_RANK_THRESHOLD},
                       "slow_link": {"rule": collectives.SLOW_LINK_RULE, "threshold": collectives.SLOW_LINK_THRESHOLD}},
         })
@@ -185,7 +187,7 @@ def router(get_run: Callable[[str], LoadedRun]) -> APIRouter:
                    collective: str | None = None, sort: str | None = None, order: str | None = None,
                    page: str | None = None, page_size: str | None = None):
         """One page of every communication operation's figures, longest wait first by default."""
-        figures = computed(collectives.collective_figures, loaded.tables)
+        figures = computed(collectives.collective_figures, computed(job_of, loaded.tables))
         sort = choice("sort", sort, collectives.COLLECTIVE_FIGURES.names, "wait_ns")
         order = choice("order", order, ("asc", "desc"), "desc")
         size = integer("page_size", page_size, OPERATIONS_PAGE, 1, MAX_OPERATIONS_PAGE)

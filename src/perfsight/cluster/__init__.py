@@ -1,0 +1,162 @@
+"""Cluster analysis as a map-reduce over a job's ranks, for jobs of any size (``perfsight cluster``).
+
+**Map** (``cluster/map.py``): each rank is read alone, in a worker of an engine (``cluster/engines.py``: a
+local process pool by default, or Ray tasks across machines), and reduced to its summaries
+(``analysis/job_summaries.py``), stored as Parquet in the job's store: ``<output>/perfsight_cluster/`` (the
+output folder defaults to the job's folder; on a cluster, a shared filesystem carries the files between
+the nodes). A rank whose files did not change is not read again.
+
+**Reduce**: the store's summaries are a ``Job`` (``analysis/job.py``) whose cross-rank analyses (the
+collectives' wait and bandwidth, clock offsets, the matrix, the slow rank and link, the step trace of every
+rank) are DuckDB queries over the Parquet files, out of core: the driver never holds any rank's slices.
+Every figure is the one ``perfsight.open`` gives for the same job opened whole.
+
+``analyse_job`` finds the ranks (``ingest.find_runs``), maps them, and returns a ``ClusterJob``: the Job, each
+rank's outcome (done, cached, failed and why), and the engine's description. A rank that fails is left out
+and reported; the rest completes. Two sources saying one rank: the first (by path) is the rank, the others
+fail. The store folder is perfsight's (it holds ``STORE_MARKER``); a folder of that name perfsight did not
+make is never written into.
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from perfsight import ingest
+from perfsight.analysis.job import PLACES, Job
+from perfsight.analysis.job_summaries import SUMMARY_SCHEMAS
+from perfsight.cluster.engines import Engine, TaskLost, engine_for
+from perfsight.cluster.map import CACHED, DONE, FAILED, RankOutcome, RankTask, map_rank, rank_folder
+from perfsight.core.errors import OutputError
+from perfsight.ingest.common.job_groups import group_places
+
+#: the store's folder in the output folder, and the file that says perfsight made it
+STORE_FOLDER = "perfsight_cluster"
+STORE_MARKER = "perfsight_cluster.json"
+
+
+@dataclass
+class ClusterJob:
+    """A job analysed by ``analyse_job``: its summaries (``job``), each rank's outcome, and how it ran."""
+
+    path: Path
+    store: Path
+    job: Job
+    outcomes: list[RankOutcome]
+    engine: str
+    seconds: float
+    sources: list[ingest.RunSource] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[RankOutcome]:
+        return [outcome for outcome in self.outcomes if outcome.status == FAILED]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """How many ranks were read (done), found stored (cached), and failed."""
+        return {status: sum(outcome.status == status for outcome in self.outcomes) for status in (DONE, CACHED, FAILED)}
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted(outcome.rank for outcome in self.outcomes if outcome.status != FAILED
+                      and outcome.rank is not None)
+
+
+def store_of(output: Path) -> Path:
+    """The store in ``output`` (made, with its marker, if missing); an OutputError if something perfsight did
+    not make is there."""
+    store = output / STORE_FOLDER
+    marker = store / STORE_MARKER
+    if store.exists() and not marker.is_file():
+        raise OutputError(f"{store} is not a folder perfsight made (it has no {STORE_MARKER}); perfsight will "
+                          "not write into it: move it, or give another output folder with -o")
+    if not store.exists():
+        try:
+            store.mkdir(parents=True)
+            marker.write_text(json.dumps({"made_by": "perfsight", "holds": "per-rank summaries (Parquet)"}),
+                              encoding="utf-8")
+        except OSError as error:
+            raise OutputError(f"cannot make the cluster store {store}: {error.strerror}") from None
+    return store
+
+
+def _lost(task: RankTask, lost: TaskLost) -> RankOutcome:
+    return RankOutcome(str(task.source.path), None, FAILED,
+                       f"its worker was lost {lost.attempts} time(s): {lost.why}", 0.0, 0)
+
+
+def _one_rank_each(outcomes: list[RankOutcome]) -> list[RankOutcome]:
+    """The outcomes with each rank kept for the first source (by name) saying it, the others failed."""
+    first: dict[int, str] = {}
+    kept = []
+    for outcome in sorted(outcomes, key=lambda o: o.name):
+        rank = outcome.rank
+        if outcome.status != FAILED and rank is not None:
+            if rank in first:
+                outcome = RankOutcome(outcome.name, rank, FAILED, f"rank {rank} is also {first[rank]}'s",
+                                      outcome.seconds, outcome.peak_rss_bytes)
+            else:
+                first[rank] = outcome.name
+        kept.append(outcome)
+    return kept
+
+
+def _places(job: Job, warnings: list[str]) -> pa.Table:
+    """The places of the job's group-local ranks (``job_groups.group_places`` over the ranks' meta
+    ``communication_groups``; ``Job``'s module docstring)."""
+    said = job.sql("SELECT rank, json_extract_string(meta, '$.communication_groups') AS groups FROM rank_facts "
+                   "ORDER BY rank").to_pylist()
+    groups = []
+    for row in said:
+        try:
+            value = json.loads(row["groups"] or "null")
+        except ValueError:
+            value = None
+        groups.append(value if isinstance(value, dict) else {})
+    places = group_places([row["rank"] for row in said], groups, warnings)
+    return pa.Table.from_pylist([{"process_group": group, "local_rank": local, "global_rank": rank}
+                                 for group, where in places.items() for local, rank in where.items()], schema=PLACES)
+
+
+def analyse_job(path: str | Path, *, engine: Engine | None = None, output: str | Path | None = None,
+                use_cache: bool = True, on_start: Callable[[int], None] | None = None,
+                on_outcome: Callable[[RankOutcome], None] | None = None) -> ClusterJob:
+    """Map every rank of the job at ``path`` on ``engine`` (default: ``engine_for()``, the local pool) into the
+    store in ``output`` (default: ``path``, or a trace file's folder) and return the job (module docstring);
+    ``on_start`` is called with the number of ranks found, ``on_outcome`` with each rank's outcome as it
+    comes."""
+    began = time.perf_counter()
+    path = Path(path)
+    sources = ingest.find_runs(path)
+    root = Path(output) if output is not None else path if path.is_dir() else path.parent
+    store = store_of(root)
+    tasks = [RankTask(source, store, use_cache) for source in sources]
+    if on_start is not None:
+        on_start(len(tasks))
+    engine = engine or engine_for()
+    outcomes: list[RankOutcome] = []
+
+    def arrived(index: int, result: RankOutcome | TaskLost) -> None:
+        outcome = _lost(tasks[index], result) if isinstance(result, TaskLost) else result
+        outcomes.append(outcome)
+        if on_outcome is not None:
+            on_outcome(outcome)
+
+    engine.map(map_rank, tasks, arrived)
+    outcomes = _one_rank_each(outcomes)
+    kept = {outcome.name for outcome in outcomes if outcome.status != FAILED}
+    folders = [rank_folder(store, task.source) for task in tasks if str(task.source.path) in kept]
+    files = {name: [folder / f"{name}.parquet" for folder in folders] for name in SUMMARY_SCHEMAS}
+    warnings: list[str] = []
+    places = _places(Job.of_parquet(files, SUMMARY_SCHEMAS), warnings)
+    return ClusterJob(path, store, Job.of_parquet(files, SUMMARY_SCHEMAS, places), outcomes, engine.description,
+                      time.perf_counter() - began, sources, warnings)
+
+
+__all__ = ["DONE", "ClusterJob", "analyse_job"]

@@ -1,0 +1,114 @@
+"""``perfsight.cluster.analyse_job``: a job mapped rank by rank into Parquet summaries and reduced with DuckDB
+gives the figures ``perfsight.open`` gives for the job read whole (the planted NCCL job with exact answers,
+the shared 2-rank torch_npu jobs whose group-local ranks only the job's places map); a rank whose files did
+not change is not read again; a rank that cannot be read is reported and the rest completes; a folder
+perfsight did not make is never written into."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import perfsight
+from perfsight.analysis import cluster, cluster_outputs, collectives
+from perfsight.cluster import STORE_FOLDER, analyse_job
+from perfsight.cluster.engines import engine_for
+from perfsight.core.errors import OutputError
+from perfsight.core.memo import computed
+from tests.analysis.planted_nccl_job import SHIFT_NS, write_nccl_job
+from tests.views.export.test_ascend_export import writable_copy
+
+#: every cross-rank analysis, compared between the two ways of reading a job
+CROSS_RANK = [*(getattr(collectives, name) for name in (
+    "clock_offsets", "collective_figures", "link_bandwidth", "collective_totals", "link_totals",
+    "communication_matrix", "communication_pairs", "communication_groups", "slow_ranks", "slow_links")),
+    *(getattr(cluster, name) for name in ("mean_step_by_rank", "rank_breakdown", "slowest_rank", "rank_lacks")),
+    *(getattr(cluster_outputs, name) for name in (
+        "cluster_step_trace", "cluster_rank_devices", "cluster_communication_groups", "cluster_communication_time",
+        "cluster_communication_bandwidth", "cluster_communication_matrix"))]
+
+
+def serial():
+    return engine_for(workers=1)
+
+
+def same_figures(folder: Path) -> None:
+    """Every cross-rank figure of ``folder``'s job is the same read whole and mapped rank by rank, but the slice
+    ids: merged ranks' ids are shifted to stay unique across the job, a rank read alone keeps its own."""
+    whole, mapped = perfsight.open(folder).job, analyse_job(folder, engine=serial()).job
+    for analysis in CROSS_RANK:
+        ours, theirs = computed(analysis, whole), computed(analysis, mapped)
+        if "slice_id" in ours.column_names:
+            ours, theirs = ours.drop_columns(["slice_id"]), theirs.drop_columns(["slice_id"])
+        assert ours.num_rows and ours.to_pylist() == theirs.to_pylist(), analysis.__name__
+
+
+def test_the_planted_job_mapped_gives_its_known_answers(tmp_path):
+    folder = write_nccl_job(tmp_path / "job")
+    job = analyse_job(folder, engine=serial())
+    assert [(o.rank, o.status, o.error) for o in sorted(job.outcomes, key=lambda o: o.rank)] == [
+        (0, "done", None), (1, "done", None)]
+    offsets = computed(collectives.clock_offsets, job.job).to_pylist()
+    assert [(r["rank"], r["offset_ns"], r["collectives_used"]) for r in offsets] == [(0, 0, 3), (1, SHIFT_NS, 3)]
+    slow = [(r["process_group"], r["rank"]) for r in computed(collectives.slow_ranks, job.job).to_pylist() if r["slow"]]
+    assert slow == [("pg0", 1)]
+    totals = computed(collectives.collective_totals, job.job).to_pylist()
+    waits = {(r["rank"], r["collective"]): r["wait_ns"] for r in totals}
+    assert waits == {(0, "allreduce"): 900_000, (0, "send"): 50_000, (1, "allreduce"): 0, (1, "recv"): 0}
+    same_figures(folder)
+
+
+@pytest.mark.parametrize("kind", ["text", "db"])
+def test_the_shared_torch_npu_job_mapped_is_the_job_read_whole(shared_data, tmp_path, kind):
+    """Its group's ranks are group-local in each rank's files (no parallel_group_info entry): only the job's
+    places make them global, and the mapped job applies them as the merge does (the matrix's links and pairs
+    between global ranks 0 and 1, the slow-link verdicts)."""
+    folder = writable_copy(shared_data, f"ascend/torch_npu/{kind}/level1", tmp_path)
+    same_figures(folder)
+    pairs = computed(collectives.communication_pairs, analyse_job(folder, engine=serial()).job).to_pylist()
+    assert {(p["src_rank"], p["dst_rank"]) for p in pairs} >= {(0, 1), (1, 0)}
+
+
+def test_a_rank_whose_files_did_not_change_is_not_read_again(tmp_path):
+    folder = write_nccl_job(tmp_path / "job")
+    analyse_job(folder, engine=serial())
+    again = analyse_job(folder, engine=serial())
+    assert sorted(o.status for o in again.outcomes) == ["cached", "cached"]
+    trace = folder / "rank1.pt.trace.json"
+    trace.write_text(trace.read_text().replace('"dur": 500.0', '"dur": 499.0', 1))
+    changed = analyse_job(folder, engine=serial())
+    assert {o.rank: o.status for o in changed.outcomes} == {0: "cached", 1: "done"}
+    assert computed(collectives.clock_offsets, changed.job).to_pylist() == \
+        computed(collectives.clock_offsets, perfsight.open(folder).job).to_pylist()
+
+
+def test_a_rank_that_cannot_be_read_is_reported_and_the_rest_completes(tmp_path):
+    folder = write_nccl_job(tmp_path / "job")
+    shutil.copy(folder / "rank1.pt.trace.json", folder / "rank2.pt.trace.json")
+    (folder / "rank2.pt.trace.json").write_text("not a trace at all")
+    job = analyse_job(folder, engine=serial())
+    outcomes = {Path(o.name).name: o for o in job.outcomes}
+    assert (outcomes["rank2.pt.trace.json"].status, outcomes["rank2.pt.trace.json"].rank) == ("failed", None)
+    assert "rank2.pt.trace.json" in outcomes["rank2.pt.trace.json"].error
+    assert job.ranks == [0, 1] and job.counts == {"done": 2, "cached": 0, "failed": 1}
+    assert computed(collectives.clock_offsets, job.job).column("rank").to_pylist() == [0, 1]
+
+
+def test_two_sources_of_one_rank_keep_the_first(tmp_path):
+    folder = write_nccl_job(tmp_path / "job")
+    shutil.copy(folder / "rank1.pt.trace.json", folder / "rank1_copy.pt.trace.json")
+    job = analyse_job(folder, engine=serial())
+    failed = [(Path(o.name).name, o.error) for o in job.failed]
+    assert failed == [("rank1_copy.pt.trace.json", f"rank 1 is also {folder / 'rank1.pt.trace.json'}'s")]
+    assert job.ranks == [0, 1]
+
+
+def test_a_folder_perfsight_did_not_make_is_never_written_into(tmp_path):
+    folder = write_nccl_job(tmp_path / "job")
+    mine = folder / STORE_FOLDER
+    mine.mkdir()
+    (mine / "notes.txt").write_text("the user's")
+    with pytest.raises(OutputError, match=f"{mine} is not a folder perfsight made"):
+        analyse_job(folder, engine=serial())
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
