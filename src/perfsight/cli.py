@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -341,12 +342,12 @@ def _workers(text: str) -> int:
     return value
 
 
-def cmd_cluster(args) -> int:
+@contextlib.contextmanager
+def _rank_progress():
+    """A progress bar over a job's ranks (on stderr, when it is a terminal) counting the ranks done, cached and
+    failed; yields the (on_start, on_outcome) callbacks of ``perfsight.cluster.analyse_job``."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from perfsight.views.export import cluster
-    from perfsight.views.terminal import print_cluster_report
 
     console = Console(stderr=True)
     counts = {"done": 0, "cached": 0, "failed": 0}
@@ -359,8 +360,16 @@ def cmd_cluster(args) -> int:
             counts[outcome.status] += 1
             bar.update(task, advance=1, description=", ".join(f"{n} {status}" for status, n in counts.items()))
 
-        report = cluster(args.dir, args.output, ray=args.ray, workers=args.workers, on_outcome=arrived,
-                         on_start=lambda ranks: bar.update(task, total=ranks))
+        yield (lambda ranks: bar.update(task, total=ranks)), arrived
+
+
+def cmd_cluster(args) -> int:
+    from perfsight.views.export import cluster
+    from perfsight.views.terminal import print_cluster_report
+
+    with _rank_progress() as (on_start, on_outcome):
+        report = cluster(args.dir, args.output, ray=args.ray, workers=args.workers, on_start=on_start,
+                         on_outcome=on_outcome)
     print_cluster_report(report)
     return 0
 
@@ -377,13 +386,40 @@ def cmd_demo(args) -> int:
     return 0
 
 
-def cmd_analyse(args) -> int:
-    from perfsight.analysis.summary import run_summary
+def _analyse_by_rank(args) -> int:
+    """``perfsight analyse`` of a job of more than ``WHOLE_JOB_RANKS`` ranks: mapped rank by rank (its ranks
+    compared), never merged whole."""
+    from perfsight.analysis.summary import cluster_summary
+    from perfsight.cluster import analyse_job
     from perfsight.core.memo import computed
+    from perfsight.views import jsonable as json_report
+    from perfsight.views.export.cluster_analysis import ClusterReport
+    from perfsight.views.terminal import print_cluster_report
+
+    with _rank_progress() as (on_start, on_outcome):
+        job = analyse_job(args.path, on_start=on_start, on_outcome=on_outcome)
+    summary = computed(cluster_summary, job.job)
+    if args.json:
+        print(json_report.dumps({"path": str(job.path), "ranks": job.ranks, "cluster": summary,
+                                 "failed": [{"source": o.name, "error": o.error} for o in job.failed]}))
+    else:
+        print_cluster_report(ClusterReport(job, summary, []))
+    return 0
+
+
+def cmd_analyse(args) -> int:
+    from pathlib import Path
+
+    from perfsight.analysis.summary import run_summary
+    from perfsight.cluster import WHOLE_JOB_RANKS
+    from perfsight.core.memo import computed
+    from perfsight.ingest import find_runs
     from perfsight.run import open as open_run
     from perfsight.views import jsonable as json_report
     from perfsight.views.terminal import print_summary
 
+    if len(find_runs(Path(args.path))) > WHOLE_JOB_RANKS:
+        return _analyse_by_rank(args)
     run = _with_progress(args.path, lambda: open_run(args.path))
     summary = computed(run_summary, run.tables, top=args.top)
     if args.json:

@@ -5,14 +5,16 @@ not change is not read again; a rank that cannot be read is reported and the res
 perfsight did not make is never written into."""
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 
 import perfsight
+from perfsight import cli
 from perfsight.analysis import cluster, cluster_outputs, collectives
-from perfsight.cluster import STORE_FOLDER, analyse_job
+from perfsight.cluster import STORE_FOLDER, WHOLE_JOB_RANKS, analyse_job
 from perfsight.cluster.engines import engine_for
 from perfsight.core.errors import OutputError
 from perfsight.core.memo import computed
@@ -112,3 +114,22 @@ def test_a_folder_perfsight_did_not_make_is_never_written_into(tmp_path):
     with pytest.raises(OutputError, match=f"{mine} is not a folder perfsight made"):
         analyse_job(folder, engine=serial())
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+
+
+def test_analyse_maps_a_job_of_more_ranks_than_it_merges(tmp_path, capsys):
+    """``perfsight analyse`` of a job of more than WHOLE_JOB_RANKS ranks compares its ranks from the mapped
+    summaries (never merging them) and says how its ranks were read."""
+    planted = write_nccl_job(tmp_path / "planted")
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for rank in range(WHOLE_JOB_RANKS + 1):
+        trace = json.loads((planted / f"rank{rank % 2}.pt.trace.json").read_text())
+        trace["distributedInfo"]["rank"] = rank
+        (folder / f"rank{rank}.pt.trace.json").write_text(json.dumps(trace))
+    assert cli.main(["analyse", str(folder), "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert said["ranks"] == list(range(WHOLE_JOB_RANKS + 1)) and said["failed"] == []
+    assert [row["rank"] for row in said["cluster"]["ranks"]] == said["ranks"]
+    assert cli.main(["analyse", str(folder)]) == 0
+    assert capsys.readouterr().out.startswith(f"{folder}: {WHOLE_JOB_RANKS + 1} ranks (0 done, "
+                                              f"{WHOLE_JOB_RANKS + 1} cached, 0 failed) on ")

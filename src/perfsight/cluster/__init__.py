@@ -35,6 +35,9 @@ from perfsight.cluster.map import CACHED, DONE, FAILED, RankOutcome, RankTask, m
 from perfsight.core.errors import OutputError
 from perfsight.ingest.common.job_groups import group_places
 
+#: a job of more ranks than this is analysed rank by rank, never merged whole (``perfsight analyse``, insight)
+WHOLE_JOB_RANKS = 16
+
 #: the store's folder in the output folder, and the file that says perfsight made it
 STORE_FOLDER = "perfsight_cluster"
 STORE_MARKER = "perfsight_cluster.json"
@@ -159,4 +162,4 @@ def analyse_job(path: str | Path, *, engine: Engine | None = None, output: str |
                       time.perf_counter() - began, sources, warnings)
 
 
-__all__ = ["DONE", "ClusterJob", "analyse_job"]
+__all__ = ["DONE", "WHOLE_JOB_RANKS", "ClusterJob", "analyse_job"]
