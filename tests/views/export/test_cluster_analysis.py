@@ -98,7 +98,7 @@ def test_cli_writes_into_dir_by_default_and_never_over_a_users_file(shared_data,
     assert "cluster_step_trace_time.csv" in first and "cluster_analysis.db" in first
     assert capsys.readouterr().out.splitlines() == [str(out / name) for name in (
         "cluster_step_trace_time.csv", "cluster_communication.json", "cluster_communication_matrix.json",
-        "communication_group.json", "cluster_analysis.db")]
+        "communication_group.json", "cluster_analysis.db", "rank_breakdown.csv")]
     assert cli.main(["cluster", "-d", str(job)]) == 0          # its own files: replaced
     (out / "cluster_analysis.db").write_text("the user's notes")
     before = (out / "cluster_step_trace_time.csv").stat().st_mtime_ns
