@@ -90,10 +90,12 @@ def test_analyse_json_holds_the_cluster_section(tmp_path, capsys):
     assert [(o["rank"], o["offset_ns"], o["collectives_used"]) for o in cluster["clock_offsets"]] == [(1, 7_000_123, 3)]
     assert cluster["lacks"] == []
     # the summaries across ranks too (the terminal shows them beyond 16 ranks); every rank's rows stay
-    spreads = report["rank_spreads"]
+    spreads = cluster["spreads"]
     assert spreads["ranks"] == 2 and [r["rank"] for r in report["breakdown"]] == [0, 1]
+    assert [(r["figure"], r["median"]) for r in report["rank_spreads"]["breakdown"]][:2] == [
+        ("median_step_ns", 5e6), ("step_ns", 5e6)]
     assert [(r["figure"], r["min"], r["median"], r["max"], r["slowest_rank"], r["fastest_rank"])
-            for r in spreads["cluster_ranks"]] == [("step_ns", 5e6, 5e6, 5e6, 0, 1),
+            for r in spreads["ranks_compared"]] == [("step_ns", 5e6, 5e6, 5e6, 0, 1),
                                                    ("communication_ns", 1.55e6, 2.025e6, 2.5e6, 0, 1),
                                                    ("non_communication_ns", 2.5e6, 2.975e6, 3.45e6, 1, 0)]
     assert [(r["figure"], r["ranks"], r["median"], r["slowest_rank"], r["slowest_value"])

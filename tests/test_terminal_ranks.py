@@ -120,3 +120,11 @@ def test_the_breakdown_by_rank_shows_every_category_of_the_analysis():
     assert " ".join(" ".join(lines[6:]).split()) == ("(each category in % of the step, comm. = communication, data = "
                                                      "dataloader, host = host ops)")
     assert max(len(line.rstrip()) for line in lines) <= 80
+
+
+def test_a_long_list_of_slow_ranks_or_links_shows_the_first_16_and_how_many_more():
+    from perfsight.views.terminal import _listed
+
+    assert _listed([f"rank {r}" for r in range(20)]) == "; ".join(f"rank {r}" for r in range(16)) + (
+        "; ... and 4 more (every one: analyse --json)")
+    assert _listed(["rank 3"]) == "rank 3" and _listed([]) == "none"

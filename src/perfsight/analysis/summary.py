@@ -75,8 +75,8 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
             "advice": computed(advise, tables),
             "cluster": jobs,
             "rank_spreads": None if jobs is None else rank_spreads(
-                len(_job_ranks(tables)), breakdown=breakdown, profiled_steps=profiled, overlap=whole_span,
-                memory_peak=memory, flops=flops, data=data, cluster=jobs),
+                jobs["spreads"]["ranks"], breakdown=breakdown, profiled_steps=profiled, overlap=whole_span,
+                memory_peak=memory, flops=flops, data=data),
             "warnings": warnings}
 
 
@@ -91,8 +91,8 @@ SPREAD_FIGURES: dict[str, dict[str, str]] = {
     "memory_peak": dict.fromkeys(("peak_allocated_bytes", "peak_reserved_bytes"), HIGHER),
     "flops": {"flops_per_s": LOWER, "utilization_percent": LOWER},
     "data": dict.fromkeys(("wait_percent", "max_step_wait_percent"), HIGHER),
-    "cluster_ranks": dict.fromkeys(("step_ns", "communication_ns", "non_communication_ns"), HIGHER),
-    "clock_offsets": {"offset_ns": HIGHER},
+    "ranks_compared": dict.fromkeys(("step_ns", "communication_ns", "non_communication_ns"), HIGHER),
+    "clock_offsets": {"offset_ns": HIGHER},        # the "slowest" rank: the latest clock
 }
 
 _DEVICE_KIND_PEAKS_SQL = """
@@ -103,21 +103,19 @@ FROM peaks GROUP BY ALL ORDER BY device_kind, rank
 
 
 def rank_spreads(ranks: int, *, breakdown: pa.Table, profiled_steps: pa.Table, overlap: pa.Table,
-                 memory_peak: pa.Table, flops: pa.Table, data: pa.Table, cluster: dict) -> dict:
+                 memory_peak: pa.Table, flops: pa.Table, data: pa.Table) -> dict:
     """A job's per-rank tables of ``run_summary`` summarised across its ``ranks`` ranks (``rank_spread`` of
     the figures ``SPREAD_FIGURES`` names, table by table): ``ranks``; ``breakdown`` (the mean step
     breakdown); ``profiled_steps`` (each rank's mean phases: ``steps.step_phases``' average rows);
     ``overlap``; ``memory_peak``: per device kind (``cpu``, ``cuda``, ``npu``: the text before ``:``) a
-    spread of each rank's largest peak among its devices of that kind; ``flops``; ``data``;
-    ``cluster_ranks`` (``cluster.rank_breakdown``: step, exposed communication and the time outside it)
-    and ``clock_offsets`` (the ranks whose offset or estimate is not 0)."""
+    spread of each rank's largest peak among its devices of that kind; ``flops``; ``data``. The cluster
+    section's own are ``cluster_summary``'s ``spreads``."""
     phases = step_phases(profiled_steps)
     con = new_connection()
     con.register("peaks", memory_peak)
     peaks = con.sql(_DEVICE_KIND_PEAKS_SQL).to_arrow_table()
     tables = {"breakdown": breakdown, "profiled_steps": phases.filter(pc.is_null(phases.column("step"))),
-              "overlap": overlap, "flops": flops, "data": data, "cluster_ranks": cluster["ranks"],
-              "clock_offsets": cluster["clock_offsets"]}
+              "overlap": overlap, "flops": flops, "data": data}
     spreads: dict = {"ranks": ranks}
     spreads.update((name, rank_spread(table, SPREAD_FIGURES[name])) for name, table in tables.items())
     spreads["memory_peak"] = {kind: rank_spread(peaks.filter(pc.equal(peaks.column("device_kind"), kind)),
@@ -130,12 +128,6 @@ def rank_spreads(ranks: int, *, breakdown: pa.Table, profiled_steps: pa.Table, o
 TOP_COLLECTIVES = 5
 
 
-def _job_ranks(tables: RunTables) -> set[int]:
-    """The ranks of a run: those with meta (``cluster.rank_lacks``) and those with steps."""
-    return {*computed(cluster.rank_lacks, tables).column("rank").to_pylist(),
-            *computed(cluster.rank_breakdown, tables).column("rank").to_pylist()}
-
-
 def cluster_summary(tables: RunTables, *, top: int = TOP_COLLECTIVES) -> dict | None:
     """A job's ranks compared, for the reports (None for a run of fewer than two ranks): ``ranks``
     (``cluster.rank_breakdown``: each rank's mean step, exposed communication, slowest and straggler),
@@ -143,16 +135,21 @@ def cluster_summary(tables: RunTables, *, top: int = TOP_COLLECTIVES) -> dict | 
     rows of ``collectives.collective_totals``, by wait), ``slow_ranks`` and ``slow_links`` (the verdict
     rows that are slow) with ``slow_rank_rule`` / ``slow_link_rule`` and their thresholds, and how many
     verdicts were given (``rank_verdicts``: (group, rank) rows; ``link_verdicts``: links); ``clock_offsets``
-    (``collectives.clock_offsets`` of the ranks whose offset or estimate is not 0) and ``lacks``
-    (``cluster.rank_lacks`` of the ranks that lack files)."""
-    if len(_job_ranks(tables)) < 2:
-        return None
+    (``collectives.clock_offsets`` of the ranks whose offset or estimate is not 0), ``lacks``
+    (``cluster.rank_lacks`` of the ranks that lack files) and ``spreads``: the job's number of ``ranks``, and
+    ``ranks_compared`` and ``clock_offsets`` summarised across ranks (``rank_spread`` of the figures
+    ``SPREAD_FIGURES`` names), which the reports show instead beyond a screenful of ranks."""
     lacks = computed(cluster.rank_lacks, tables)
     ranks = computed(cluster.rank_breakdown, tables)
+    count = len(set(lacks.column("rank").to_pylist()) | set(ranks.column("rank").to_pylist()))
+    if count < 2:
+        return None
     slowest = computed(cluster.slowest_rank, tables).to_pylist()
     verdicts = {name: computed(fn, tables) for name, fn in (("ranks", collectives.slow_ranks),
                                                             ("links", collectives.slow_links))}
     offsets = computed(collectives.clock_offsets, tables)
+    offsets = offsets.filter(pc.or_(pc.not_equal(offsets.column("offset_ns"), 0),
+                                    pc.not_equal(offsets.column("estimate_ns"), 0)))
     return {"ranks": ranks, "slowest": slowest[0] if slowest else None,
             "top_collectives": computed(collectives.collective_totals, tables).slice(0, top),
             "slow_ranks": verdicts["ranks"].filter(verdicts["ranks"].column("slow")),
@@ -161,9 +158,10 @@ def cluster_summary(tables: RunTables, *, top: int = TOP_COLLECTIVES) -> dict | 
             "slow_links": verdicts["links"].filter(verdicts["links"].column("slow")),
             "slow_link_rule": collectives.SLOW_LINK_RULE, "slow_link_threshold": collectives.SLOW_LINK_THRESHOLD,
             "link_verdicts": verdicts["links"].num_rows,
-            "clock_offsets": offsets.filter(pc.or_(pc.not_equal(offsets.column("offset_ns"), 0),
-                                                   pc.not_equal(offsets.column("estimate_ns"), 0))),
-            "lacks": lacks.filter(pc.greater(pc.list_value_length(lacks.column("lacking_files")), 0))}
+            "clock_offsets": offsets,
+            "lacks": lacks.filter(pc.greater(pc.list_value_length(lacks.column("lacking_files")), 0)),
+            "spreads": {"ranks": count, "ranks_compared": rank_spread(ranks, SPREAD_FIGURES["ranks_compared"]),
+                        "clock_offsets": rank_spread(offsets, SPREAD_FIGURES["clock_offsets"])}}
 
 
 def run_start_ns(tables: RunTables) -> int:

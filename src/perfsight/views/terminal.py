@@ -136,7 +136,7 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
         _print_breakdown(summary["breakdown"], console)
         _print_rank_lines(summary, console)
     if summary.get("cluster"):
-        _print_cluster(summary["cluster"], console, spreads if many else None)
+        _print_cluster(summary["cluster"], console)
     print_advice(summary["advice"], console)
 
 
@@ -286,15 +286,16 @@ def _gbps(value: float | None) -> str:
     return "-" if value is None else f"{value:,.3f}"
 
 
-def _print_cluster(cluster: dict, console: Console, spreads: dict | None = None) -> None:
+def _print_cluster(cluster: dict, console: Console) -> None:
     """A job's ranks compared (``summary.cluster_summary``): each rank's mean step and exposed communication,
     the slowest rank and straggler, the collectives with the longest waits, the slow rank and link verdicts
-    with their rules, the clock offsets that are not 0 and what ranks lack. With ``spreads`` (a job of more
-    than ``MAX_RANK_ROWS`` ranks): the ranks' figures and clock offsets summarised across ranks, and the
-    first ``MAX_RANK_ROWS`` of each list."""
+    with their rules, the clock offsets that are not 0 and what ranks lack. Beyond ``MAX_RANK_ROWS`` ranks:
+    the ranks' figures and clock offsets summarised across ranks (its ``spreads``), and the first
+    ``MAX_RANK_ROWS`` of each list."""
     ranks = cluster["ranks"].to_pylist()
+    spreads = cluster["spreads"] if cluster["spreads"]["ranks"] > MAX_RANK_ROWS else None
     if spreads is not None:
-        _print_spread(f"{spreads['ranks']:,} ranks compared (mean step, ms)", spreads["cluster_ranks"], console)
+        _print_spread(f"{spreads['ranks']:,} ranks compared (mean step, ms)", spreads["ranks_compared"], console)
     elif ranks:
         table = Table(title="Ranks (mean step over the steps compared, ms)", title_justify="left")
         for column in ("rank", "step", "exposed comm.", "outside comm.", ""):
