@@ -71,7 +71,8 @@ def test_the_cluster_section_of_a_planted_nccl_job(tmp_path):
 
 def test_analyse_json_holds_the_cluster_section(tmp_path, capsys):
     assert main(["analyse", str(write_nccl_job(tmp_path / "job")), "--json"]) == 0
-    cluster = json.loads(capsys.readouterr().out)["cluster"]
+    report = json.loads(capsys.readouterr().out)
+    cluster = report["cluster"]
     assert [(r["rank"], r["step_ns"], r["communication_ns"], r["non_communication_ns"], r["slowest"], r["straggler"])
             for r in cluster["ranks"]] == [(0, 5_000_000, 2_500_000, 2_500_000, True, False),
                                            (1, 5_000_000, 1_550_000, 3_450_000, False, True)]
@@ -88,6 +89,17 @@ def test_analyse_json_holds_the_cluster_section(tmp_path, capsys):
     assert cluster["slow_rank_threshold"] == "others' mean wait >= 2 x the rank's and >= 0.1 ms longer"
     assert [(o["rank"], o["offset_ns"], o["collectives_used"]) for o in cluster["clock_offsets"]] == [(1, 7_000_123, 3)]
     assert cluster["lacks"] == []
+    # the summaries across ranks too (the terminal shows them beyond 16 ranks); every rank's rows stay
+    spreads = cluster["spreads"]
+    assert spreads["ranks"] == 2 and [r["rank"] for r in report["breakdown"]] == [0, 1]
+    assert [(r["figure"], r["median"]) for r in report["rank_spreads"]["breakdown"]][:2] == [
+        ("median_step_ns", 5e6), ("step_ns", 5e6)]
+    assert [(r["figure"], r["min"], r["median"], r["max"], r["slowest_rank"], r["fastest_rank"])
+            for r in spreads["ranks_compared"]] == [("step_ns", 5e6, 5e6, 5e6, 0, 1),
+                                                   ("communication_ns", 1.55e6, 2.025e6, 2.5e6, 0, 1),
+                                                   ("non_communication_ns", 2.5e6, 2.975e6, 3.45e6, 1, 0)]
+    assert [(r["figure"], r["ranks"], r["median"], r["slowest_rank"], r["slowest_value"])
+            for r in spreads["clock_offsets"]] == [("offset_ns", 1, 7_000_123, 1, 7_000_123)]
 
 
 @pytest.mark.skipif(not TEXT.is_dir(), reason=f"the Ascend samples are not at {TEXT}")

@@ -12,6 +12,7 @@ import pytest
 
 from perfsight.analysis import cluster_outputs as co
 from perfsight.analysis import collectives
+from perfsight.analysis.cluster import RANK_BREAKDOWN
 from perfsight.analysis.job_summaries import job_of
 from perfsight.core.tables import RunTables
 from perfsight.views.export import cluster_analysis as view
@@ -107,7 +108,7 @@ def outputs() -> view.ClusterOutputs:
     keys = co.group_map(figures, matrix, groups)
     return view.ClusterOutputs(co.CLUSTER_STEP_TRACE.empty_table(), keys, co.communication_time(figures, keys),
                                co.communication_bandwidth(links, figures, keys), co.matrix_links(matrix, groups, keys),
-                               co.CLUSTER_RANK_DEVICES.empty_table())
+                               co.CLUSTER_RANK_DEVICES.empty_table(), RANK_BREAKDOWN.empty_table())
 
 
 def test_group_names_are_msprof_analyzes():

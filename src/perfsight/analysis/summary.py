@@ -10,17 +10,18 @@ import pyarrow.compute as pc
 
 from perfsight.analysis import cluster, collectives
 from perfsight.analysis.advisor import advise
-from perfsight.analysis.breakdown import median, overlap, step_breakdown, step_breakdown_average
+from perfsight.analysis.breakdown import CATEGORIES, median, overlap, step_breakdown, step_breakdown_average
 from perfsight.analysis.data import data_verdict
 from perfsight.analysis.flops import model_flops, model_flops_total
 from perfsight.analysis.job import Job
 from perfsight.analysis.job_summaries import job_of
 from perfsight.analysis.memory import memory_peak
 from perfsight.analysis.ops import DEVICE_TASK_KINDS, op_statistic
-from perfsight.analysis.rank_facts import rank_meta
-from perfsight.analysis.steps import no_steps_reason, step_points, step_trace, unmatched_step_points
+from perfsight.analysis.rank_facts import rank_facts
+from perfsight.analysis.rank_spread import HIGHER, LOWER, rank_spread
+from perfsight.analysis.steps import no_steps_reason, step_phases, step_points, step_trace, unmatched_step_points
 from perfsight.core.memo import computed
-from perfsight.core.tables import DATA_WAIT_SERIES, STEP_TIME_SERIES, RunTables
+from perfsight.core.tables import DATA_WAIT_SERIES, STEP_TIME_SERIES, RunTables, new_connection
 
 
 def _series_stats(tables: RunTables) -> dict:
@@ -49,7 +50,8 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
     communication / free time over each rank's device span; ``memory_peak``: per device; ``flops``: the
     model's FLOPs over the profiled steps and their utilisation of the device peak (``model_flops_total``);
     ``data``: the data-preparation verdict; ``advice``: the advisor's findings; ``cluster``: a job's
-    ranks compared (``cluster_summary``; None for one rank); ``warnings``: what the
+    ranks compared (``cluster_summary``; None for one rank); ``rank_spreads``: a job's per-rank tables
+    summarised across ranks (``rank_spreads``; None for one rank); ``warnings``: what the
     readers skipped (damaged input), how collection ended when not cleanly, and named fp/bp points that
     are missing from steps. Every analysis comes from the run's memo (``core.memo``)."""
     profiled = computed(step_trace, tables, fp_point=fp_point, bp_point=bp_point)
@@ -63,17 +65,66 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
     if meta.get("collection_status", "complete") not in ("complete", "None"):
         warnings.insert(0, f"collection: {meta['collection_status']}")
     warnings += unmatched_step_points(profiled, *computed(step_points, tables, fp_point, bp_point))
+    breakdown = step_breakdown_average(computed(step_breakdown, tables))
+    whole_span = totals.filter(pc.is_null(totals.column("step")))
+    memory = computed(memory_peak, tables)
+    flops = model_flops_total(computed(model_flops, tables))
+    data = computed(data_verdict, tables)
+    jobs = computed(cluster_summary, computed(job_of, tables)) if computed(rank_facts, tables).num_rows > 1 else None
     return {"slices": tables.slices.num_rows, "steps": steps, "profiled_steps": profiled,
             "no_steps_reason": computed(no_steps_reason, tables), "top_ops": stats,
             "ops_category": category,
-            "breakdown": step_breakdown_average(computed(step_breakdown, tables)),
-            "overlap": totals.filter(pc.is_null(totals.column("step"))),
-            "memory_peak": computed(memory_peak, tables), "flops": model_flops_total(computed(model_flops, tables)),
-            "data": computed(data_verdict, tables),
+            "breakdown": breakdown, "overlap": whole_span, "memory_peak": memory, "flops": flops, "data": data,
             "advice": computed(advise, tables),
-            "cluster": computed(cluster_summary, computed(job_of, tables)) if len(computed(rank_meta, tables)) > 1
-            else None,
+            "cluster": jobs,
+            "rank_spreads": None if jobs is None else rank_spreads(
+                jobs["spreads"]["ranks"], breakdown=breakdown, profiled_steps=profiled, overlap=whole_span,
+                memory_peak=memory, flops=flops, data=data),
             "warnings": warnings}
+
+
+#: the per-rank figures the reports summarise across ranks, table by table (``rank_spread``), each with the end
+#: that is the slowest rank's: times, waits and bytes HIGHER, rates LOWER
+SPREAD_FIGURES: dict[str, dict[str, str]] = {
+    "breakdown": {"median_step_ns": HIGHER, "step_ns": HIGHER,
+                  **{f"{category}_ns": HIGHER for category in (*CATEGORIES, "idle")}},
+    "profiled_steps": dict.fromkeys(("iteration_ns", "gap_ns", "fp_bp_ns", "tail_ns", "data_wait_ns"), HIGHER),
+    "overlap": dict.fromkeys(("span_ns", "computation_ns", "communication_ns", "pure_communication_ns", "free_ns"),
+                             HIGHER),
+    "memory_peak": dict.fromkeys(("peak_allocated_bytes", "peak_reserved_bytes"), HIGHER),
+    "flops": {"flops_per_s": LOWER, "utilization_percent": LOWER},
+    "data": dict.fromkeys(("wait_percent", "max_step_wait_percent"), HIGHER),
+    "ranks_compared": dict.fromkeys(("step_ns", "communication_ns", "non_communication_ns"), HIGHER),
+    "clock_offsets": {"offset_ns": HIGHER},        # the "slowest" rank: the latest clock
+}
+
+_DEVICE_KIND_PEAKS_SQL = """
+SELECT split_part(device, ':', 1) AS device_kind, rank, max(peak_allocated_bytes) AS peak_allocated_bytes,
+       max(peak_reserved_bytes) AS peak_reserved_bytes
+FROM peaks GROUP BY ALL ORDER BY device_kind, rank
+"""
+
+
+def rank_spreads(ranks: int, *, breakdown: pa.Table, profiled_steps: pa.Table, overlap: pa.Table,
+                 memory_peak: pa.Table, flops: pa.Table, data: pa.Table) -> dict:
+    """A job's per-rank tables of ``run_summary`` summarised across its ``ranks`` ranks (``rank_spread`` of
+    the figures ``SPREAD_FIGURES`` names, table by table): ``ranks``; ``breakdown`` (the mean step
+    breakdown); ``profiled_steps`` (each rank's mean phases: ``steps.step_phases``' average rows);
+    ``overlap``; ``memory_peak``: per device kind (``cpu``, ``cuda``, ``npu``: the text before ``:``) a
+    spread of each rank's largest peak among its devices of that kind; ``flops``; ``data``. The cluster
+    section's own are ``cluster_summary``'s ``spreads``."""
+    phases = step_phases(profiled_steps)
+    con = new_connection()
+    con.register("peaks", memory_peak)
+    peaks = con.sql(_DEVICE_KIND_PEAKS_SQL).to_arrow_table()
+    tables = {"breakdown": breakdown, "profiled_steps": phases.filter(pc.is_null(phases.column("step"))),
+              "overlap": overlap, "flops": flops, "data": data}
+    spreads: dict = {"ranks": ranks}
+    spreads.update((name, rank_spread(table, SPREAD_FIGURES[name])) for name, table in tables.items())
+    spreads["memory_peak"] = {kind: rank_spread(peaks.filter(pc.equal(peaks.column("device_kind"), kind)),
+                                                SPREAD_FIGURES["memory_peak"])
+                              for kind in dict.fromkeys(peaks.column("device_kind").to_pylist())}
+    return spreads
 
 
 #: collectives (per rank, group and kind) in a report's cluster section: the longest waits
@@ -87,16 +138,21 @@ def cluster_summary(job: Job, *, top: int = TOP_COLLECTIVES) -> dict | None:
     rows of ``collectives.collective_totals``, by wait), ``slow_ranks`` and ``slow_links`` (the verdict
     rows that are slow) with ``slow_rank_rule`` / ``slow_link_rule`` and their thresholds, and how many
     verdicts were given (``rank_verdicts``: (group, rank) rows; ``link_verdicts``: links); ``clock_offsets``
-    (``collectives.clock_offsets`` of the ranks whose offset or estimate is not 0) and ``lacks``
-    (``cluster.rank_lacks`` of the ranks that lack files)."""
+    (``collectives.clock_offsets`` of the ranks whose offset or estimate is not 0), ``lacks``
+    (``cluster.rank_lacks`` of the ranks that lack files) and ``spreads``: the job's number of ``ranks``, and
+    ``ranks_compared`` and ``clock_offsets`` summarised across ranks (``rank_spread`` of the figures
+    ``SPREAD_FIGURES`` names), which the reports show instead beyond a screenful of ranks."""
     lacks = computed(cluster.rank_lacks, job)
     ranks = computed(cluster.rank_breakdown, job)
-    if len(set(lacks.column("rank").to_pylist()) | set(ranks.column("rank").to_pylist())) < 2:
+    count = len(set(lacks.column("rank").to_pylist()) | set(ranks.column("rank").to_pylist()))
+    if count < 2:
         return None
     slowest = computed(cluster.slowest_rank, job).to_pylist()
     verdicts = {name: computed(fn, job) for name, fn in (("ranks", collectives.slow_ranks),
                                                          ("links", collectives.slow_links))}
     offsets = computed(collectives.clock_offsets, job)
+    offsets = offsets.filter(pc.or_(pc.not_equal(offsets.column("offset_ns"), 0),
+                                    pc.not_equal(offsets.column("estimate_ns"), 0)))
     return {"ranks": ranks, "slowest": slowest[0] if slowest else None,
             "top_collectives": computed(collectives.collective_totals, job).slice(0, top),
             "slow_ranks": verdicts["ranks"].filter(verdicts["ranks"].column("slow")),
@@ -105,9 +161,10 @@ def cluster_summary(job: Job, *, top: int = TOP_COLLECTIVES) -> dict | None:
             "slow_links": verdicts["links"].filter(verdicts["links"].column("slow")),
             "slow_link_rule": collectives.SLOW_LINK_RULE, "slow_link_threshold": collectives.SLOW_LINK_THRESHOLD,
             "link_verdicts": verdicts["links"].num_rows,
-            "clock_offsets": offsets.filter(pc.or_(pc.not_equal(offsets.column("offset_ns"), 0),
-                                                   pc.not_equal(offsets.column("estimate_ns"), 0))),
-            "lacks": lacks.filter(pc.greater(pc.list_value_length(lacks.column("lacking_files")), 0))}
+            "clock_offsets": offsets,
+            "lacks": lacks.filter(pc.greater(pc.list_value_length(lacks.column("lacking_files")), 0)),
+            "spreads": {"ranks": count, "ranks_compared": rank_spread(ranks, SPREAD_FIGURES["ranks_compared"]),
+                        "clock_offsets": rank_spread(offsets, SPREAD_FIGURES["clock_offsets"])}}
 
 
 def run_start_ns(tables: RunTables) -> int:

@@ -7,13 +7,17 @@ from a trace (paths, operator and device names, messages) is escaped, so bracket
 from __future__ import annotations
 
 import re
+import shlex
 import sys
 from pathlib import Path
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.padding import Padding
 from rich.table import Table
+
+from perfsight.analysis.rank_spread import HIGHER
 
 NAME_WIDTH = 34
 
@@ -98,7 +102,8 @@ def print_run_summary(run_dir: Path, summary: dict, written: list[Path], console
 
 
 def print_summary(title: str, summary: dict, console: Console | None = None) -> None:
-    """Step times, the profiled steps and the top operators of ``run_summary``."""
+    """Step times, the profiled steps and the top operators of ``run_summary``; a job's per-rank tables with
+    ranks as rows, or beyond ``MAX_RANK_ROWS`` ranks summarised across ranks (``rank_spreads``)."""
     console = console or Console()
     console.print(f"[bold]perfsight run[/bold] {escape(title)}", soft_wrap=True)  # paths are never cut
     for warning in summary["warnings"]:
@@ -108,43 +113,95 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
                       "before its first event?)")
     elif summary["no_steps_reason"]:
         console.print(escape(summary["no_steps_reason"]))
-    averages = summary["breakdown"].to_pylist()
-    for row in averages:
-        rank = f" of rank {row['rank']}" if len(averages) > 1 else ""
-        console.print(f"median step {_in_ms(row['median_step_ns'])} ms (median of {row['steps']} profiled steps{rank}; "
-                      f"mean {_in_ms(row['step_ns'])} ms)")
+    spreads = summary.get("rank_spreads")
+    many = spreads is not None and spreads["ranks"] > MAX_RANK_ROWS
+    if many:
+        _print_where_ranks_are(title, spreads, console)
+    else:
+        _print_median_steps(summary["breakdown"], console)
     steps = summary["steps"]
     if steps["count"]:
         console.print(f"the collector timed {steps['count']} steps: median {_in_ms(steps['median_ns'])} ms, mean "
                       f"{_in_ms(steps['mean_ns'])} ms (with the first step and the profiler's stop); mean "
                       f"data-loader wait {_in_ms(steps['data_wait_mean_ns'])} ms")
-    profiled = summary["profiled_steps"]
-    if profiled.num_rows:
-        ranked = len(set(profiled.column("rank").to_pylist())) > 1
-        table = Table(title="Profiled steps (ms; iteration = gap + fwd+bwd + tail)",
-                      title_justify="left")
-        for column in ("rank",) * ranked + ("step", "iteration", "gap", "fwd+bwd", "tail", "data wait"):
-            table.add_column(column, justify="right")
-        for row in profiled.to_pylist():
-            table.add_row(*(str(row["rank"]),) * ranked, str(row["step"]), _in_ms(row["iteration_ns"]),
-                          _in_ms(row["gap_ns"]), _in_ms(row["fp_bp_ns"]), _in_ms(row["tail_ns"]),
-                          _in_ms(row["data_wait_ns"]))
-        console.print(table)
-    ops = summary["top_ops"]
-    if ops.num_rows:
-        table = Table(title=f"Top {ops.num_rows} operators by self time ({summary['ops_category']})",
-                      title_justify="left")
-        ranked = len(set(ops.column("rank").to_pylist())) > 1
-        if ranked:
-            table.add_column("rank", justify="right")
-        table.add_column("operator", no_wrap=True)
-        for column in ("calls", "self ms", "total ms", "avg ms"):
-            table.add_column(column, justify="right")
-        for row in ops.to_pylist():
-            table.add_row(*(str(row["rank"]),) * ranked, escape(_short(row["op_type"], NAME_WIDTH - 5 * ranked)),
-                          str(row["count"]), _in_ms(row["self_ns"]), _in_ms(row["total_ns"]), _in_ms(row["avg_ns"]))
-        console.print(table)
-    _print_breakdown(summary["breakdown"], console)
+    if many:
+        _print_spread(f"Profiled steps: each rank's mean, across {spreads['ranks']:,} ranks (ms)",
+                      spreads["profiled_steps"], console)
+    else:
+        _print_profiled_steps(summary["profiled_steps"], console)
+    _print_top_ops(summary["top_ops"], summary["ops_category"], console)
+    if many:
+        _print_rank_spreads(spreads, console)
+    else:
+        _print_breakdown(summary["breakdown"], console)
+        _print_rank_lines(summary, console)
+    if summary.get("cluster"):
+        _print_cluster(summary["cluster"], console)
+    print_advice(summary["advice"], console)
+
+
+#: a job's per-rank tables and lists show every rank up to this many ranks, and beyond it a summary across
+#: ranks (``summary.rank_spreads``): 16 ranks make a table of 21 lines with its title, header and borders, which
+#: fits a classic 24-line terminal, and two nodes of 8 devices still show every rank
+MAX_RANK_ROWS = 16
+
+
+def _print_where_ranks_are(title: str, spreads: dict, console: Console) -> None:
+    """Where every rank's rows are, then the median step across ranks."""
+    from perfsight.views.export.cluster_analysis import OUTPUT_FOLDER, RANK_BREAKDOWN_CSV
+
+    console.print(f"{spreads['ranks']:,} ranks: each per-rank table is summarised across ranks (min, median, max, "
+                  f"the slowest and fastest rank); every rank's rows: perfsight analyse {escape(shlex.quote(title))} "
+                  f"--json; the mean step breakdown of every rank as CSV: perfsight cluster -d "
+                  f"{escape(shlex.quote(title))} writes {OUTPUT_FOLDER}/{RANK_BREAKDOWN_CSV}")
+    for row in spreads["breakdown"].to_pylist():
+        if row["figure"] == "median_step_ns" and row["ranks"]:
+            console.print(f"median step {_in_ms(row['median'])} ms (the median over {row['ranks']:,} ranks of each "
+                          f"rank's median step; fastest rank {row['fastest_rank']} {_in_ms(row['fastest_value'])} "
+                          f"ms, slowest rank {row['slowest_rank']} {_in_ms(row['slowest_value'])} ms)")
+
+
+def _print_median_steps(breakdown, console: Console) -> None:
+    averages = breakdown.to_pylist()
+    for row in averages:
+        rank = f" of rank {row['rank']}" if len(averages) > 1 else ""
+        console.print(f"median step {_in_ms(row['median_step_ns'])} ms (median of {row['steps']} profiled steps{rank}; "
+                      f"mean {_in_ms(row['step_ns'])} ms)")
+
+
+def _print_profiled_steps(profiled, console: Console) -> None:
+    if not profiled.num_rows:
+        return
+    ranked = len(set(profiled.column("rank").to_pylist())) > 1
+    table = Table(title="Profiled steps (ms; iteration = gap + fwd+bwd + tail)",
+                  title_justify="left")
+    for column in ("rank",) * ranked + ("step", "iteration", "gap", "fwd+bwd", "tail", "data wait"):
+        table.add_column(column, justify="right")
+    for row in profiled.to_pylist():
+        table.add_row(*(str(row["rank"]),) * ranked, str(row["step"]), _in_ms(row["iteration_ns"]),
+                      _in_ms(row["gap_ns"]), _in_ms(row["fp_bp_ns"]), _in_ms(row["tail_ns"]),
+                      _in_ms(row["data_wait_ns"]))
+    console.print(table)
+
+
+def _print_top_ops(ops, category: str | None, console: Console) -> None:
+    if not ops.num_rows:
+        return
+    table = Table(title=f"Top {ops.num_rows} operators by self time ({category})", title_justify="left")
+    ranked = len(set(ops.column("rank").to_pylist())) > 1
+    if ranked:
+        table.add_column("rank", justify="right")
+    table.add_column("operator", no_wrap=True)
+    for column in ("calls", "self ms", "total ms", "avg ms"):
+        table.add_column(column, justify="right")
+    for row in ops.to_pylist():
+        table.add_row(*(str(row["rank"]),) * ranked, escape(_short(row["op_type"], NAME_WIDTH - 5 * ranked)),
+                      str(row["count"]), _in_ms(row["self_ns"]), _in_ms(row["total_ns"]), _in_ms(row["avg_ns"]))
+    console.print(table)
+
+
+def _print_rank_lines(summary: dict, console: Console) -> None:
+    """Each rank's overlap, memory peaks, FLOPs and data-preparation verdict, a line each."""
     _print_overlap(summary["overlap"], console)
     for row in summary["memory_peak"].to_pylist():
         console.print(f"memory peak {escape(row['device'])} (rank {row['rank']}): "
@@ -161,9 +218,64 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
                       f"{escape(row['reason'])} (thresholds: highly >= {row['highly_threshold_percent']:g}%, "
                       f"moderately >= "
                       f"{row['moderately_threshold_percent']:g}% of step time)")
-    if summary.get("cluster"):
-        _print_cluster(summary["cluster"], console)
-    print_advice(summary["advice"], console)
+
+
+def _print_rank_spreads(spreads: dict, console: Console) -> None:
+    """The step breakdown, overlap, memory peaks, FLOPs and data wait of ``rank_spreads``, a table each."""
+    _print_spread(f"Mean step breakdown across {spreads['ranks']:,} ranks (ms)", spreads["breakdown"], console,
+                  omit_zero=True)
+    _print_spread("Overlap over each rank's device span (ms)", spreads["overlap"], console)
+    for kind, spread in spreads["memory_peak"].items():
+        _print_spread(f"Memory peak of each rank's {escape(kind)} device", spread, console)
+    _print_spread("FLOPs of each rank over its profiled steps", spreads["flops"], console)
+    _print_spread("Data wait of each rank (% of its step time)", spreads["data"], console)
+
+
+#: the compact frame of the tables with a row per rank or per figure across ranks: no vertical rules, so a row
+#: of ten figures fits 80 columns
+_RANK_TABLE = {"box": box.SIMPLE_HEAD, "collapse_padding": True, "pad_edge": False, "title_justify": "left"}
+
+#: a figure's name in the reports, where it is not the column name without its unit
+_FIGURE_LABELS = {"median_step_ns": "median step", "fp_bp_ns": "fwd+bwd", "communication_ns": "communication",
+                  "non_communication_ns": "outside comm.", "peak_allocated_bytes": "allocated",
+                  "peak_reserved_bytes": "reserved", "flops_per_s": "FLOP/s", "utilization_percent": "utilisation %",
+                  "wait_percent": "mean wait %", "max_step_wait_percent": "worst step %", "offset_ns": "offset ns"}
+
+
+def _figure_value(figure: str, value: float | None) -> str:
+    """A figure of ``rank_spread`` in its unit: ns as ms (offsets as ns), bytes in binary units, rates with
+    their prefix, percentages with one decimal."""
+    if value is None:
+        return "-"
+    if figure == "offset_ns":
+        return f"{value:+,.0f}"
+    if figure.endswith("_ns"):
+        return _in_ms(value)
+    if figure.endswith("_bytes"):
+        return _bytes(int(value))
+    if figure == "flops_per_s":
+        return _decimal(value, "FLOP/s")
+    return f"{value:.1f}"
+
+
+def _print_spread(title: str, spread, console: Console, *, omit_zero: bool = False) -> None:
+    """A ``rank_spread`` table: per figure its min, median and max, and the slowest and fastest rank, each
+    marked with the end it is at (its value is that column's: ``12 (max)``). A figure no rank has is left out,
+    and with ``omit_zero`` one that is 0 on every rank (as the breakdown leaves out a category no rank has)."""
+    rows = [row for row in spread.to_pylist() if row["ranks"] and not (omit_zero and row["min"] == row["max"] == 0)]
+    if not rows:
+        return
+    table = Table(title=title, **_RANK_TABLE)
+    table.add_column("figure")
+    for column in ("min", "median", "max", "slowest", "fastest"):
+        table.add_column(column, justify="right")
+    for row in rows:
+        slow, fast = ("max", "min") if row["slower"] == HIGHER else ("min", "max")
+        name = row["figure"]
+        table.add_row(_FIGURE_LABELS.get(name, name.removesuffix("_ns").replace("_", " ")),
+                      *(_figure_value(name, row[end]) for end in ("min", "median", "max")),
+                      f"{row['slowest_rank']} ({slow})", f"{row['fastest_rank']} ({fast})")
+    console.print(table)
 
 
 #: characters of a process group's name in the cluster section (HCCL's are 20-digit hashes)
@@ -177,9 +289,14 @@ def _gbps(value: float | None) -> str:
 def _print_cluster(cluster: dict, console: Console) -> None:
     """A job's ranks compared (``summary.cluster_summary``): each rank's mean step and exposed communication,
     the slowest rank and straggler, the collectives with the longest waits, the slow rank and link verdicts
-    with their rules, the clock offsets that are not 0 and what ranks lack."""
+    with their rules, the clock offsets that are not 0 and what ranks lack. Beyond ``MAX_RANK_ROWS`` ranks:
+    the ranks' figures and clock offsets summarised across ranks (its ``spreads``), and the first
+    ``MAX_RANK_ROWS`` of each list."""
     ranks = cluster["ranks"].to_pylist()
-    if ranks:
+    spreads = cluster["spreads"] if cluster["spreads"]["ranks"] > MAX_RANK_ROWS else None
+    if spreads is not None:
+        _print_spread(f"{spreads['ranks']:,} ranks compared (mean step, ms)", spreads["ranks_compared"], console)
+    elif ranks:
         table = Table(title="Ranks (mean step over the steps compared, ms)", title_justify="left")
         for column in ("rank", "step", "exposed comm.", "outside comm.", ""):
             table.add_column(column, justify="left" if not column else "right")
@@ -204,28 +321,48 @@ def _print_cluster(cluster: dict, console: Console) -> None:
     slow = [f"rank {row['rank']} in group {escape(_short(row['process_group'] or '-', GROUP_WIDTH))} (the others wait "
             f"{_in_ms(row['others_mean_wait_ns'])} ms on average, it {_in_ms(row['mean_wait_ns'])} ms)"
             for row in cluster["slow_ranks"].to_pylist()]
-    console.print(f"slow ranks ({cluster['rank_verdicts']} checked): {'; '.join(slow) or 'none'}")
+    console.print(f"slow ranks ({cluster['rank_verdicts']} checked): {_listed(slow)}")
     console.print(Padding(f"rule: {escape(cluster['slow_rank_rule'])}\nthreshold: "
                           f"{escape(cluster['slow_rank_threshold'])}", (0, 0, 0, 4)))
     slow = [f"{row['src_rank']} -> {row['dst_rank']} {escape(row['transport'])} ({_gbps(row['bandwidth_gbps'])} GB/s, "
             f"median {_gbps(row['median_gbps'])})" for row in cluster["slow_links"].to_pylist()]
-    console.print(f"slow links ({cluster['link_verdicts']} checked): {'; '.join(slow) or 'none'}")
+    console.print(f"slow links ({cluster['link_verdicts']} checked): {_listed(slow)}")
     console.print(Padding(f"rule: {escape(cluster['slow_link_rule'])}\nthreshold: "
                           f"{escape(cluster['slow_link_threshold'])}", (0, 0, 0, 4)))
-    for row in cluster["clock_offsets"].to_pylist():
-        console.print(f"clock of rank {row['rank']}: {row['offset_ns']:+,} ns from rank {row['reference_rank']}'s "
-                      f"(estimate {row['estimate_ns']:+,} ns, spread {row['spread_ns']:,} ns over "
-                      f"{row['collectives_used']} collectives; {escape(row['method'])})")
-    for row in cluster["lacks"].to_pylist():
+    if spreads is None:
+        for row in cluster["clock_offsets"].to_pylist():
+            console.print(f"clock of rank {row['rank']}: {row['offset_ns']:+,} ns from rank {row['reference_rank']}'s "
+                          f"(estimate {row['estimate_ns']:+,} ns, spread {row['spread_ns']:,} ns over "
+                          f"{row['collectives_used']} collectives; {escape(row['method'])})")
+    else:
+        for row in spreads["clock_offsets"].to_pylist():
+            if row["ranks"]:
+                console.print(f"clock offsets from the lowest rank's, over the {row['ranks']:,} ranks whose offset "
+                              f"or estimate is not 0: median {row['median']:+,.0f} ns, from {row['min']:+,.0f} ns "
+                              f"(rank {row['fastest_rank']}) to {row['max']:+,.0f} ns (rank {row['slowest_rank']})")
+    lacks = cluster["lacks"].to_pylist()
+    for row in lacks[:MAX_RANK_ROWS]:
         console.print(f"rank {row['rank']} lacks {escape(', '.join(row['lacking_files']))}; steps from "
                       f"{escape(row['step_source'] or 'an unsaid source')}")
+    if len(lacks) > MAX_RANK_ROWS:
+        console.print(f"... and {len(lacks) - MAX_RANK_ROWS:,} more ranks lack files (each rank's: analyse --json)")
+
+
+def _listed(items: list[str]) -> str:
+    """``items`` joined by ``; ``, the first ``MAX_RANK_ROWS`` of them and how many more; ``none`` for none."""
+    shown = "; ".join(items[:MAX_RANK_ROWS]) or "none"
+    return shown + (f"; ... and {len(items) - MAX_RANK_ROWS:,} more (every one: analyse --json)"
+                    if len(items) > MAX_RANK_ROWS else "")
 
 
 def _print_breakdown(breakdown, console: Console) -> None:
-    """One row per category (``breakdown.CATEGORIES`` and idle), one ms and one % column per rank: fits 80
-    columns up to 3 ranks."""
+    """One rank: a row per category (``breakdown.CATEGORIES`` and idle) with its ms and %. Several ranks
+    (``_print_rank_breakdown``): a row per rank."""
     from perfsight.analysis.breakdown import CATEGORIES
 
+    if breakdown.num_rows > 1:
+        _print_rank_breakdown(breakdown, console)
+        return
     if not breakdown.num_rows:
         return
     rows = breakdown.to_pylist()
@@ -242,6 +379,28 @@ def _print_breakdown(breakdown, console: Console) -> None:
         table.add_row(category.replace("_", " "), *cells)
     table.add_row("[bold]step[/bold]", *[cell for row in rows for cell in (_in_ms(row["step_ns"]), "100.0")])
     console.print(table)
+
+
+#: a category's column header in the breakdown by rank, where its name is too wide for ten columns in 80
+_CATEGORY_HEADERS = {"communication": "comm.", "dataloader": "data", "host_ops": "host"}
+
+
+def _print_rank_breakdown(breakdown, console: Console) -> None:
+    """A row per rank: its mean step in ms and each category (``breakdown.CATEGORIES`` that any rank has, and
+    idle) in % of it; ten columns fit 80."""
+    from perfsight.analysis.breakdown import CATEGORIES
+
+    rows = breakdown.to_pylist()
+    shown = [c for c in (*CATEGORIES, "idle") if c == "idle" or any(row[f"{c}_ns"] for row in rows)]
+    table = Table(title="Mean step breakdown by rank", **_RANK_TABLE)
+    for column in ("rank", "step ms", *(_CATEGORY_HEADERS.get(c, c) for c in shown)):
+        table.add_column(column, justify="right")
+    for row in rows:
+        table.add_row(str(row["rank"]), _in_ms(row["step_ns"]),
+                      *("-" if row[f"{c}_pct"] is None else f"{row[f'{c}_pct']:.1f}" for c in shown))
+    console.print(table)
+    short = "".join(f", {_CATEGORY_HEADERS[c]} = {c.replace('_', ' ')}" for c in shown if c in _CATEGORY_HEADERS)
+    console.print(f"(each category in % of the step{short})")
 
 
 def _print_overlap(overlap, console: Console) -> None:

@@ -98,9 +98,9 @@ def test_cli_writes_into_dir_by_default_and_never_over_a_users_file(shared_data,
     assert "cluster_step_trace_time.csv" in first and "cluster_analysis.db" in first
     said = capsys.readouterr().out.splitlines()
     assert said[0].startswith(f"{job}: 2 ranks (2 done, 0 cached, 0 failed) on ")
-    assert said[-5:] == [str(out / name) for name in (
+    assert said[-6:] == [str(out / name) for name in (
         "cluster_step_trace_time.csv", "cluster_communication.json", "cluster_communication_matrix.json",
-        "communication_group.json", "cluster_analysis.db")]
+        "communication_group.json", "cluster_analysis.db", "rank_breakdown.csv")]
     assert cli.main(["cluster", "-d", str(job)]) == 0          # its own files: replaced
     (out / "cluster_analysis.db").write_text("the user's notes")
     before = (out / "cluster_step_trace_time.csv").stat().st_mtime_ns
@@ -160,3 +160,21 @@ def test_database_communication_time_and_bandwidth_agree(shared_data, tmp_path):
             assert close(ours[10:], peers[10:])
     assert mine[1][2:] == ("hcom_allReduce__210_0_1", "17148521525495523210", 1736410576431645.2, 88.750993,
                            0.228565, 3.568891, 3.51773, 84.953537, 0.939, 0.9398)    # rank 0, exactly
+
+
+def test_rank_breakdown_csv_has_a_row_per_rank(tmp_path):
+    """The planted two-rank NCCL job (5 ms steps; rank 0 communicates 2.5 ms of it, rank 1 1.55 ms: the
+    straggler): rank_breakdown.csv has catalog.RANK_BREAKDOWN's columns and each rank's figures in us."""
+    from perfsight.views.export.catalog import RANK_BREAKDOWN
+    from tests.analysis.planted_nccl_job import write_nccl_job
+
+    cluster(write_nccl_job(tmp_path / "job"), tmp_path / "out")
+    written = tmp_path / "out" / "cluster_analysis_output" / "rank_breakdown.csv"
+    with open(written, newline="", encoding="utf-8") as file:
+        header, *lines = list(csv.reader(file))
+    assert header == [column.header for column in RANK_BREAKDOWN.columns]
+    picked = ["Rank", "Steps", "Step(us)", "Communication(us)", "Communication(%)", "Outside Communication(us)",
+              "Slowest", "Straggler"]
+    assert [[dict(zip(header, line))[name] for name in picked] for line in lines] == [
+        ["0", "1", "5000.000", "2500.000", "50.000", "2500.000", "true", "false"],
+        ["1", "1", "5000.000", "1550.000", "31.000", "3450.000", "false", "true"]]

@@ -1,4 +1,5 @@
-"""Every file ``perfsight export`` can write: its name, the seed file it mirrors, what it holds and, for
+"""Every file ``perfsight export`` can write, and perfsight's own file beside ``perfsight cluster``'s
+msprof-analyze outputs (``RANK_BREAKDOWN``): its name, the seed file it mirrors, what it holds and, for
 summaries, its columns.
 
 The summary writer takes the column headers and conversions from here and README.txt takes the
@@ -13,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from perfsight.analysis.breakdown import CATEGORIES
 from perfsight.options.export import STEP_MODEL_ID
 
 #: what msprof writes where a field has no value, and perfsight where a field has no meaning off Ascend
@@ -435,6 +437,39 @@ ADVICE = OutputFile(
         Column("Evidence", "evidence", "the steps, operators, ranks and times behind it (JSON)", "json"),
         Column("Threshold", "threshold", "the rule's threshold that this run crossed"),
         Column("Suggestion", "suggestion", "what to try"),
+    ),
+    stamped=False,
+)
+
+#: the step breakdown's categories, in ``breakdown.CATEGORIES``' priority order, and idle (the remainder)
+_PARTS = (*CATEGORIES, "idle")
+
+RANK_BREAKDOWN = OutputFile(
+    title="mean step breakdown per rank (rank_breakdown.csv)",
+    stems=(("csv", "rank_breakdown"),),
+    mirrors="none: perfsight's own, written by perfsight cluster beside msprof-analyze's files; the per-rank table "
+            "that perfsight analyse summarises across ranks beyond a screenful of ranks",
+    about="One row per rank: its mean step and the mean time of each category of the step breakdown (they add up "
+          "to the step) over the step numbers every rank has (cluster.rank_breakdown), as the terminal's breakdown "
+          "by rank and its Ranks table show them. One name: each perfsight cluster replaces its earlier one.",
+    columns=(
+        _RANK,
+        Column("Steps", "steps", "the steps compared: the step numbers every rank has (each rank's own when the "
+                                 "ranks share none)"),
+        Column("Common Steps", "common_steps", "true when the ranks share the step numbers compared"),
+        Column("Step(us)", "step_ns", "mean step over the steps compared, us", "us"),
+        Column("Median Step(us)", "median_step_ns", "median step over the steps compared, us", "us"),
+        *(Column(f"{part.replace('_', ' ').title()}(us)", f"{part}_ns", f"mean time of the breakdown's {part} "
+                 "category (docs/analyses.md: step_breakdown), us", "us") for part in _PARTS),
+        *(Column(f"{part.replace('_', ' ').title()}(%)", f"{part}_pct", f"{part}'s share of the summed step time, %",
+                 "%") for part in _PARTS),
+        Column("Outside Communication(us)", "non_communication_ns", "Step - Communication: the time outside exposed "
+                                                                    "communication, us", "us"),
+        Column("Gap(us)", "gap_ns", "mean step over the fastest rank's, us", "us"),
+        Column("Gap(%)", "gap_pct", "mean step over the fastest rank's, % of the fastest rank's", "%"),
+        Column("Slowest", "slowest", "true for the rank with the longest mean step (ties: the lowest rank)"),
+        Column("Straggler", "straggler", "true for the rank with the most time outside exposed communication: the "
+                                         "rank the others wait for"),
     ),
     stamped=False,
 )

@@ -10,6 +10,9 @@ MindStudio Insight and scripts written for msprof-analyze read them:
                                        ClusterCommunicationBandwidth, ClusterCommunicationMatrix,
                                        ClusterStepTraceTime, HostInfo, RankDeviceMap
 
+and perfsight's own ``rank_breakdown.csv`` beside them: the mean step breakdown of every rank
+(``catalog.RANK_BREAKDOWN``), the per-rank table ``perfsight analyse`` summarises beyond a screenful of ranks.
+
 msprof-analyze writes the text files for a text export and the .db for a .db export; perfsight writes both
 for every job (Ascend, Kineto GPU or CPU). Every figure comes from ``analysis/cluster_outputs.py``; this module
 only converts units (ns -> us or ms, bytes -> MB = 1e6 bytes), names keys and rounds where msprof-analyze
@@ -30,6 +33,7 @@ import pyarrow as pa
 
 from perfsight import ingest
 from perfsight.analysis import cluster_outputs
+from perfsight.analysis.cluster import rank_breakdown
 from perfsight.analysis.cluster_outputs import TOTAL_OP_INFO
 from perfsight.analysis.job import Job
 from perfsight.analysis.rank_facts import STEP_TRACE_TIME_HEADERS
@@ -38,7 +42,9 @@ from perfsight.cluster import ClusterJob, analyse_job
 from perfsight.cluster.engines import engine_for
 from perfsight.cluster.map import RankOutcome
 from perfsight.core.memo import computed
+from perfsight.views.export.catalog import RANK_BREAKDOWN
 from perfsight.views.export.output import Staging, staging
+from perfsight.views.export.writer import write_rows
 
 #: the folder msprof-analyze writes its cluster outputs into
 OUTPUT_FOLDER = "cluster_analysis_output"
@@ -47,6 +53,7 @@ COMMUNICATION_JSON = "cluster_communication.json"
 MATRIX_JSON = "cluster_communication_matrix.json"
 GROUP_JSON = "communication_group.json"
 CLUSTER_DB = "cluster_analysis.db"
+RANK_BREAKDOWN_CSV = RANK_BREAKDOWN.name("", "csv")
 
 #: decimals msprof-analyze rounds ratios and bandwidths to
 _DECIMALS = 4
@@ -115,6 +122,7 @@ class ClusterOutputs:
     bandwidth: pa.Table
     matrix: pa.Table
     devices: pa.Table
+    ranks: pa.Table          # cluster.rank_breakdown, for rank_breakdown.csv
 
     @classmethod
     def of(cls, job: Job, sources: list[ingest.RunSource]) -> ClusterOutputs:
@@ -125,7 +133,8 @@ class ClusterOutputs:
         return cls(*(computed(f, job) for f in (
             cluster_outputs.cluster_step_trace, cluster_outputs.cluster_communication_groups,
             cluster_outputs.cluster_communication_time, cluster_outputs.cluster_communication_bandwidth,
-            cluster_outputs.cluster_communication_matrix)), devices=devices)
+            cluster_outputs.cluster_communication_matrix)), devices=devices,
+                   ranks=computed(rank_breakdown, job))
 
 
 def _rows(table: pa.Table) -> list[dict]:
@@ -254,6 +263,15 @@ def stage_cluster(outputs: ClusterOutputs, stage: Staging) -> None:
     rows = database_rows(outputs)
     if any(rows.values()):
         stage.write(CLUSTER_DB, lambda path: _write_db(path, rows), replaceable=True)
+    stage_rank_breakdown(outputs.ranks, stage)
+
+
+def stage_rank_breakdown(ranks: pa.Table, stage: Staging) -> None:
+    """Write rank_breakdown.csv (``catalog.RANK_BREAKDOWN``'s columns) of a ``cluster.rank_breakdown`` table
+    with rows into ``stage``."""
+    if ranks.num_rows:
+        stage.write(RANK_BREAKDOWN_CSV, lambda path: write_rows(ranks, RANK_BREAKDOWN.columns, path, "csv"),
+                    replaceable=True)
 
 
 @dataclass(frozen=True)
