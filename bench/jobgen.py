@@ -197,28 +197,31 @@ def _layout(job: Job, name_of) -> None:
 
 def _plants(kind: str, world: int, per_node: int, seed: int, slow_count: int, slow_ranks: list[int] | None,
             slow_delay_ns: int, slow_link: tuple[int, int] | None, slow_link_factor: float, offsets: bool) -> Job:
+    """The job's layout with its plants: given, or chosen by ``seed``."""
     if world < 2 or per_node < 1 or world % per_node:
         raise SystemExit(f"--ranks {world} must be at least 2 and a multiple of --ranks-per-node {per_node}")
     rng = np.random.default_rng(seed)
     nodes = world // per_node
+    node_offsets = rng.integers(-OFFSET_RANGE_NS, OFFSET_RANGE_NS, nodes) if offsets else np.zeros(nodes, np.int64)
+    node_offsets[0] = 0
+    job = Job(kind, world, per_node, seed, [], slow_delay_ns, None, slow_link_factor,
+              np.repeat(node_offsets.astype(np.int64), per_node))
     if slow_ranks is None:
         # distinct nodes and local indices (no two slow ranks share a group but world), chosen by seed
         count = min(slow_count, nodes, per_node)
-        chosen_nodes = rng.permutation(nodes)[:count]
-        chosen_locals = rng.permutation(per_node)[:count]
-        slow_ranks = sorted(int(n * per_node + i) for n, i in zip(chosen_nodes, chosen_locals))
+        chosen = zip(rng.permutation(nodes)[:count], rng.permutation(per_node)[:count])
+        slow_ranks = [int(node * per_node + local) for node, local in chosen]
     if any(not 0 <= r < world for r in slow_ranks):
         raise SystemExit(f"--slow-rank {slow_ranks}: ranks are 0..{world - 1}")
-    pairs = [(r, r + per_node) for r in range(world - per_node)]
+    job.slow_ranks = sorted(set(slow_ranks))
+    pairs = job.pairs()
     if slow_link is None and pairs:
         slow_link = pairs[int(rng.integers(len(pairs)))]
     if slow_link is not None and slow_link not in pairs:
         raise SystemExit(f"--slow-link {slow_link}: a link is (r, r + ranks_per_node) for r < "
                          f"{world - per_node} (the pipeline pairs and DP ring links)")
-    node_offsets = rng.integers(-OFFSET_RANGE_NS, OFFSET_RANGE_NS, nodes) if offsets else np.zeros(nodes, np.int64)
-    node_offsets[0] = 0
-    return Job(kind, world, per_node, seed, sorted(set(slow_ranks)), slow_delay_ns, slow_link, slow_link_factor,
-               np.repeat(node_offsets.astype(np.int64), per_node))
+    job.slow_link = slow_link
+    return job
 
 
 def _us(ns: int) -> str:
@@ -721,7 +724,7 @@ class NpuJob:
         job.groups = renamed
 
     def op_name(self, op: HcclOp, group: Group) -> str:
-        kind, _, index, last = _HCCL_OP.match(op.name).groups()
+        kind, _, _, last = _HCCL_OP.match(op.name).groups()
         sequence = sum(1 for other in self.base.ops[:op.index] if self.job.layer_of(other.layer) ==
                        self.job.layer_of(op.layer))
         return f"hcom_{kind}__{group.name[-3:]}_{sequence}_{last}"

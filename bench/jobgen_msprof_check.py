@@ -77,7 +77,7 @@ def check(output: Path, answers: dict) -> dict:
                                   link["transport"])
     rest = [bw for pair, bw in bandwidths.items() if pair != (link["src"], link["dst"])]
     checks = {
-        "groups": sorted(groups["collective"]) == planted_sets,
+        "groups": sorted(sorted(ranks) for ranks in groups["collective"]) == planted_sets,
         "step_trace_ranks": sorted(int(row["Index"]) for row in rows) == list(range(answers["world_size"])),
         "slow_rank_waits_least": bool(with_slow) and all(
             op[slow] == 0 and min(v for r, v in op.items() if r != slow) > jitter_ms
