@@ -37,6 +37,25 @@ def test_collectives_take_each_ranks_best_source():
                                      ("host annotation", "broadcast", 5, "mystery", None, None, 100)]
 
 
+def test_a_kernels_cut_rank_list_takes_its_groups_ranks_from_the_ranks_record():
+    """Kineto's NCCL kernels carry ``Process Group Ranks`` cut past 30 ranks without start and stride; the
+    rank's record_param_comms of the same group carries them: the kernel's group is those 40 ranks (not
+    unknown, which would leave its matrix cells without peers). A record of another size is not taken."""
+    from .test_cluster import TRACKS, s
+
+    wide = {"Collective name": "allreduce", "dtype": "Float", "In msg nelems": 100, "Out msg nelems": 100,
+            "Process Group Name": "dp", "Process Group Ranks": "[0, 2, 4, ..., 78]"}
+    slices = [s("comm", "ncclKernel_AllReduce", 0, 1000, 2000, stream=True, args={**wide, "Group size": 40}),
+              s("comm", "record_param_comms", 0, 900, 950,
+                args={**wide, "Group size": 40, "Global rank start": 0, "Global rank stride": 2}),
+              s("comm", "ncclKernel_AllReduce", 1, 1000, 2000, stream=True, args={**wide, "Group size": 41}),
+              s("comm", "record_param_comms", 1, 900, 950,
+                args={**wide, "Group size": 40, "Global rank start": 1, "Global rank stride": 2})]
+    rows = collectives.collectives(tables_from_rows(slices=slices, tracks=TRACKS)).to_pylist()
+    assert [(r["rank"], r["source"], r["group_ranks"]) for r in rows] == [
+        (0, "device", list(range(0, 80, 2))), (1, "device", None)]
+
+
 def test_communication_pairs_of_the_planted_job():
     cells = {(r["src_rank"], r["dst_rank"]): (r["collectives"], r["transit_bytes"], r["transit_ns"])
              for r in collectives.communication_pairs(job_of(job())).to_pylist()}

@@ -31,7 +31,9 @@ sources the rank has (so nothing is counted twice):
 Sizes: ``in_bytes`` / ``out_bytes`` = elements x the dtype's size (``DTYPE_BYTES``; null for a dtype not
 listed). The group's ranks come from ``Process Group Ranks`` ("[0, 1, 2]"); PyTorch cuts that text past
 30 ranks ("[0, 1, ..., 127]"), in which case they are rebuilt from ``Global rank start`` and ``Global
-rank stride`` (start + i * stride for i < ``Group size``) when the trace has them, else unknown. A group
+rank stride`` (start + i * stride for i < ``Group size``) when the trace has them, else from another record
+of the same group on the rank that has them (Kineto's NCCL kernels carry the cut text without start and
+stride; the rank's ``record_param_comms`` of the group carry them), else unknown. A group
 whose args say ``Process Group Ranks Local`` holds group-local positions (no global mapping was found):
 ``ranks_global`` false.
 
@@ -426,6 +428,12 @@ def _group_ranks(text: str | None, size: int | None, start: int | None, stride: 
     return ranks if all(rank >= 0 and fits(rank, 32) for rank in ranks) else None
 
 
+def _members(ranks: list[int] | None, size: int | None) -> list[int] | None:
+    """A group's ranks another record of the group gave, for a record whose own list was cut without a start
+    and stride to rebuild it (Kineto's NCCL kernels): when its size says as many (or nothing)."""
+    return ranks if ranks and (size is None or size == len(ranks)) else None
+
+
 def _elements(shapes_text: str | None) -> tuple[int | None, list]:
     """Total elements of the tensors in an ``input_shapes`` JSON text, and the shapes (None if unreadable)."""
     try:
@@ -465,8 +473,13 @@ def _operations(tables: RunTables) -> list[dict]:
                                                       ("reported_from", REPORTED_FROM))}}
     rows = tables.connect().sql(_CANDIDATES_SQL, params=params).to_arrow_table().to_pylist()
     best: dict[int, int] = {}
+    members: dict[tuple, list[int]] = {}      # (rank, group) -> its ranks, from any record of the group
     for row in rows:
         best[row["rank"]] = min(best.get(row["rank"], 4), row["source"])
+        row["group_ranks"] = _group_ranks(row["group_ranks_text"], row["group_size"], row["rank_start"],
+                                          row["rank_stride"])
+        if row["group_ranks"] and row["process_group"] is not None:
+            members.setdefault((row["rank"], row["process_group"]), row["group_ranks"])
     out = []
     for row in rows:
         if row["source"] != best[row["rank"]]:
@@ -484,8 +497,9 @@ def _operations(tables: RunTables) -> list[dict]:
             "in_nelems": in_nelems, "out_nelems": row["out_nelems"], "in_bytes": _bytes(in_nelems, dtype),
             "out_bytes": _bytes(row["out_nelems"], dtype), "group_size": row["group_size"],
             "process_group": row["process_group"], "peer": peer,
-            "group_ranks": _group_ranks(row["group_ranks_text"], row["group_size"], row["rank_start"],
-                                        row["rank_stride"]), "src_rank": row["src_rank"], "dst_rank": row["dst_rank"],
+            "group_ranks": row["group_ranks"] or _members(members.get((row["rank"], row["process_group"])),
+                                                          row["group_size"]),
+            "src_rank": row["src_rank"], "dst_rank": row["dst_rank"],
             "step": row["step"], "op_name": row["name"], "hccl": row["task_type"] == "HCCL",
             "ranks_global": not row["ranks_local"], "time_info": _json(row["time_info"]),
             "bandwidth_info": _json(row["bandwidth_info"]), "figures_from": row["figures_from"],
