@@ -61,14 +61,17 @@ print(run.ranks)
 
 
 def measure(argv: list[str], env: dict, timeout_s: float) -> dict:
-    """Run ``argv``; wall time and the peak RSS summed over the process tree (psutil, every 10 ms)."""
+    """Run ``argv``; wall time, the peak RSS summed over the process tree (``peak_mib``), of the process itself
+    (``root_peak_mib``) and of its largest child (``child_peak_mib``), sampled by psutil every 10 ms."""
     start = time.perf_counter()
     child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    root, peak = psutil.Process(child.pid), 0
+    root, peak, root_peak, child_peak = psutil.Process(child.pid), 0, 0, 0
     while child.poll() is None:
         try:
-            tree = [root, *root.children(recursive=True)]
-            peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
+            sizes = {p.pid: p.memory_info().rss for p in [root, *root.children(recursive=True)] if p.is_running()}
+            peak = max(peak, sum(sizes.values()))
+            root_peak = max(root_peak, sizes.get(root.pid, 0))
+            child_peak = max([child_peak, *(rss for pid, rss in sizes.items() if pid != root.pid)])
         except psutil.Error:
             pass
         if time.perf_counter() - start > timeout_s:
@@ -77,7 +80,8 @@ def measure(argv: list[str], env: dict, timeout_s: float) -> dict:
     wall = time.perf_counter() - start
     out, err = child.communicate()
     status = "ok" if child.returncode == 0 else f"failed ({child.returncode}): {err.strip()[-300:]}"
-    return {"wall_s": wall, "peak_mib": peak / 2**20, "status": status, "stdout": out.strip()[-200:]}
+    return {"wall_s": wall, "peak_mib": peak / 2**20, "root_peak_mib": root_peak / 2**20,
+            "child_peak_mib": child_peak / 2**20, "status": status, "stdout": out.strip()[-200:]}
 
 
 def ensure_peer(venv: Path, requirement: str = "msprof-analyze") -> Path:
