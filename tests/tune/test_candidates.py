@@ -150,7 +150,7 @@ def test_gpu_schedule_candidates_run_on_a_gpu():
 
 
 def test_only_candidates_that_can_pay_are_offered(monkeypatch):
-    monkeypatch.setattr(candidates, "_cores", lambda: 2)
+    monkeypatch.setattr(candidates, "usable_cores", lambda: 2)
     torch.set_num_threads(1)
     sig = signature(F.linear, (torch.randn(4, 8), torch.randn(6, 8, requires_grad=True)), {})
 

@@ -8,6 +8,9 @@ Two process-wide settings that a library must not impose on a user's process, so
 * pandas withheld from Arrow's first look: pyarrow imports pandas, when it is installed, the first time
   it builds an array (to check for pandas objects); that costs a reader that never uses pandas ~0.1-0.3 s
   and ~37 MiB. Arrow is shown a missing pandas once; its ``to_pandas`` still imports pandas on demand.
+
+It also owns how many cores this process may use (``usable_cores``: the tuner's thread counts, the cluster
+map's default local pool).
 """
 from __future__ import annotations
 
@@ -37,3 +40,11 @@ def prepare() -> None:
         pa.array([0])  # Arrow's one non-raising pandas check happens here, and is remembered
     finally:
         sys.meta_path.remove(finder)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which a container or ``taskset`` narrows)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1

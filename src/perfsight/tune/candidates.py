@@ -38,7 +38,6 @@ channels_last backward); a compiled op's backward is compiled with it.
 """
 from __future__ import annotations
 
-import os
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -50,6 +49,7 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
+from perfsight.core.process import usable_cores
 from perfsight.tune.variants import compile_call, own_code
 
 # tunable function -> (op name, its parameter names in call order, how many of them lead as tensors)
@@ -188,13 +188,6 @@ def call_key(func, args, kwargs) -> tuple | None:
         return None
 
 
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
 def _blas() -> str:
     return torch.backends.cuda.preferred_blas_library().name.lower()
 
@@ -237,7 +230,7 @@ def candidates_for(sig: dict, *, default_us: float | None = None, calls: float |
                 out.append(Candidate(f"sdpa_{backend}", "Impl", {"backend": backend}))
     if _pays(default_us, calls, COMPILED_MIN_US, COMPILE_MIN_S):
         out.append(Candidate("compiled", "Impl", {"compiled": True}))
-    cores = _cores()
+    cores = usable_cores()
     if device == "cpu" and cores != torch.get_num_threads() and _pays(default_us, calls, SCHEDULE_MIN_US):
         out.append(Candidate(f"threads_{cores}", "Schedule", {"threads": cores}))
     return out

@@ -1,0 +1,369 @@
+"""The cluster map's engines (perfsight.cluster.engines): the local pool and Ray (a local instance the tests
+start, and a two-node local cluster made with `ray start --head` plus `ray start --address`) each deliver
+every item's result exactly once, retry a task whose worker process was killed, give up on a task that
+kills its worker every time (TaskLost, the others complete) and report a task that raised; engine_for picks
+the engine and rejects what it cannot run.
+
+The tasks are tests/cluster/engine_tasks.py, imported by name in the workers: the local pool's workers
+(forkserver) get the driver's sys.path, Ray's workers get the driver's working directory (the checkout's
+root, where pytest runs) on theirs - so the same module-level functions serve both, as perfsight's installed
+map function does in real use."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from perfsight.cluster.engines import IN_FLIGHT_PER_WORKER, MAX_ATTEMPTS, LocalPool, RayEngine, TaskLost, engine_for
+from perfsight.core.errors import InputError
+from perfsight.core.process import usable_cores
+from tests.cluster.engine_tasks import Item, Unpicklable, square
+
+ROOT = Path(__file__).resolve().parents[2]
+KILLER = 13   # the item whose task kills its worker
+RAISER = 7    # the item whose task raises
+
+
+def run(engine, items) -> dict:
+    """Every item's result by index; each index delivered exactly once."""
+    delivered = []
+    results = {}
+
+    def on_result(index, result):
+        delivered.append(index)
+        results[index] = result
+
+    engine.map(square, items, on_result)
+    assert sorted(delivered) == list(range(len(items)))
+    return results
+
+
+def squares(results: dict, but: set[int] = frozenset()) -> dict[int, int]:
+    return {index: result.square for index, result in results.items() if index not in but}
+
+
+def starts(log: Path) -> list[int]:
+    """The pids of the worker processes a task started in, in order."""
+    return [int(pid) for pid in log.read_text().split()]
+
+
+def killer_among(tmp_path: Path, kills: int, sleep: float = 0.0) -> tuple[list[Item], Path]:
+    """50 items, the one at KILLER killing its worker on its first ``kills`` starts; each takes ``sleep`` s so
+    other tasks are running beside it when it kills."""
+    log = tmp_path / "killer.log"
+    items = [Item(n, sleep=sleep) for n in range(50)]
+    items[KILLER] = Item(KILLER, log=str(log), kills=kills, sleep=sleep)
+    return items, log
+
+
+def check_plain(engine) -> dict:
+    results = run(engine, [Item(n) for n in range(50)])
+    assert squares(results) == {n: n * n for n in range(50)}
+    return results
+
+
+def check_killed_once(engine, tmp_path: Path, sleep: float = 0.0) -> None:
+    items, log = killer_among(tmp_path, kills=1, sleep=sleep)
+    results = run(engine, items)
+    assert squares(results) == {n: n * n for n in range(50)}
+    first, second = starts(log)          # retried once, in a fresh worker
+    assert first != second == results[KILLER].pid
+
+
+def check_killed_always(engine, tmp_path: Path, why: str, sleep: float = 0.0) -> None:
+    items, log = killer_among(tmp_path, kills=99, sleep=sleep)
+    results = run(engine, items)
+    assert results[KILLER] == TaskLost(KILLER, MAX_ATTEMPTS, why)
+    assert len(starts(log)) == MAX_ATTEMPTS == 3
+    assert squares(results, but={KILLER}) == {n: n * n for n in range(50) if n != KILLER}
+
+
+def check_raises(engine) -> None:
+    items = [Item(n, raises=n == RAISER) for n in range(50)]
+    results = run(engine, items)
+    assert results[RAISER] == TaskLost(RAISER, 1, f"ValueError: bad item {RAISER}")   # its first line, not retried
+    assert squares(results, but={RAISER}) == {n: n * n for n in range(50) if n != RAISER}
+
+
+# --- the local pool -------------------------------------------------------------------------------------
+
+POOL_LOST = f"its worker process died on each of {MAX_ATTEMPTS} attempts (killed, or out of memory)"
+
+
+@pytest.fixture
+def pool():
+    return LocalPool(2)
+
+
+def test_pool_runs_every_item_in_worker_processes(pool):
+    results = check_plain(pool)
+    assert os.getpid() not in {result.pid for result in results.values()}
+    assert {result.node for result in results.values()} == {None}
+
+
+def test_pool_retries_a_task_whose_worker_was_killed(pool, tmp_path):
+    check_killed_once(pool, tmp_path, sleep=0.02)
+
+
+def test_pool_gives_up_on_a_task_that_kills_its_worker_every_time_and_finishes_the_others(pool, tmp_path):
+    """The tasks running beside it when it kills are retried too, alone, and complete: the deaths are
+    charged to the killer only."""
+    check_killed_always(pool, tmp_path, POOL_LOST, sleep=0.02)
+
+
+def test_pool_retries_a_killed_task_alone(pool, tmp_path):
+    """Tasks that die whenever another runs beside them (as a rank too big to share the memory would) complete
+    on their retry, which runs alone."""
+    items = [Item(n, crowd=str(tmp_path), greedy=n in (5, 30), sleep=0.02) for n in range(40)]
+    results = run(pool, items)
+    assert squares(results) == {n: n * n for n in range(40)}
+
+
+def test_pool_reports_a_task_that_raised(pool):
+    check_raises(pool)
+
+
+def test_a_pool_of_one_survives_its_worker_being_killed(tmp_path):
+    engine = LocalPool(1)
+    assert engine.description == "local pool, 1 worker"
+    check_killed_once(engine, tmp_path)
+
+
+def test_pool_gives_up_on_a_task_whose_worker_dies_before_it_starts(pool):
+    """Unpickling item 3 ends the worker before the task starts: no task is seen starting, so every task in
+    flight is charged an attempt (else the pool would be rebuilt forever); the others still complete."""
+    items = [Item(n) for n in range(10)]
+    items[3] = Unpicklable()
+    results = run(pool, items)
+    assert results[3] == TaskLost(3, MAX_ATTEMPTS, "its worker process died before the task started, 3 times (the "
+                                                   "task cannot be unpickled there, or the calling script lacks "
+                                                   '`if __name__ == "__main__":`)')
+    assert squares(results, but={3}) == {n: n * n for n in range(10) if n != 3}
+
+
+class Watched(list):
+    """Items that record which ones the engine has taken."""
+
+    def __init__(self, items):
+        super().__init__(items)
+        self.taken: set[int] = set()
+
+    def __getitem__(self, index):
+        self.taken.add(index)
+        return super().__getitem__(index)
+
+
+def test_pool_keeps_a_bounded_number_of_tasks_in_flight(pool):
+    items = Watched(Item(n, sleep=0.002) for n in range(200))
+    delivered: set[int] = set()
+    most_in_flight = 0
+
+    def on_result(index, result):
+        nonlocal most_in_flight
+        most_in_flight = max(most_in_flight, len(items.taken - delivered))
+        delivered.add(index)
+
+    pool.map(square, items, on_result)
+    assert delivered == set(range(200))
+    assert most_in_flight == pool.workers * IN_FLIGHT_PER_WORKER == 4
+
+
+# --- engine_for -----------------------------------------------------------------------------------------
+
+@pytest.fixture
+def no_ray_address(monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+
+
+def test_the_local_pool_is_the_default(no_ray_address):
+    engine = engine_for()
+    assert isinstance(engine, LocalPool)
+    assert engine.workers == usable_cores()
+    assert engine.description == f"local pool, {usable_cores()} worker{'s' if usable_cores() > 1 else ''}"
+    assert engine_for(workers=3).description == "local pool, 3 workers"
+
+
+def test_ray_false_is_the_local_pool_even_with_ray_address_set(monkeypatch):
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:9")
+    assert isinstance(engine_for(ray=False, workers=2), LocalPool)
+
+
+@pytest.mark.parametrize("workers", [0, -2, "3", 2.5, True])
+def test_a_bad_workers_value_is_an_input_error(no_ray_address, workers):
+    with pytest.raises(InputError) as error:
+        engine_for(workers=workers)
+    assert str(error.value) == (f"--workers {workers!r}: the number of worker processes must be a whole number, "
+                                "1 or more")
+
+
+def test_ray_asked_for_but_not_installed(monkeypatch, no_ray_address):
+    monkeypatch.setitem(sys.modules, "ray", None)   # `import ray` raises ImportError
+    with pytest.raises(InputError, match=r"^--ray asks for a Ray cluster, but Ray is not installed: "
+                                         r"pip install 'perfsight\[ray\]' \(or leave out --ray"):
+        engine_for(ray=True)
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    with pytest.raises(InputError, match=r"^RAY_ADDRESS=10.0.0.1:6379 asks for a Ray cluster, but Ray is not "
+                                         r"installed: pip install 'perfsight\[ray\]'"):
+        engine_for()
+
+
+def test_a_ray_address_where_nothing_answers_is_an_input_error_at_once(no_ray_address):
+    with socket.socket() as unused:          # a port nothing listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    started = time.perf_counter()
+    with pytest.raises(InputError, match=rf"^--ray 127.0.0.1:{port}: no Ray cluster answers at 127.0.0.1:{port} "
+                                         r"\(Connection refused\); start one with `ray start --head`"):
+        engine_for(ray=f"127.0.0.1:{port}")
+    assert time.perf_counter() - started < 5   # ray.init alone waits for minutes
+
+
+def test_choosing_the_local_pool_does_not_import_ray():
+    code = ("import sys; from perfsight.cluster.engines import engine_for; "
+            "engine_for(workers=1); print('ray' in sys.modules)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env.pop("RAY_ADDRESS", None)
+    assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          check=True).stdout == "False\n"
+
+
+# --- Ray: a local instance ------------------------------------------------------------------------------
+
+RAY_LOST = ("WorkerCrashedError: The worker died unexpectedly while executing this task. Check "
+            "python-core-worker-*.log files for more information.")
+
+
+@pytest.fixture(scope="class")
+def ray_engine():
+    import ray
+
+    environment = dict(os.environ)   # a new local instance turns token authentication on in os.environ
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield RayEngine()        # attaches to the session this process has
+    finally:
+        ray.shutdown()
+        os.environ.clear()
+        os.environ.update(environment)
+
+
+@pytest.mark.slow
+class TestRayLocal:
+    def test_description(self, ray_engine):
+        import ray
+
+        assert ray_engine.workers == 2
+        assert ray_engine.description == f"Ray at {ray.get_runtime_context().gcs_address}, 2 CPUs on 1 node"
+
+    def test_runs_every_item_in_ray_workers(self, ray_engine):
+        import ray
+
+        results = check_plain(ray_engine)
+        assert {result.node for result in results.values()} == {ray.get_runtime_context().get_node_id()}
+
+    def test_retries_a_task_whose_worker_was_killed(self, ray_engine, tmp_path):
+        check_killed_once(ray_engine, tmp_path)
+
+    def test_gives_up_on_a_task_that_kills_its_worker_every_time(self, ray_engine, tmp_path):
+        check_killed_always(ray_engine, tmp_path, RAY_LOST)
+
+    def test_reports_a_task_that_raised(self, ray_engine):
+        check_raises(ray_engine)
+
+
+# --- Ray: a two-node cluster on this machine ------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def ray_start(*args: str, temp_dir: Path) -> int:
+    """`ray start ...` in a session of its own; the id of its process group, which every Ray process it
+    leaves running (GCS, raylet, agents, workers) keeps."""
+    ray = Path(sys.executable).with_name("ray")
+    process = subprocess.Popen([str(ray), "start", *args, f"--temp-dir={temp_dir}", "--disable-usage-stats",
+                                f"--dashboard-agent-listen-port={free_port()}"],
+                               start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'src'}",
+                                    "RAY_AUTH_MODE": "disabled"})   # else a head finding ~/.ray/auth_token
+                                                                    # wants a token the second node lacks
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == 0, output
+    return process.pid
+
+
+def ours(temp_dir: Path, groups: list[int]) -> list[psutil.Process]:
+    """The processes the test's `ray start`s left: in their process groups or naming their temp dir."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        try:
+            if os.getpgid(process.pid) in groups or str(temp_dir) in " ".join(process.info["cmdline"] or ()):
+                found.append(process)
+        except (ProcessLookupError, psutil.Error):
+            pass
+    return found
+
+
+def stop(temp_dir: Path, groups: list[int]) -> None:
+    """Stop only what the test started (`ray stop` would stop every Ray on the machine)."""
+    for sig, grace in ((signal.SIGTERM, 3), (signal.SIGKILL, 10)):
+        for group in groups:
+            try:
+                os.killpg(group, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace
+        while ours(temp_dir, groups) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    for process in ours(temp_dir, groups):   # not in the groups: still named by the temp dir
+        process.kill()
+
+
+@pytest.fixture(scope="class")
+def two_nodes():
+    """A head node and a second node, one CPU each, on this machine; their address."""
+    import ray
+
+    temp_dir = Path(f"/tmp/psray{os.getpid()}")   # short: Ray's socket paths must fit in 107 bytes
+    port = free_port()
+    groups: list[int] = []
+    try:
+        groups.append(ray_start("--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=1",
+                                "--include-dashboard=false", f"--dashboard-port={free_port()}",
+                                f"--ray-client-server-port={free_port()}", temp_dir=temp_dir))
+        groups.append(ray_start(f"--address=127.0.0.1:{port}", "--node-ip-address=127.0.0.1", "--num-cpus=1",
+                                temp_dir=temp_dir))
+        yield f"127.0.0.1:{port}"
+    finally:
+        ray.shutdown()
+        stop(temp_dir, groups)
+        assert ours(temp_dir, groups) == []
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.mark.slow
+class TestRayTwoNodes:
+    def test_tasks_run_on_both_nodes_attached_by_ray_address(self, two_nodes, monkeypatch, tmp_path):
+        import ray
+
+        monkeypatch.setenv("RAY_ADDRESS", two_nodes)
+        engine = engine_for()
+        assert isinstance(engine, RayEngine)
+        assert engine.description == f"Ray at {ray.get_runtime_context().gcs_address}, 2 CPUs on 2 nodes"
+        items, log = killer_among(tmp_path, kills=1, sleep=0.3)
+        results = run(engine, items[:20])
+        assert squares(results) == {n: n * n for n in range(20)}
+        assert len(starts(log)) == 2
+        nodes = {node["NodeID"] for node in ray.nodes() if node["Alive"]}
+        assert len(nodes) == 2
+        assert {result.node for result in results.values()} == nodes
