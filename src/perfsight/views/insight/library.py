@@ -31,7 +31,6 @@ from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-
 from typing import Callable
 
 from perfsight.analysis.job import Job
