@@ -15,8 +15,9 @@ job's ranks' summaries (``LoadedRun.job``: a job mapped rank by rank, or one mer
 * ``offsets``: every rank's clock offset (``collectives.clock_offsets``).
 
 Every number is an analysis result through the Job's memo; ``prepare(job)`` computes the ones these routes
-read (``ANALYSES``) ahead, once (the library runs it when a job has been mapped, before the job is ready), so
-every route answers from the memo. Tables of a rank's count of rows go out columnar.
+read (``ANALYSES``) ahead, once (the library runs it when a job has been mapped, before the job is ready), and
+the top-N lists in their order (``ordered``: a million links sorted once, not per request), so every route
+answers from the memo. Tables of a rank's count of rows go out columnar.
 """
 from __future__ import annotations
 
@@ -44,19 +45,39 @@ HEATMAP_VALUES = ("step", *CATEGORIES, "idle")
 TOP, MAX_TOP = 10, 1000
 
 
+#: the top-N lists: the analysis, and the order its rows are listed in
+ORDERS: dict[str, tuple[Callable[[Job], pa.Table], list[tuple[str, str]]]] = {
+    "ranks": (cluster.rank_breakdown, [("step_ns", "descending"), ("rank", "ascending")]),
+    "slow_ranks": (collectives.slow_ranks, [("slow", "descending"), ("others_mean_wait_ns", "descending"),
+                                            ("mean_wait_ns", "ascending"), ("rank", "ascending")]),
+    "slow_links": (collectives.slow_links, [("slow", "descending"), ("bandwidth_gbps", "ascending"),
+                                            ("src_rank", "ascending"), ("dst_rank", "ascending")]),
+}
+
+
+def ordered(job: Job, name: str) -> pa.Table:
+    """The rows of the top-N list ``name`` (``ORDERS``) in its order (kept in the job's memo: a million links
+    are sorted once, not per request)."""
+    analysis, keys = ORDERS[name]
+    return computed(analysis, job).sort_by(keys)
+
+
 def prepare(job: Job) -> None:
-    """Compute every analysis the routes read (``ANALYSES``) into the job's memo."""
+    """Compute every analysis the routes read (``ANALYSES``, and the top-N lists' order) into the job's memo."""
     for analysis in ANALYSES:
         computed(analysis, job)
+    for name in ORDERS:
+        computed(ordered, job, name)
 
 
 def _columns(table: pa.Table) -> dict[str, list]:
     return {name: table.column(name).to_pylist() for name in table.column_names}
 
 
-def _top(table: pa.Table, keys: list[tuple[str, str]], count: int) -> dict:
-    return {"rows": table.sort_by(keys).slice(0, count), "total": table.num_rows,
-            "slow": int(pc.sum(table["slow"]).as_py() or 0) if "slow" in table.column_names else None}
+def _top(job: Job, name: str, count: int) -> dict:
+    rows = computed(ordered, job, name)
+    return {"rows": rows.slice(0, count), "total": rows.num_rows,
+            "slow": int(pc.sum(rows["slow"]).as_py() or 0) if "slow" in rows.column_names else None}
 
 
 def router(get_run: Callable[[str], LoadedRun]) -> APIRouter:
@@ -113,14 +134,7 @@ def router(get_run: Callable[[str], LoadedRun]) -> APIRouter:
         """The ``n`` slowest ranks, slow-rank verdicts and slowest links, with their evidence."""
         count = integer("n", n, TOP, low=1, high=MAX_TOP)
         return json_response({
-            "ranks": _top(computed(cluster.rank_breakdown, loaded.job), [("step_ns", "descending"),
-                                                                          ("rank", "ascending")], count),
-            "slow_ranks": _top(computed(collectives.slow_ranks, loaded.job),
-                               [("slow", "descending"), ("others_mean_wait_ns", "descending"),
-                                ("mean_wait_ns", "ascending"), ("rank", "ascending")], count),
-            "slow_links": _top(computed(collectives.slow_links, loaded.job),
-                               [("slow", "descending"), ("bandwidth_gbps", "ascending"), ("src_rank", "ascending"),
-                                ("dst_rank", "ascending")], count),
+            **{name: _top(loaded.job, name, count) for name in ORDERS},
             "rules": {"slow_rank": {"rule": collectives.SLOW_RANK_RULE, "threshold": collectives.SLOW_RANK_THRESHOLD},
                       "slow_link": {"rule": collectives.SLOW_LINK_RULE, "threshold": collectives.SLOW_LINK_THRESHOLD}},
         })
