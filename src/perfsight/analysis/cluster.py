@@ -171,3 +171,9 @@ def rank_lacks(job: Job) -> pa.Table:
                      "lacking_files": [str(name) for name in lacking] if isinstance(lacking, list) else [],
                      "warnings": [w for w in warnings if isinstance(w, str)] if isinstance(warnings, list) else []})
     return pa.Table.from_pylist(rows, schema=RANK_LACKS)
+
+
+def rank_steps(job: Job) -> pa.Table:
+    """Every rank's steps (schema ``breakdown.STEP_BREAKDOWN``: the job's ``steps`` summary, each rank's
+    ``breakdown.step_breakdown``), sorted by rank and step: the Cluster page's rank x step heatmap."""
+    return computed(_steps, job)

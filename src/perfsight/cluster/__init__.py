@@ -32,6 +32,7 @@ from perfsight.analysis.job import PLACES, Job
 from perfsight.analysis.job_summaries import SUMMARY_SCHEMAS
 from perfsight.cluster.engines import Engine, TaskLost, engine_for
 from perfsight.cluster.map import CACHED, DONE, FAILED, RankOutcome, RankTask, map_rank, rank_folder
+from perfsight.core import layout
 from perfsight.core.errors import OutputError
 from perfsight.ingest.common.job_groups import group_places
 
@@ -39,7 +40,7 @@ from perfsight.ingest.common.job_groups import group_places
 WHOLE_JOB_RANKS = 16
 
 #: the store's folder in the output folder, and the file that says perfsight made it
-STORE_FOLDER = "perfsight_cluster"
+STORE_FOLDER = layout.CLUSTER_DIR
 STORE_MARKER = "perfsight_cluster.json"
 
 

@@ -30,6 +30,8 @@ MANIFEST = "manifest.json"
 HOST_DATA = Path("host") / "data"
 CACHE_DIR = "perfsight_cache"
 OUTPUT_DIR = "perfsight_output"
+#: the folder of a job's per-rank summaries (``perfsight cluster``'s store, beside the job)
+CLUSTER_DIR = "perfsight_cluster"
 TRACE_GLOB = "trace_*.pt.trace.json*"
 HOST_USAGE = "host_usage.csv"
 STEPS = "steps.csv"

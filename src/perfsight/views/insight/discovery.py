@@ -6,7 +6,8 @@ resolves outside the base directory is ignored) and asks ingest what each entry 
 (``jobs.jobs_in``: several perfsight run directories whose manifests name distinct ranks, traces whose
 names carry distinct rank numbers, torch_npu or msprof folders of one job's ranks). An entry is what
 ``perfsight.open`` opens as one job, with the RunSources to open (``runs``: the library opens those and
-nothing else): a run, or a job (the folder holding its ranks). The base directory that is itself a run is
+nothing else): a run, or a job (the folder holding its ranks); one rank of a job opens alone as the entry
+``rank_candidate`` makes. The base directory that is itself a run is
 one entry, ".". Folders that are not ``registry.searched`` (perfsight's own cache and output folders,
 hidden folders) and a run's insides are not walked. Entry ids are a hash of the path relative to the base
 directory: stable across restarts and free of path syntax.
@@ -136,3 +137,13 @@ def _candidate(base: Path, path: Path, runs: list[RunSource], *, job: bool) -> C
     kind = f"{reader.name} {'job' if job else reader.run_word}"
     sources = () if links_leaving(base, _read_paths(runs)) else tuple(f for run in runs for f in run.sources())
     return Candidate(run_id(relpath), path, relpath, kind, tuple(runs), sources)
+
+
+def rank_candidate(base: Path, job: Candidate, source: RunSource, rank: int) -> Candidate:
+    """The entry of one rank of ``job`` opened alone (a job mapped rank by rank: its ranks' own pages): the
+    rank's ``source``, at the job's path followed by ``#rank<rank>`` (its id a hash of that: stable across
+    restarts)."""
+    base = base.resolve()
+    candidate = _candidate(base, source.path, [source], job=False)
+    relpath = f"{job.relpath}#rank{rank}"
+    return Candidate(run_id(relpath), candidate.path, relpath, candidate.kind, candidate.runs, candidate.sources)

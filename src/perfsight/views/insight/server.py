@@ -4,8 +4,9 @@
 nothing under the summary-base-dir is served as a file), Plotly.js from the installed ``plotly`` package (no
 request leaves the machine); the shell names them at URLs holding ``asset_version`` and they are served
 ``IMMUTABLE``, so a browser loads them once per version of perfsight and plotly; the run list, and the
-per-run routers (pages, timeline), which find runs by id through ``LoadedRun`` lookups. Every response
-carries a Content-Security-Policy that allows scripts from this origin only, so a trace's names can never
+per-run routers (pages, the Cluster page of any job, timeline), which find runs by id through ``LoadedRun``
+lookups (a page that needs the merged tables of a job analysed rank by rank answers 409: ``NotMerged``). Every
+response carries a Content-Security-Policy that allows scripts from this origin only, so a trace's names can never
 run as script even if a page mishandled one. Requests whose Host header does not name the server
 (``served_names``: the address served, and the names given) are refused (DNS rebinding), however it is
 written (``[::1]:8080``, ``LOCALHOST``).
@@ -30,8 +31,8 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTex
 from fastapi.staticfiles import StaticFiles
 
 from perfsight.core.errors import InputError
-from perfsight.views.insight import api_operators, api_overview, api_resources, api_timeline
-from perfsight.views.insight.library import LoadedRun, RunLibrary, RunNotReady
+from perfsight.views.insight import api_cluster, api_operators, api_overview, api_resources, api_timeline
+from perfsight.views.insight.library import LoadedRun, NotMerged, RunLibrary, RunNotReady
 
 STATIC = Path(__file__).parent / "static"
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
@@ -80,6 +81,7 @@ def create_app(library: RunLibrary, *, allowed_hosts: list[str] | None = None) -
         yield
         library.close()
 
+    library.prepare_job = api_cluster.prepare
     app = FastAPI(title="perfsight insight", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     allowed = {_host_name(name) for name in allowed_hosts or LOOPBACK_NAMES}
 
@@ -105,6 +107,14 @@ def create_app(library: RunLibrary, *, allowed_hosts: list[str] | None = None) -
                   else f"run {entry['path']} is {entry['status']} ({entry['progress']:.0%})")
         return JSONResponse({"detail": detail, "run": entry}, status_code=409)
 
+    @app.exception_handler(NotMerged)
+    async def not_merged(request: Request, error: NotMerged):
+        entry = error.entry.as_dict()
+        return JSONResponse({"detail": f"{entry['path']} is a job of {len(entry['ranks']):,} ranks, analysed rank by "
+                                       "rank (its ranks are never merged): its Cluster page shows the job, and each "
+                                       "rank opens alone, with its own pages, from there", "run": entry},
+                            status_code=409)
+
     @app.exception_handler(InputError)
     async def bad_input(request: Request, error: InputError):
         return JSONResponse({"detail": str(error)}, status_code=422)
@@ -126,7 +136,7 @@ def create_app(library: RunLibrary, *, allowed_hosts: list[str] | None = None) -
             raise HTTPException(404, f"no run with id {run_id!r} under the summary-base-dir")
         return entry.as_dict()
 
-    for pages in (api_overview, api_operators, api_resources, api_timeline):
+    for pages in (api_overview, api_operators, api_resources, api_cluster, api_timeline):
         app.include_router(pages.router(get_run))
 
     version = asset_version()

@@ -1,5 +1,6 @@
 /* The insight shell: hash routes (#/ the run list, #/run/<id>/<page> a run's page), the run list with
-   parse progress, and the run navigation. Pages live in PS.pages (pages/*.js). When a view has finished
+   parse progress, and the run navigation. A job analysed rank by rank (mode "cluster") has the Cluster page
+   only (its ranks are never merged), its progress the ranks mapped; a rank of it opened alone links back. Pages live in PS.pages (pages/*.js). When a view has finished
    rendering, document.body.dataset.state is "ready" (or "error"): the browser tests wait on it. */
 "use strict";
 
@@ -46,6 +47,10 @@ function statusCell(run) {
     return PS.el("span", {class: "status ready"}, "ready" + warn);
   }
   const bar = PS.el("progress", {max: 1, value: run.progress});
+  if (run.mode === "cluster" && run.phase) {
+    const done = run.phase === "mapping ranks" ? ` ${PS.fmtNum(run.ranks_done)} / ${PS.fmtNum(run.ranks_total)}` : "";
+    return PS.el("span", {class: "status busy"}, bar, ` ${run.phase}${done}`);
+  }
   return PS.el("span", {class: "status busy"}, bar, ` ${run.status} ${Math.round(run.progress * 100)}%`);
 }
 
@@ -57,7 +62,7 @@ async function showList(token) {
   const main = document.getElementById("page");
   const columns = [
     {key: "path", label: "run", format: (v, r) => r.status === "ready"
-      ? PS.el("a", {href: `#/run/${encodeURIComponent(r.id)}/overview`}, v) : v},
+      ? PS.el("a", {href: `#/run/${encodeURIComponent(r.id)}/${r.mode === "cluster" ? "cluster" : "overview"}`}, v) : v},
     {key: "kind", label: "kind"},
     {key: "size_bytes", label: "size", format: PS.fmtBytes, cls: "num"},
     {key: "ranks", label: "ranks", format: v => (v && v.length) ? v.join(", ") : "–"},
@@ -90,8 +95,12 @@ async function showRun(token, runId, page, params) {
     if (run.status !== "error") schedule(() => route(), 1000);
     return;
   }
-  const pages = RUN_PAGES.filter(([name]) => name !== "cluster" || run.ranks.length > 1);
-  document.getElementById("run-nav").replaceChildren(...pages.map(([name, label]) =>
+  if (run.mode === "cluster") page = "cluster";               // its ranks are never merged: no other page
+  const pages = RUN_PAGES.filter(([name]) => run.mode === "cluster" ? name === "cluster"
+                                                                    : name !== "cluster" || run.ranks.length > 1);
+  const back = run.job ? [PS.el("a", {href: `#/run/${encodeURIComponent(run.job)}/cluster`, id: "back-to-job"},
+                                  "← the job")] : [];
+  document.getElementById("run-nav").replaceChildren(...back, ...pages.map(([name, label]) =>
     PS.el("a", {href: `#/run/${encodeURIComponent(runId)}/${name}`, class: name === page ? "active" : null}, label)));
   const renderer = PS.own(PS.pages, page);
   if (!renderer) {

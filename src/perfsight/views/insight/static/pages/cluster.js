@@ -5,7 +5,8 @@
    bandwidth (sortable, longest wait first) and every operation's figures page by page, bandwidth per link
    type with packet sizes, the slow rank and slow link verdicts with their rules, the clock offsets and the
    groups. Draws GET <api>/cluster, <api>/cluster/communication and <api>/cluster/operations
-   (api_resources.py): every number is an analysis result, formatted here. */
+   (api_resources.py): every number is an analysis result, formatted here. A job analysed rank by rank (too
+   many ranks to merge) gets pages/cluster_job.js's page instead. */
 "use strict";
 
 (() => {
@@ -286,6 +287,7 @@
   }
 
   async function render(container, ctx) {
+    if (ctx.run.mode === "cluster") return PS.clusterJob.render(container, ctx);   // analysed rank by rank
     const [steps, comm] = await Promise.all([PS.fetchJson(`${ctx.api}/cluster`),
                                              PS.fetchJson(`${ctx.api}/cluster/communication`)]);
     container.append(PS.el("h1", {}, "Cluster"),

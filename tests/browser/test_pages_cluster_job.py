@@ -1,0 +1,93 @@
+"""The Cluster page of a job analysed rank by rank, in a real browser: the planted 64-rank job of
+bench/clusterstore.py (8 nodes assumed, rank 35 slow by 3 ms per collective, link 1 -> 9 ten times slower,
+node n's clock n x 1,000,003 ns ahead): the rank x step heatmap and its categories, the node matrix with the
+rank pairs of a clicked node pair, the slow rank and link with their evidence, the clock offsets, and a rank's
+link opening that rank alone (and back to the job)."""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from perfsight.analysis import collectives
+from perfsight.core.memo import computed
+
+from .harness import open_view, wait_rendered
+from .shown import cells, fmt_ns, page_url, ready, traces
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import clusterstore  # noqa: E402  (bench/ is scripts, imported as a sibling)
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def job_server(tmp_path_factory):
+    from .harness import InsightServer
+
+    base = tmp_path_factory.mktemp("cluster_job")
+    clusterstore.write_job(base / "big", 64)
+    with InsightServer(base) as server:
+        server.wait_parsed()
+        yield server
+
+
+def test_the_cluster_page_of_64_ranks(job_server, page):
+    open_view(page, page_url(job_server, "big", "overview"))         # the job's only page is its Cluster page
+    assert page.locator("body").get_attribute("data-state") == "ready"
+    assert page.locator("#run-nav a").all_inner_texts() == ["Cluster"]
+    # the rank x step heatmap: 64 ranks x 5 steps, step time then compute
+    assert traces(page, "rank-step-heatmap") == [{"type": "heatmap", "name": None, "points": 64}]
+    step_ns = clusterstore.STEP_NS + (35 * 13 + 2 * 7) % 17 * 10_000 + clusterstore.SLOW_DELAY_NS
+    assert page.locator("#rank-step-heatmap").evaluate("el => el.data[0].z[35][2]") == step_ns / 1e6
+    page.locator("select#heatmap-value").select_option("compute")
+    expect(page.locator("#rank-step-holder[data-state=ready] #rank-step-heatmap")).to_have_count(1)
+    ready(page, "#rank-step-heatmap")
+    assert page.locator("#rank-step-heatmap").evaluate("el => el.data[0].z[35][2]") == step_ns * 6 // 10 / 1e6
+    # the node matrix: 8 x 8 assumed nodes; a click on node 0 -> node 1 lists its 64 rank pairs
+    expect(page.locator("#node-count")).to_have_text("8 nodes, 64 ranks.")
+    ready(page, "#node-matrix")
+    assert page.locator("#node-matrix").evaluate("el => [el.data[0].y.length, el.data[0].x.length]") == [8, 8]
+    page.locator("#node-matrix").scroll_into_view_if_needed()
+    spot = page.locator("#node-matrix").evaluate("""el => {
+        const box = el.getBoundingClientRect(), xa = el._fullLayout.xaxis, ya = el._fullLayout.yaxis;
+        return {x: box.left + xa._offset + xa.l2p(1), y: box.top + ya._offset + ya.l2p(0)}; }""")
+    page.mouse.move(spot["x"], spot["y"])
+    page.mouse.click(spot["x"], spot["y"])
+    ready(page, "#node-pair")
+    expect(page.locator("#node-pair h3")).to_have_text("node 0 (assumed) to node 1 (assumed): 64 rank pairs")
+    expect(page.locator("#node-pair-links tbody tr")).to_have_count(64)
+    assert traces(page, "node-pair-matrix") == [{"type": "heatmap", "name": None, "points": 8}]
+    # the slow rank and the slow link with their evidence
+    assert cells(page, "#top-ranks", 0)[0] == "rank 35"
+    assert cells(page, "#top-slow-ranks", 0)[:4] == ["rank 35"] * 3 + ["rank 8"]      # its TP, DP, world groups
+    assert cells(page, "#top-slow-ranks", 5)[:4] == ["slow: the others wait for it"] * 3 + ["–"]
+    job = job_server.library.get(job_server.library.entries()[0]["id"]).job
+    verdicts = [r for r in computed(collectives.slow_ranks, job).to_pylist() if r["slow"]]
+    assert sorted(cells(page, "#top-slow-ranks", 4)[:3]) == sorted(fmt_ns(r["others_mean_wait_ns"]) for r in verdicts)
+    assert cells(page, "#top-slow-links", 0)[0] == "rank 1" and cells(page, "#top-slow-links", 1)[0] == "rank 9"
+    assert cells(page, "#top-slow-links", 6)[:2] == ["slow", "–"]
+    assert "Threshold: bandwidth < 80% of the median" in page.locator(".page-cluster").inner_text()
+    # clock offsets: node 7's ranks the largest
+    assert cells(page, "#offsets-top", 1)[0] == fmt_ns(7 * clusterstore.NODE_OFFSET_NS)
+    # a rank's link opens that rank alone, which links back to the job
+    page.locator("#top-ranks a.rank-link", has_text="rank 35").click()
+    wait_rendered(page)
+    expect(page.locator("#run-title")).to_have_text("big#rank35")
+    expect(page).to_have_url(re.compile(r"#/run/[0-9a-f]+/overview$"))
+    page.locator("#back-to-job").click()
+    wait_rendered(page)
+    expect(page.locator("#run-title")).to_have_text("big")
+    assert page.external_requests == [] and page.console_errors == []
+
+
+def test_open_a_rank_by_number(job_server, page):
+    open_view(page, page_url(job_server, "big", "cluster"))
+    page.locator("#open-rank-number").fill("63")
+    page.locator("#open-rank").click()
+    wait_rendered(page)
+    expect(page.locator("#run-title")).to_have_text("big#rank63")
+    assert page.external_requests == [] and page.console_errors == []
