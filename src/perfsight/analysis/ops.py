@@ -153,7 +153,7 @@ def op_instances(tables: RunTables, *, kinds: Sequence[str] | None = None) -> pa
     with the task's ``external_id``; tasks without shapes of their own take ``input_shapes``/``input_dtypes``
     from that operator. ``pid``/``tid``: the source's process and thread (or stream) ids of the track.
     """
-    if kinds is None and has_device_tasks(tables):
+    if kinds is None and computed(has_device_tasks, tables):
         predicate, params = _DEVICE_TASK_PREDICATE, {"device_kinds": list(DEVICE_TASK_KINDS)}
     else:
         predicate, params = "list_contains($kinds, s.kind)", {"kinds": list(kinds or ("cpu_op",))}
