@@ -1,9 +1,14 @@
-"""The canonical tables' vocabularies hold for what the readers produce, and conform() guards the schema."""
+"""The canonical tables' vocabularies hold for what the readers produce, conform() guards the schema, and
+queries over the tables reuse a connection per thread."""
+import pickle
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import pyarrow as pa
 import pytest
 
 import perfsight
-from perfsight.core.tables import FLOW_KINDS, SLICE_KINDS, TRACK_KINDS, conform
+from perfsight.core.tables import FLOW_KINDS, SLICE_KINDS, TRACK_KINDS, RunTables, conform, meta_table
 
 
 @pytest.mark.parametrize("trace", [
@@ -29,3 +34,26 @@ def test_conform_adds_missing_nullable_columns_and_refuses_others():
         conform("flows", pa.table({"src_id": [1], "dst_id": [2], "kind": ["x"], "extra": [0]}))
     with pytest.raises(ValueError, match="lacks required column 'kind'"):
         conform("flows", pa.table({"src_id": [1], "dst_id": [2]}))
+
+
+def test_queries_reuse_one_connection_per_thread_and_see_a_table_assigned(monkeypatch):
+    opened = []
+    connect = RunTables.connect
+    monkeypatch.setattr(RunTables, "connect", lambda self: opened.append(threading.get_ident()) or connect(self))
+    tables = RunTables(meta=meta_table({"a": "1", "b": "2"}))
+    assert tables.sql("SELECT count(*) FROM meta").fetchall() == [(2,)]
+    assert tables.sql("SELECT max(key) FROM meta WHERE value = $v", params={"v": "1"}).fetchall() == [("a",)]
+    assert opened == [threading.get_ident()]
+    tables.meta = meta_table({"c": "3"})          # a new table: a new connection that sees it
+    assert tables.sql("SELECT key FROM meta").fetchall() == [("c",)]
+    assert len(opened) == 2
+
+    def count(_):
+        return threading.get_ident(), tables.sql("SELECT count(*) FROM meta").fetchall()[0][0]
+
+    with ThreadPoolExecutor(2) as pool:           # each thread queries on a connection of its own
+        answers = list(pool.map(count, range(8)))
+    assert [n for _, n in answers] == [1] * 8
+    assert sorted(opened[2:]) == sorted({thread for thread, _ in answers})
+    copied = pickle.loads(pickle.dumps(tables))   # the connections stay behind
+    assert copied.sql("SELECT key FROM meta").fetchall() == [("c",)]

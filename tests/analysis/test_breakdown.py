@@ -187,3 +187,20 @@ def test_largest_trace_is_fast(shared_data):
         start = time.perf_counter()
         function(tables)
         assert time.perf_counter() - start < 2.0
+
+
+def test_the_breakdown_analyses_of_a_run_run_each_query_once(monkeypatch):
+    """They share the device tasks, the category sets and the steps through the memo (a job maps them per rank)."""
+    from perfsight.analysis import kernels
+    from perfsight.core.memo import computed
+    from perfsight.core.tables import RunTables
+
+    queries = []
+    sql = RunTables.sql
+    monkeypatch.setattr(RunTables, "sql",
+                        lambda self, query, params=None: queries.append(query) or sql(self, query, params))
+    tables = gpu_run()
+    for analysis in (breakdown.step_breakdown, breakdown.temporal_breakdown, breakdown.overlap,
+                     breakdown.overlap_intervals, kernels.kernel_type_breakdown):
+        assert computed(analysis, tables).num_rows
+    assert queries and len(queries) == len(set(queries))

@@ -171,3 +171,9 @@ def test_sampled_curve_of_many_events_bounds_points_and_keeps_extremes():
     peak_at = thin["allocated_bytes"].to_pylist().index(totals.max())
     assert thin["seq"].to_pylist()[peak_at] == int(np.argmax(totals)) + 1
     assert thin["seq"].to_pylist()[0] == 1 and thin["seq"].to_pylist()[-1] == sizes.size
+
+
+def test_the_peak_of_a_run_without_memory_events_needs_no_query(monkeypatch):
+    monkeypatch.setattr(RunTables, "sql", lambda *_, **__: pytest.fail("queried"))
+    peak = memory.memory_peak(RunTables())
+    assert peak.num_rows == 0 and peak.schema == memory.MEMORY_PEAK

@@ -173,3 +173,25 @@ def test_batch_cuts_never_change_the_events(write_trace):
     assert len(whole[0]) == 50 and whole[1:] == (5, [])
     for batch_bytes in (1, 97, 400, 1000):
         assert decoded(batch_bytes) == whole
+
+
+def test_a_reader_that_empties_each_batch_still_gets_batches_of_batch_bytes(write_trace):
+    """event_tables empties each batch it is given once split: the next batch must not be cut short for it
+    (batches four times smaller made reading the shared NCCL trace ~3.5x as many batches)."""
+    from perfsight.ingest.common.chrome_json import TraceStream
+
+    events = [{"ph": "X", "name": f"op{i}", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": i, "dur": 1, "args": {}}
+              for i in range(2000)]
+    path = write_trace(events)
+
+    def sizes(empty: bool) -> list[int]:
+        sizes = []
+        for batch in TraceStream(path, batch_bytes=20_000, piece_bytes=1000).batches():
+            sizes.append(len(batch))
+            if empty:
+                batch.clear()
+        return sizes
+
+    kept = sizes(empty=False)
+    assert sum(kept) == 2000 and len(kept) < 20
+    assert sizes(empty=True) == kept

@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfsight.analysis import intervals
-from perfsight.analysis.kernels import DEVICE_TASKS_SQL, KERNEL_TYPES
+from perfsight.analysis.kernels import device_task_arrays
 from perfsight.analysis.rank_facts import ranks_without_compute, reported_step_trace
 from perfsight.analysis.step_spans import STEP_SPANS_CTE
 from perfsight.core.memo import computed
@@ -47,13 +47,9 @@ from perfsight.core.tables import RunTables
 #: the categories of the priority sweep, highest priority first (idle is the remainder)
 CATEGORIES = ("compute", "communication", "memory", "runtime", "dataloader", "host_ops", "python")
 
-_DEVICE_CATEGORY_SQL = f"""
-SELECT rank, list_position($types, kernel_type) - 1 AS category, start_ns, end_ns
-FROM ({DEVICE_TASKS_SQL})
-"""
-
-_CATEGORY_SQL = _DEVICE_CATEGORY_SQL + """
-UNION ALL
+#: the host slices of each category (index into CATEGORIES) of the sweep, per rank (the device ones are the
+#: device tasks by kernel type, ``kernels.device_task_arrays``: KERNEL_TYPES are CATEGORIES' first three)
+_HOST_CATEGORY_SQL = """
 SELECT coalesce(t.rank, 0) AS rank,
        CASE WHEN s.kind = 'comm' AND coalesce(t.rank, 0) NOT IN (
                 SELECT DISTINCT coalesce(dt.rank, 0) FROM slices ds JOIN tracks dt USING (track_id)
@@ -98,15 +94,19 @@ class _Rank:
 
 
 def _ranks(tables: RunTables, *, host: bool = True) -> dict[int, _Rank]:
-    """Each rank's category sets; with ``host=False`` only the device ones (the host sets stay empty)."""
-    sql = _CATEGORY_SQL if host else _DEVICE_CATEGORY_SQL
-    t = tables.connect().sql(sql, params={"types": list(KERNEL_TYPES)}).to_arrow_table()
-    rank, category, start, end = (t.column(c).to_numpy() for c in ("rank", "category", "start_ns", "end_ns"))
+    """Each rank's category sets; with ``host=False`` only the device ones (the host sets stay empty). Every
+    breakdown analysis uses them: through the memo (``computed``)."""
+    rank, category, start, end = computed(device_task_arrays, tables)
+    if host:
+        rows = tables.sql(_HOST_CATEGORY_SQL).to_arrow_table()
+        rank, category, start, end = (np.concatenate((device, rows.column(c).to_numpy())) for device, c in
+                                      zip((rank, category, start, end), ("rank", "category", "start_ns", "end_ns")))
     return {int(r): _Rank(category[rank == r], start[rank == r], end[rank == r]) for r in np.unique(rank)}
 
 
 def _steps(tables: RunTables) -> pa.Table:
-    return tables.connect().sql(_STEPS_SQL).to_arrow_table()
+    """The steps' spans (``STEP_SPANS_CTE``) by rank and step; through the memo (``computed``)."""
+    return tables.sql(_STEPS_SQL).to_arrow_table()
 
 
 def _pct(part, whole) -> list[float | None]:
@@ -141,7 +141,7 @@ def temporal_breakdown(tables: RunTables) -> pa.Table:
     busy - compute, itself split into ``communication_ns`` (communication while no compute runs) and
     ``memory_ns`` (memcpy/memset while neither runs). ``*_pct`` are percent of ``kernel_time_ns``. A rank
     without device tasks has no row (HTA crashes on such traces)."""
-    ranks = _ranks(tables, host=False)
+    ranks = computed(_ranks, tables, host=False)
     rows: list[dict] = []
     for r, data in sorted(ranks.items()):
         span = data.device_span()
@@ -181,7 +181,7 @@ def step_breakdown(tables: RunTables) -> pa.Table:
     ``compute_ns`` = Computing, ``communication_ns`` = Communication(Not Overlapped), ``idle_ns`` the rest
     (Free and Preparing: what the host did then is not known), the other categories 0. No steps: an empty
     table."""
-    ranks, steps = _ranks(tables), _steps(tables)
+    ranks, steps = computed(_ranks, tables), computed(_steps, tables)
     columns: dict[str, list] = {name: [] for name in STEP_BREAKDOWN.names}
     for r in sorted(set(steps.column("rank").to_pylist())):
         mine = steps.filter(pc.equal(steps["rank"], r))
@@ -289,7 +289,7 @@ def overlap(tables: RunTables) -> pa.Table:
     communication operators were kept) has no row: its overlap is unknown, not zero.
 
     Sorted by rank, then the steps in order, then the whole-span row."""
-    ranks, steps = _ranks(tables, host=False), _steps(tables)
+    ranks, steps = computed(_ranks, tables, host=False), computed(_steps, tables)
     step_rank = steps.column("rank").to_numpy()
     rows = []
     for r in sorted((set(ranks) | set(step_rank.tolist())) - computed(ranks_without_compute, tables)):
@@ -338,7 +338,7 @@ def overlap_intervals(tables: RunTables) -> pa.Table:
     Each row's intervals are disjoint, sorted and non-empty; their lengths add up to ``overlap``'s
     ``computation_ns``, ``communication_ns``, ``pure_communication_ns`` and ``free_ns``. Sorted by rank,
     row (in ``OVERLAP_ROWS`` order), start."""
-    ranks = _ranks(tables, host=False)
+    ranks = computed(_ranks, tables, host=False)
     parts = []                          # (rank, row index, starts, ends)
     for r, data in sorted(ranks.items()):
         span = data.device_span()

@@ -141,14 +141,14 @@ ORDER BY rank, series, c.ts_ns
 def data_wait(tables: RunTables) -> pa.Table:
     """One row per (rank, step) with the step's data wait (schema ``DATA_WAIT``; the module docstring
     defines every column; times int64 ns, ``wait_percent`` in percent of ``step_ns``)."""
-    return tables.connect().sql(_DATA_WAIT_SQL).to_arrow_table().cast(DATA_WAIT)
+    return tables.sql(_DATA_WAIT_SQL).to_arrow_table().cast(DATA_WAIT)
 
 
 def queue_sizes(tables: RunTables) -> pa.Table:
     """Every sample of a queue counter series (schema ``QUEUE_SIZES``): rank, series name, ``queue``
     (``host`` or ``data``, see the module docstring), ts_ns, value (the queue's size) and the step whose
     span holds the sample (null outside steps)."""
-    return tables.connect().sql(_QUEUE_SIZES_SQL).to_arrow_table().cast(QUEUE_SIZES)
+    return tables.sql(_QUEUE_SIZES_SQL).to_arrow_table().cast(QUEUE_SIZES)
 
 
 def queue_summary(tables: RunTables) -> pa.Table:

@@ -17,10 +17,12 @@ trace has two or more); ``cuda_sync`` events and GPU user annotations are not co
 """
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 
 from perfsight.analysis.ops import DEVICE_TASK_KINDS_SQL
 from perfsight.core.communication import COMM_KIND
+from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables, new_connection
 
 KERNEL_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
@@ -67,7 +69,7 @@ def kernel_breakdown(tables: RunTables) -> pa.Table:
         FROM k GROUP BY rank, kernel_type, name
         ORDER BY rank, kernel_type, sum_ns DESC, name
     """
-    return tables.connect().sql(query).to_arrow_table().cast(KERNEL_BREAKDOWN)
+    return tables.sql(query).to_arrow_table().cast(KERNEL_BREAKDOWN)
 
 
 KERNEL_TYPE_BREAKDOWN = pa.schema([
@@ -78,13 +80,14 @@ KERNEL_TYPE_BREAKDOWN = pa.schema([
 ])
 
 
-def _device_task_arrays(tables: RunTables):
-    """The device tasks as numpy arrays: (rank, kernel type index into ``KERNEL_TYPES``, start_ns, end_ns)."""
+def device_task_arrays(tables: RunTables) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The device tasks as numpy arrays: (rank, kernel type index into ``KERNEL_TYPES``, start_ns, end_ns).
+    Shared with the breakdown analyses: use through the memo (``computed``)."""
     query = f"""
         SELECT rank, list_position($types, kernel_type) - 1 AS type_index, start_ns, end_ns
         FROM ({DEVICE_TASKS_SQL})
     """
-    t = tables.connect().sql(query, params={"types": list(KERNEL_TYPES)}).to_arrow_table()
+    t = tables.sql(query, params={"types": list(KERNEL_TYPES)}).to_arrow_table()
     return tuple(t.column(c).to_numpy() for c in ("rank", "type_index", "start_ns", "end_ns"))
 
 
@@ -98,7 +101,7 @@ def kernel_type_breakdown(tables: RunTables) -> pa.Table:
     label's share (percent) of it. Labels with no time are omitted; sorted by rank, sum descending."""
     from perfsight.analysis import intervals
 
-    rank, type_index, start, end = _device_task_arrays(tables)
+    rank, type_index, start, end = computed(device_task_arrays, tables)
     rows: dict[str, list] = {"rank": [], "kernel_type": [], "sum_ns": [], "pct": []}
     for r in sorted(set(rank.tolist())):
         mine = rank == r
@@ -158,7 +161,7 @@ def launch_stats(tables: RunTables) -> pa.Table:
     ``start_delay_ns`` = task start - start of the call. HTA restricts itself to cudaLaunchKernel(ExC),
     cudaMemcpyAsync and cudaMemsetAsync; this keeps every launching call (cudaGraphLaunch, whose one call
     launches many kernels; Triton's cuLaunchKernel; ...). HTA also clips negative launch delays to 0."""
-    return tables.connect().sql(_LAUNCHES_SQL).to_arrow_table().cast(LAUNCH_STATS)
+    return tables.sql(_LAUNCHES_SQL).to_arrow_table().cast(LAUNCH_STATS)
 
 
 LAUNCH_SUMMARY = pa.schema([
@@ -264,7 +267,7 @@ def idle_time_breakdown(tables: RunTables, consecutive_kernel_delay_ns: int = 30
     HTA compares with the previous task's own end and sums negative gaps (overlapping tasks) as
     kernel_wait; here an overlap is a zero gap, measured from the furthest end so far."""
     params = {"delay": consecutive_kernel_delay_ns, "categories": list(IDLE_CATEGORIES)}
-    return tables.connect().sql(_IDLE_SQL, params=params).to_arrow_table().cast(IDLE_TIME_BREAKDOWN)
+    return tables.sql(_IDLE_SQL, params=params).to_arrow_table().cast(IDLE_TIME_BREAKDOWN)
 
 
 QUEUE_LENGTH = pa.schema([
@@ -301,4 +304,4 @@ def queue_length(tables: RunTables) -> pa.Table:
                median(queue) AS median, max(queue) AS max
         FROM running GROUP BY ALL ORDER BY rank, track_id
     """
-    return tables.connect().sql(query).to_arrow_table().cast(QUEUE_LENGTH)
+    return tables.sql(query).to_arrow_table().cast(QUEUE_LENGTH)

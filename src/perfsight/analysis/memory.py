@@ -161,7 +161,7 @@ def memory_curve(tables: RunTables) -> pa.Table:
                total_reserved AS reserved_bytes, op_slice_id, op_type, step
         FROM ordered ORDER BY rank, device, seq
     """
-    return tables.connect().sql(query).to_arrow_table().cast(MEMORY_CURVE)
+    return tables.sql(query).to_arrow_table().cast(MEMORY_CURVE)
 
 
 def memory_peak(tables: RunTables) -> pa.Table:
@@ -171,6 +171,8 @@ def memory_peak(tables: RunTables) -> pa.Table:
     ``peak_reserved_bytes`` (the maximum of ``total_reserved``, wherever it happens), ``alive_tracked_bytes``
     (the bytes of the allocations the trace saw that are alive at the peak: less than the peak by what was
     allocated before the trace began) and the number of ``events``."""
+    if not tables.memory.num_rows:       # none (the query over nothing costs ~10 ms, once per rank of a job)
+        return MEMORY_PEAK.empty_table()
     query = _LIFETIMES + _PEAKS + """
         SELECT p.rank, p.device, p.peak_allocated AS peak_allocated_bytes, o.ts_ns AS peak_ts_ns, o.step,
                o.op_slice_id, o.op_type, o.op_name, p.peak_reserved AS peak_reserved_bytes,
@@ -183,7 +185,7 @@ def memory_peak(tables: RunTables) -> pa.Table:
         JOIN ordered o ON o.rank = p.rank AND o.device IS NOT DISTINCT FROM p.device AND o.seq = p.peak_seq
         ORDER BY p.rank, p.device
     """
-    return tables.connect().sql(query).to_arrow_table().cast(MEMORY_PEAK)
+    return tables.sql(query).to_arrow_table().cast(MEMORY_PEAK)
 
 
 def allocations_by_op(tables: RunTables) -> pa.Table:
@@ -201,7 +203,7 @@ def allocations_by_op(tables: RunTables) -> pa.Table:
         FROM ordered GROUP BY ALL
         ORDER BY rank, device, alloc_bytes DESC, op_type NULLS LAST
     """
-    return tables.connect().sql(query).to_arrow_table().cast(ALLOCATIONS_BY_OP)
+    return tables.sql(query).to_arrow_table().cast(ALLOCATIONS_BY_OP)
 
 
 def tensor_lifetimes(tables: RunTables) -> pa.Table:
@@ -212,7 +214,7 @@ def tensor_lifetimes(tables: RunTables) -> pa.Table:
         SELECT rank, device, addr, bytes, alloc_seq, alloc_ts_ns, free_ts_ns, lifetime_ns, op_slice_id, op_type, step
         FROM lifetimes WHERE bytes > 0 ORDER BY rank, device, alloc_seq
     """
-    return tables.connect().sql(query).to_arrow_table().cast(TENSOR_LIFETIMES)
+    return tables.sql(query).to_arrow_table().cast(TENSOR_LIFETIMES)
 
 
 def alive_at_peak(tables: RunTables) -> pa.Table:
@@ -227,7 +229,7 @@ def alive_at_peak(tables: RunTables) -> pa.Table:
             JOIN ordered o ON o.rank = p.rank AND o.device IS NOT DISTINCT FROM p.device AND o.seq = p.peak_seq
         )
     """ + _ALIVE_AT_POINTS
-    return tables.connect().sql(query).to_arrow_table().cast(ALIVE_AT_PEAK)
+    return tables.sql(query).to_arrow_table().cast(ALIVE_AT_PEAK)
 
 
 ALIVE_BY_OP_AT = pa.schema([
@@ -256,7 +258,7 @@ def alive_at(tables: RunTables, ts_ns: int, *, rank: int | None = None, device: 
         )
     """ + _ALIVE_AT_POINTS
     params = {"ts": int(ts_ns), "rank": rank, "device": device}
-    return tables.connect().sql(query, params=params).to_arrow_table().cast(ALIVE_AT_PEAK)
+    return tables.sql(query, params=params).to_arrow_table().cast(ALIVE_AT_PEAK)
 
 
 def alive_by_op_at(tables: RunTables, ts_ns: int, *, rank: int | None = None, device: str | None = None) -> pa.Table:

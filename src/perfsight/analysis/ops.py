@@ -136,12 +136,8 @@ LAUNCHING_OP_KINDS = ("cpu_op", "comm")
 
 def has_device_tasks(tables: RunTables) -> bool:
     """Whether the run has device tasks (kernel/comm/memcpy/memset slices on a stream track)."""
-    return _has_device_tasks(tables.connect())
-
-
-def _has_device_tasks(con) -> bool:
     query = f"SELECT count(*) FROM slices s JOIN tracks t USING (track_id) WHERE {_DEVICE_TASK_PREDICATE}"
-    return con.execute(query, {"device_kinds": list(DEVICE_TASK_KINDS)}).fetchall()[0][0] > 0
+    return tables.sql(query, params={"device_kinds": list(DEVICE_TASK_KINDS)}).fetchall()[0][0] > 0
 
 
 def op_instances(tables: RunTables, *, kinds: Sequence[str] | None = None) -> pa.Table:
@@ -157,14 +153,13 @@ def op_instances(tables: RunTables, *, kinds: Sequence[str] | None = None) -> pa
     with the task's ``external_id``; tasks without shapes of their own take ``input_shapes``/``input_dtypes``
     from that operator. ``pid``/``tid``: the source's process and thread (or stream) ids of the track.
     """
-    con = tables.connect()
-    if kinds is None and _has_device_tasks(con):
+    if kinds is None and computed(has_device_tasks, tables):
         predicate, params = _DEVICE_TASK_PREDICATE, {"device_kinds": list(DEVICE_TASK_KINDS)}
     else:
         predicate, params = "list_contains($kinds, s.kind)", {"kinds": list(kinds or ("cpu_op",))}
     query = _INSTANCES_SQL.format(predicate=predicate, max_hops=MAX_LAUNCH_HOPS)
     params = {**params, "operator_kinds": list(LAUNCHING_OP_KINDS)}
-    return con.sql(query, params=params).to_arrow_table().cast(OP_INSTANCES)
+    return tables.sql(query, params=params).to_arrow_table().cast(OP_INSTANCES)
 
 
 def duration_statistics(instances: pa.Table, keys: Sequence[str]) -> pa.Table:
@@ -372,5 +367,5 @@ def call_stack(tables: RunTables, slice_id: int) -> pa.Table:
     ``with_stack``, user annotations, enclosing operators, the step), then the slice itself. For a device
     task, the chain is that of the host runtime call that launched it (same rank and ``correlation_id``;
     a runtime call preferred over a driver call), followed by the task. Empty for an unknown id."""
-    table = tables.connect().sql(_CALL_STACK_SQL, params={"id": int(slice_id)}).to_arrow_table()
+    table = tables.sql(_CALL_STACK_SQL, params={"id": int(slice_id)}).to_arrow_table()
     return table.cast(CALL_STACK)

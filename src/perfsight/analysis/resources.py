@@ -58,7 +58,7 @@ def host_usage(tables: RunTables, *, series: Sequence[str] | None = None) -> pa.
         WHERE t.kind = 'counter' AND list_contains($names, t.name)
         ORDER BY rank, series, c.ts_ns
     """
-    return tables.connect().sql(query, params={"names": names}).to_arrow_table().cast(HOST_USAGE)
+    return tables.sql(query, params={"names": names}).to_arrow_table().cast(HOST_USAGE)
 
 
 def host_usage_summary(tables: RunTables, *, series: Sequence[str] | None = None) -> pa.Table:

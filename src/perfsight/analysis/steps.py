@@ -139,10 +139,9 @@ CUT_STEP_SQL = "kind = 'annotation' AND name LIKE 'ProfilerStep#%'"
 
 def no_steps_reason(tables: RunTables) -> str | None:
     """Why the run has no steps, in a sentence for every surface; None when it has some."""
-    con = tables.connect()
-    if con.execute("SELECT 1 FROM slices WHERE kind = 'step' AND step IS NOT NULL LIMIT 1").fetchone():
+    if tables.sql("SELECT 1 FROM slices WHERE kind = 'step' AND step IS NOT NULL LIMIT 1").fetchall():
         return None
-    cut = con.execute(f"SELECT min(name) FROM slices WHERE {CUT_STEP_SQL}").fetchone()[0]
+    [(cut,)] = tables.sql(f"SELECT min(name) FROM slices WHERE {CUT_STEP_SQL}").fetchall()
     if cut:
         return (f"no finished step: the profile covers the whole run, and its only step range ({cut}) was cut by "
                 "the profiler's stop (an inference script, or one that never steps an optimizer); there are no "
@@ -212,7 +211,7 @@ def step_trace(tables: RunTables, *, fp_point: str | None = None, bp_point: str 
         bp=_BP_NAMED if bp_point else _BP_AUTO,
     )
     params = {name: value for name, value in (("fp_point", fp_point), ("bp_point", bp_point)) if value}
-    return tables.connect().sql(query, params=params or None).to_arrow_table().cast(STEP_TRACE)
+    return tables.sql(query, params=params or None).to_arrow_table().cast(STEP_TRACE)
 
 
 STEP_PHASES = pa.schema([

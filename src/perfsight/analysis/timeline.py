@@ -70,7 +70,7 @@ def track_groups(tables: RunTables) -> pa.Table:
     """The group of every track drawn (schema ``TRACK_GROUPS``: track_id, rank (0 when unknown), group of
     ``GROUPS``; the module docstring gives the rule), in the tracks table's order."""
     tracks = tables.tracks
-    tasks = tables.connect().sql(_DEVICE_TASKS_PER_TRACK).to_arrow_table()
+    tasks = tables.sql(_DEVICE_TASKS_PER_TRACK).to_arrow_table()
     at = pc.index_in(tracks.column("track_id"), tasks.column("track_id"))
     comm_tasks, all_tasks = (pc.fill_null(pc.take(tasks.column(c), at), 0).to_numpy() for c in ("comm_tasks", "tasks"))
     kind = tracks.column("kind").to_numpy(zero_copy_only=False)

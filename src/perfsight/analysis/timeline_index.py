@@ -125,7 +125,7 @@ class TimelineIndex:
         self._index_flows(tables.flows)
         self._tree = self._build_tree(tables)
         steps = f"WITH {STEP_SPANS_CTE} SELECT min(start_ns), max(end_ns) FROM steps"
-        first, last = tables.connect().execute(steps).fetchone()
+        [(first, last)] = tables.sql(steps).fetchall()
         self._profiled = None if first is None else {"start_ns": first - self.origin_ns,
                                                      "end_ns": last - self.origin_ns}
 

@@ -147,12 +147,13 @@ class TraceStream:
                     return
                 pending, size, due = [resumed], len(resumed), self.batch_bytes
                 continue
-            if events:
+            complete = bool(events)       # before the yield: the caller may empty the list it is given
+            if complete:
                 yield self._counted(events)
             rest = self._without_leading_space(rest)
             # No complete event yet (one huge event?): wait until the text doubles, so work stays linear.
             pending, size = [rest], len(rest)
-            due = self.batch_bytes if events else min(2 * size, self.max_event_bytes + 1)
+            due = self.batch_bytes if complete else min(2 * size, self.max_event_bytes + 1)
         yield self._counted(self._last_events(head, b"".join(pending)))
         self._report_skipped()
 

@@ -53,7 +53,7 @@ def stage_timeline(tables: RunTables, stage: Staging, *, stamp: str, fp_point: s
         _stage_trace(stage, MSPROF_TIMELINE.name(stamp, "json"), tables, meta,
                      lambda con: _run_events(con, tables))
     for kind, where in ((TASK_TIME_TIMELINE, _DEVICE_TASKS), (MSPROF_TX_TIMELINE, _MARKS)):
-        if tables.connect().sql(f"SELECT count(*) FROM slices s JOIN tracks t USING (track_id) WHERE {where}"
+        if tables.sql(f"SELECT count(*) FROM slices s JOIN tracks t USING (track_id) WHERE {where}"
                                 ).fetchall()[0][0]:
             _stage_trace(stage, kind.name(stamp, "json"), tables, meta,
                          lambda con, where=where: _run_events(con, tables, where, with_samples=False),
