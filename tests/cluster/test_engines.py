@@ -22,6 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from perfsight.cluster import engines
 from perfsight.cluster.engines import IN_FLIGHT_PER_WORKER, MAX_ATTEMPTS, LocalPool, RayEngine, TaskLost, engine_for
 from perfsight.core.errors import InputError
 from perfsight.core.process import usable_cores
@@ -147,6 +148,24 @@ def test_pool_gives_up_on_a_task_whose_worker_dies_before_it_starts(pool):
                                                    "task cannot be unpickled there, or the calling script lacks "
                                                    '`if __name__ == "__main__":`)')
     assert squares(results, but={3}) == {n: n * n for n in range(10) if n != 3}
+
+
+def test_a_pool_that_never_starts_a_task_gives_up_on_them_all(pool, monkeypatch):
+    """Every item kills its worker before its task starts (as a calling script without a main guard does):
+    after MAX_ATTEMPTS pools in which no task ever started, every task left is lost at once, not each after
+    pools of its own (1,024 ranks took over an hour that way)."""
+    built = []
+    original = engines.ProcessPoolExecutor
+
+    def counted(*args, **kwargs):
+        built.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(engines, "ProcessPoolExecutor", counted)
+    results = run(pool, [Unpicklable() for _ in range(100)])
+    assert len(built) == MAX_ATTEMPTS
+    assert {type(result) for result in results.values()} == {TaskLost}
+    assert {result.why for result in results.values()} == {engines.NEVER_STARTED}
 
 
 class Watched(list):

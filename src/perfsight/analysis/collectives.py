@@ -471,7 +471,7 @@ def _operations(tables: RunTables) -> list[dict]:
               **{name: f'$."{key}"' for name, key in (("reported_time", REPORTED_TIME),
                                                       ("reported_bandwidth", REPORTED_BANDWIDTH),
                                                       ("reported_from", REPORTED_FROM))}}
-    rows = tables.connect().sql(_CANDIDATES_SQL, params=params).to_arrow_table().to_pylist()
+    rows = tables.sql(_CANDIDATES_SQL, params=params).to_arrow_table().to_pylist()
     best: dict[int, int] = {}
     members: dict[tuple, list[int]] = {}      # (rank, group) -> its ranks, from any record of the group
     for row in rows:
@@ -676,7 +676,7 @@ def _descriptions(tables: RunTables) -> dict[str, str]:
         FROM (SELECT CASE WHEN json_valid(args) THEN args END AS args FROM slices WHERE kind = 'comm')
         GROUP BY pg HAVING pg IS NOT NULL
     """
-    return {pg: desc for pg, desc in tables.connect().sql(query).fetchall() if desc}
+    return {pg: desc for pg, desc in tables.sql(query).fetchall() if desc}
 
 
 # ---- the reduce: the cross-rank figures over a job's summaries (``analysis/job.py``)
@@ -713,10 +713,6 @@ def _members_sql(source: str) -> str:
               QUALIFY row_number() OVER (PARTITION BY process_group, sequence ORDER BY count(*) DESC, family) = 1) c
           ON c.process_group IS NOT DISTINCT FROM o.process_group AND c.sequence = o.sequence AND c.family = o.family
     )"""
-
-
-def _ranks(job: Job) -> list[int]:
-    return [row[0] for row in job.connect().sql("SELECT DISTINCT rank FROM rank_facts ORDER BY rank").fetchall()]
 
 
 #: collectives every member leaves at about the same moment (a broadcast's root, a reduce's senders and a

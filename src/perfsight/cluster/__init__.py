@@ -91,8 +91,7 @@ def store_of(output: Path) -> Path:
 
 
 def _lost(task: RankTask, lost: TaskLost) -> RankOutcome:
-    return RankOutcome(str(task.source.path), None, FAILED,
-                       f"its worker was lost {lost.attempts} time(s): {lost.why}", 0.0, 0)
+    return RankOutcome(str(task.source.path), None, FAILED, lost.why, 0.0, 0)
 
 
 def _one_rank_each(outcomes: list[RankOutcome]) -> list[RankOutcome]:

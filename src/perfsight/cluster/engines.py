@@ -37,6 +37,9 @@ IN_FLIGHT_PER_WORKER = 2
 #: starts once per driver and forks each worker from a clean process (spawn where there is no fork server)
 START_METHOD = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 INSTALL_RAY = "pip install 'perfsight[ray]'"
+#: why a task whose worker never started it is lost (and every task, when no worker of a map ever starts one)
+NEVER_STARTED = (f"its worker process died before the task started, {MAX_ATTEMPTS} times (the task cannot be "
+                 "unpickled there, or the calling script lacks `if __name__ == \"__main__\":`)")
 #: how long a Ray cluster's "host:port" may take to accept a connection (ray.init itself waits for minutes)
 CONNECT_TIMEOUT_S = 5
 
@@ -101,11 +104,23 @@ class LocalPool:
         attempts = [0] * len(items)
         waiting = deque(range(len(items)))
         alone: deque[int] = deque()   # tasks whose worker died: each is retried with nothing else running
+        ran = [False]                 # whether any task of this map ever started
+
+        def delivered(index: int, result: R | TaskLost) -> None:
+            ran[0] = ran[0] or not isinstance(result, TaskLost) or bool(started[index])
+            on_result(index, result)
+
+        pools = 0
         while waiting or alone:
+            if pools >= MAX_ATTEMPTS and not ran[0]:    # no worker ever started a task: none ever will
+                for index in [*alone, *waiting]:
+                    on_result(index, TaskLost(index, pools, NEVER_STARTED))
+                return
+            pools += 1
             pool = ProcessPoolExecutor(self.workers, mp_context=self._context, initializer=_remember,
                                        initargs=(started,))
             try:
-                self._until_done_or_broken(pool, function, items, on_result, started, attempts, waiting, alone)
+                self._until_done_or_broken(pool, function, items, delivered, started, attempts, waiting, alone)
             finally:
                 pool.shutdown(wait=True, cancel_futures=True)
 
@@ -152,9 +167,7 @@ def _charge(lost: list[int], started: Any, attempts: list[int], waiting: deque[i
     blamed = {index for index in lost if started[index]}
     why = f"its worker process died on each of {MAX_ATTEMPTS} attempts (killed, or out of memory)"
     if not blamed:
-        blamed = set(lost)
-        why = (f"its worker process died before the task started, {MAX_ATTEMPTS} times (the task cannot be "
-               "unpickled there, or the calling script lacks `if __name__ == \"__main__\":`)")
+        blamed, why = set(lost), NEVER_STARTED
     for index in lost:
         if index not in blamed:
             waiting.appendleft(index)

