@@ -369,7 +369,7 @@ def cmd_cluster(args) -> int:
 
     with _rank_progress() as (on_start, on_outcome):
         report = cluster(args.dir, args.output, ray=args.ray, workers=args.workers, on_start=on_start,
-                         on_outcome=on_outcome)
+                         on_outcome=on_outcome, bound_memory=True)
     print_cluster_report(report)
     return 0
 
@@ -397,7 +397,7 @@ def _analyse_by_rank(args) -> int:
     from perfsight.views.terminal import print_cluster_report
 
     with _rank_progress() as (on_start, on_outcome):
-        job = analyse_job(args.path, on_start=on_start, on_outcome=on_outcome)
+        job = analyse_job(args.path, on_start=on_start, on_outcome=on_outcome, bound_memory=True)
     summary = computed(cluster_summary, job.job)
     if args.json:
         print(json_report.dumps({"path": str(job.path), "ranks": job.ranks, "cluster": summary,

@@ -184,7 +184,7 @@ def test_matrix_merged_mapped_and_totalled(outputs):
         return {"Transport Type": transport, "Transit Time(ms)": ms, "Transit Size(MB)": size, "Op Name": op,
                 "Bandwidth(GB/s)": bandwidth}
 
-    assert view.matrix_json(outputs) == {"(0, 1)": {"step5": {
+    assert json.loads("".join(view.matrix_json(outputs))) == {"(0, 1)": {"step5": {
         f"allreduce-top1@{HCCL}": {"0-0": link("LOCAL", 0.008, 4.0, OP0, 500.0),
                                    "0-1": link("HCCS", 2.0, 37.0, OP1, 18.5),      # 0-7: rank 7 unprofiled
                                    "1-1": link("LOCAL", 0.0081, 4.0, OP0, 493.8272),
@@ -222,7 +222,7 @@ def test_database_rows(outputs):
         ("step5", 0, TOTAL, HCCL, "HCCS", 29.647232, 1.916836, 15.4668, 0, 1.937312, 2, 0.237944),
         ("step5", 0, TOTAL, HCCL, "HCCS", 29.647232, 1.916836, 15.4668, 0, 2.064384, 12, 1.578892),
         ("step5", 0, TOTAL, HCCL, "SDMA", 29.647232, 1.916836, 15.4668, 0, 0.0, 0, 0.0)]
-    matrix = rows["ClusterCommunicationMatrix"]
+    matrix = list(rows["ClusterCommunicationMatrix"])
     assert matrix[0] == ("step5", "allreduce-top1", HCCL, 0.0, 0.0, "LOCAL", OP0, 4.0, 0.008, 500.0)
     assert matrix[3] == ("step5", "allreduce-top1", HCCL, 1.0, 0.0, "HCCS", OP1, 37.0, 2.2, 37_000_000 / 2_200_000)
     assert len(matrix) == 4 + 2 + 1 + 2 + 1
@@ -240,3 +240,14 @@ def test_reported_step_rows_stand_for_ranks_without_trace_steps():
         "overlapped_ns": 4028675, "communication_ns": 105991878, "free_ns": 25744050, "stage_ns": 136581000,
         "bubble_ns": 0, "communication_not_overlapped_exclude_receive_ns": 101963203, "preparing_ns": 17902500,
         "source": "step_trace_time.csv"}]
+
+
+def test_nested_json_is_written_piece_by_piece():
+    """The matrix file's writer: nested objects from path-sorted entries, whatever the depth at which paths
+    part, the same JSON as a dict of dicts."""
+    entries = [(("(0, 1)", "step"), "0-1", {"a": 1}), (("(0, 1)", "step"), "1-0", None),
+               (("(0, 1)", "step5"), "0-1", 2.5), (("(0, 2)", "step5"), "2-0", "x")]
+    text = "".join(view._nested_json(entries))
+    assert json.loads(text) == {"(0, 1)": {"step": {"0-1": {"a": 1}, "1-0": None}, "step5": {"0-1": 2.5}},
+                                "(0, 2)": {"step5": {"2-0": "x"}}}
+    assert "".join(view._nested_json([])) == "{}"

@@ -56,6 +56,25 @@ def test_a_kernels_cut_rank_list_takes_its_groups_ranks_from_the_ranks_record():
         (0, "device", list(range(0, 80, 2))), (1, "device", None)]
 
 
+def test_a_group_beyond_paired_group_ranks_is_one_row_without_peers():
+    """A group of PAIRED_GROUP_RANKS ranks is a cell per other member; one rank more is one row of the
+    recording rank with no destination (its data moves between neighbours no trace records)."""
+    from .test_cluster import TRACKS, s
+
+    def allreduce(rank, group, size):
+        ranks = list(range(size))
+        args = {"Collective name": "allreduce", "dtype": "Float", "In msg nelems": 10, "Out msg nelems": 10,
+                "Group size": size, "Process Group Name": group, "Process Group Ranks": json.dumps(ranks)}
+        return s("comm", "ncclKernel_AllReduce", rank, 0, 100, stream=True, args=args)
+
+    paired = collectives.PAIRED_GROUP_RANKS
+    tables = tables_from_rows(slices=[allreduce(0, "small", paired), allreduce(0, "big", paired + 1)],
+                              tracks=TRACKS)
+    cells = collectives.communication_matrix(job_of(tables)).to_pylist()
+    assert sorted({(c["process_group"], c["dst_rank"] is None) for c in cells}) == [("big", True), ("small", False)]
+    assert [len([c for c in cells if c["process_group"] == group]) for group in ("small", "big")] == [paired - 1, 1]
+
+
 def test_communication_pairs_of_the_planted_job():
     cells = {(r["src_rank"], r["dst_rank"]): (r["collectives"], r["transit_bytes"], r["transit_ns"])
              for r in collectives.communication_pairs(job_of(job())).to_pylist()}

@@ -76,7 +76,6 @@ CLUSTER_COMMUNICATION_GROUPS = pa.schema([
 ])
 
 CLUSTER_COMMUNICATION_TIME = pa.schema([
-    ("recorded_ranks", pa.list_(pa.int32())),
     ("step", pa.int32()),
     ("group_name", pa.string()),
     ("op_name", pa.string()),
@@ -90,12 +89,10 @@ _LINK_COLUMNS = ("link_type", "transit_bytes", "transit_ns", "bandwidth_gbps", "
                  "size_distribution")
 
 CLUSTER_COMMUNICATION_BANDWIDTH = pa.schema(
-    [("recorded_ranks", pa.list_(pa.int32())), ("step", pa.int32()), ("group_name", pa.string()),
-     ("op_name", pa.string()), ("rank", pa.int32())]
+    [("step", pa.int32()), ("group_name", pa.string()), ("op_name", pa.string()), ("rank", pa.int32())]
     + [collectives.LINK_BANDWIDTH.field(name) for name in _LINK_COLUMNS])
 
 CLUSTER_COMMUNICATION_MATRIX = pa.schema([
-    ("recorded_ranks", pa.list_(pa.int32())),
     ("step", pa.int32()),
     ("group_name", pa.string()),
     ("key", pa.string()),
@@ -218,6 +215,11 @@ def group_map(figures: pa.Table, matrix: pa.Table, groups: pa.Table) -> pa.Table
     return pa.Table.from_pylist(rows, schema=CLUSTER_COMMUNICATION_GROUPS)
 
 
+#: the groups (``keys``: ``group_map``) with ``key_order``, their order by rank-set key: the outputs' rows are
+#: in that order and name their group (``group_name``), never carry its rank list (a world group's 1,024
+#: ranks on each of a million matrix rows)
+_ORDERED_KEYS_SQL = "ordered_keys AS (SELECT *, dense_rank() OVER (ORDER BY recorded_ranks) AS key_order FROM keys)"
+
 #: the figures with ``op_key``, an operation's name in the cluster outputs (module docstring)
 _NAMED_SQL = """named AS (
     SELECT *, CASE WHEN max(repeats) OVER (PARTITION BY step, process_group, op_name) > 1
@@ -226,25 +228,25 @@ _NAMED_SQL = """named AS (
 )"""
 
 _TIME_SQL = f"""
-WITH {_NAMED_SQL}, ops AS (
-    SELECT k.recorded_ranks, f.step, k.group_name, f.op_key AS op_name, f.rank,
+WITH {_NAMED_SQL}, {_ORDERED_KEYS_SQL}, ops AS (
+    SELECT k.key_order, f.step, k.group_name, f.op_key AS op_name, f.rank,
            coalesce(f.reported_start_ns, f.start_ns) AS start_ns, f.elapse_ns,
            f.transit_ns, f.wait_ns, f.sync_ns, f.idle_ns, f.wait_ratio, f.sync_ratio
-    FROM named f JOIN keys k USING (process_group)
+    FROM named f JOIN ordered_keys k USING (process_group)
 ), totals AS (
-    SELECT recorded_ranks, step, group_name, '{TOTAL_OP_INFO}' AS op_name, rank, NULL::BIGINT AS start_ns,
+    SELECT key_order, step, group_name, '{TOTAL_OP_INFO}' AS op_name, rank, NULL::BIGINT AS start_ns,
            sum(elapse_ns) AS elapse_ns, sum(transit_ns) AS transit_ns, sum(wait_ns) AS wait_ns,
            sum(sync_ns) AS sync_ns, sum(idle_ns) AS idle_ns
     FROM ops GROUP BY ALL
 )
 SELECT * EXCLUDE (is_total, first_ns) FROM (
     SELECT *, false AS is_total,
-           min(start_ns) OVER (PARTITION BY recorded_ranks, step, group_name, op_name) AS first_ns FROM ops
+           min(start_ns) OVER (PARTITION BY step, group_name, op_name) AS first_ns FROM ops
     UNION ALL BY NAME
     SELECT *, CASE WHEN wait_ns + transit_ns > 0 THEN wait_ns / (wait_ns + transit_ns) ELSE 0 END AS wait_ratio,
            CASE WHEN sync_ns + transit_ns > 0 THEN sync_ns / (sync_ns + transit_ns) ELSE 0 END AS sync_ratio,
            true AS is_total, NULL AS first_ns FROM totals)
-ORDER BY recorded_ranks, step NULLS FIRST, is_total, first_ns, op_name, group_name, rank
+ORDER BY key_order, step NULLS FIRST, is_total, first_ns, op_name, group_name, rank
 """
 
 
@@ -261,34 +263,34 @@ def communication_time(figures: pa.Table, keys: pa.Table) -> pa.Table:
 
 
 _BANDWIDTH_SQL = f"""
-WITH {_NAMED_SQL}, ops AS (
-    SELECT k.recorded_ranks, l.step, k.group_name, f.op_key AS op_name, l.rank, l.link_type, l.transit_bytes,
+WITH {_NAMED_SQL}, {_ORDERED_KEYS_SQL}, ops AS (
+    SELECT k.key_order, l.step, k.group_name, f.op_key AS op_name, l.rank, l.link_type, l.transit_bytes,
            l.transit_ns, l.bandwidth_gbps, l.large_packet_ratio, l.size_distribution, l.n,
            coalesce(f.reported_start_ns, f.start_ns) AS start_ns
-    FROM links l JOIN named f USING (rank, slice_id) JOIN keys k ON k.process_group = f.process_group
+    FROM links l JOIN named f USING (rank, slice_id) JOIN ordered_keys k ON k.process_group = f.process_group
 ), packets AS (
-    SELECT recorded_ranks, step, group_name, rank, link_type, d.packet_bytes, sum(d.count) AS count,
+    SELECT key_order, step, group_name, rank, link_type, d.packet_bytes, sum(d.count) AS count,
            sum(d.dur_ns) AS dur_ns
     FROM (SELECT *, unnest(size_distribution) AS d FROM ops) GROUP BY ALL
 ), distributions AS (
-    SELECT recorded_ranks, step, group_name, rank, link_type,
+    SELECT key_order, step, group_name, rank, link_type,
            list({{'packet_bytes': packet_bytes, 'count': count, 'dur_ns': dur_ns}} ORDER BY packet_bytes)
                AS size_distribution
     FROM packets GROUP BY ALL
 ), totals AS (
-    SELECT recorded_ranks, step, group_name, '{TOTAL_OP_INFO}' AS op_name, rank, link_type,
+    SELECT key_order, step, group_name, '{TOTAL_OP_INFO}' AS op_name, rank, link_type,
            sum(transit_bytes) AS transit_bytes, sum(transit_ns) AS transit_ns, min(n) AS n
     FROM ops GROUP BY ALL
 )
 SELECT * EXCLUDE (is_total, first_ns, n) FROM (
     SELECT * EXCLUDE (start_ns), false AS is_total,
-           min(start_ns) OVER (PARTITION BY recorded_ranks, step, group_name, op_name) AS first_ns FROM ops
+           min(start_ns) OVER (PARTITION BY step, group_name, op_name) AS first_ns FROM ops
     UNION ALL BY NAME
     SELECT t.*, CASE WHEN t.transit_ns > 0 THEN t.transit_bytes / t.transit_ns ELSE 0 END AS bandwidth_gbps,
            NULL::DOUBLE AS large_packet_ratio, coalesce(d.size_distribution, []) AS size_distribution,
            true AS is_total, NULL AS first_ns
-    FROM totals t LEFT JOIN distributions d USING (recorded_ranks, step, group_name, rank, link_type))
-ORDER BY recorded_ranks, step NULLS FIRST, is_total, first_ns, op_name, group_name, rank, n
+    FROM totals t LEFT JOIN distributions d USING (key_order, step, group_name, rank, link_type))
+ORDER BY key_order, step NULLS FIRST, is_total, first_ns, op_name, group_name, rank, n
 """
 
 
@@ -307,7 +309,7 @@ def communication_bandwidth(links: pa.Table, figures: pa.Table, keys: pa.Table) 
 _STATISTIC_KEY = " OR ".join(f"contains(key, '{word}')" for word in MATRIX_STATISTIC_WORDS)
 
 _MATRIX_SQL = f"""
-WITH owners AS (
+WITH {_ORDERED_KEYS_SQL}, owners AS (
     SELECT process_group, src_rank AS local_rank, min(rank) AS rank FROM matrix WHERE src_rank = dst_rank GROUP BY ALL
 ), mapped AS (
     SELECT m.*,
@@ -331,11 +333,11 @@ WITH owners AS (
     UNION ALL BY NAME
     SELECT *, true AS is_total, 0 AS first_n FROM totals
 )
-SELECT k.recorded_ranks, r.step, k.group_name, r.key, r.src_rank, r.dst_rank, r.transport, r.op_name,
+SELECT k.key_order, r.step, k.group_name, r.key, r.src_rank, r.dst_rank, r.transport, r.op_name,
        r.transit_bytes, r.transit_ns,
        CASE WHEN r.transit_ns > 0 THEN r.transit_bytes / r.transit_ns ELSE 0 END AS bandwidth_gbps
-FROM rows r JOIN keys k USING (process_group)
-ORDER BY k.recorded_ranks, r.step NULLS FIRST, r.is_total, r.first_n, k.group_name, r.n
+FROM rows r JOIN ordered_keys k USING (process_group)
+ORDER BY k.key_order, r.step NULLS FIRST, r.is_total, r.first_n, k.group_name, r.n
 """
 
 
@@ -348,7 +350,8 @@ def matrix_links(matrix: pa.Table, groups: pa.Table, keys: pa.Table) -> pa.Table
     con.register("matrix", _with_order(matrix))
     con.register("groups", groups)
     con.register("keys", keys)
-    return con.sql(_MATRIX_SQL).to_arrow_table().cast(CLUSTER_COMMUNICATION_MATRIX)
+    return con.sql(_MATRIX_SQL).to_arrow_table().select(CLUSTER_COMMUNICATION_MATRIX.names).cast(
+        CLUSTER_COMMUNICATION_MATRIX)
 
 
 def cluster_communication_groups(job: Job) -> pa.Table:

@@ -87,7 +87,10 @@ send is (rank, peer), a recv (peer, rank), a group operation (rank, each other m
 operations' message bytes and transit time. A computed cell is the volume of the operations the two ranks
 share as the recording rank's trace records it, not the bytes crossing that link (NCCL moves data along
 rings and trees no trace records): an all-reduce of N bytes in a group of 8 puts N bytes in 7 cells.
-Operations whose peers are not recorded go to one row with ``dst_rank`` null. ``ranks_global`` false:
+Operations whose peers are not recorded go to one row with ``dst_rank`` null, and so do those of a group
+of more than ``PAIRED_GROUP_RANKS`` ranks: a world all-reduce of 1,024 ranks would be a million cells per
+step saying only that every rank took part (its data moves between ring or tree neighbours, which no trace
+records). ``ranks_global`` false:
 the row's src and dst are group-local positions (a reported link of a group nothing mapped; ingest's
 ``local``), kept as reported for msprof-analyze's outputs (``cluster_outputs``), which place them itself.
 ``communication_pairs`` sums the ``total`` rows per (src, dst) over the rows whose sender recorded them (src =
@@ -906,13 +909,16 @@ def link_totals(job: Job) -> pa.Table:
     return con.sql(_LINK_TOTALS_SQL).to_arrow_table().cast(LINK_TOTALS)
 
 
+#: the largest group whose operations are computed matrix cells by pair of ranks (module docstring)
+PAIRED_GROUP_RANKS = 256
+
 _COMPUTED_LINKS_SQL = """
 WITH ops AS (
     SELECT f.*, o.kind FROM figures f JOIN operations o USING (rank, slice_id)
     WHERE f.rank NOT IN (SELECT DISTINCT rank FROM reported_matrix)
 ), pairs AS (
     SELECT *, rank AS src, NULL::INTEGER AS dst FROM ops
-    WHERE NOT ranks_global OR (peer IS NULL AND coalesce(len(group_ranks), 0) = 0)
+    WHERE NOT ranks_global OR (peer IS NULL AND (coalesce(len(group_ranks), 0) = 0 OR len(group_ranks) > $paired))
     UNION ALL BY NAME
     SELECT *, CASE WHEN kind = 'recv' THEN peer ELSE rank END AS src,
            CASE WHEN kind = 'recv' THEN rank ELSE peer END AS dst
@@ -920,7 +926,7 @@ WITH ops AS (
     UNION ALL BY NAME
     SELECT * EXCLUDE (others), rank AS src, unnest(others) AS dst
     FROM (SELECT *, list_filter(group_ranks, lambda r: r <> rank) AS others FROM ops
-          WHERE ranks_global AND peer IS NULL AND len(group_ranks) > 0)
+          WHERE ranks_global AND peer IS NULL AND len(group_ranks) BETWEEN 1 AND $paired)
 )
 SELECT rank, step, process_group, kind AS key,
        first(op_name ORDER BY coalesce(bytes, 0) DESC, start_ns, slice_id) AS op_name, src AS src_rank, dst AS dst_rank,
@@ -944,8 +950,8 @@ def communication_matrix(job: Job) -> pa.Table:
     ``COMMUNICATION_MATRIX``; the module docstring says what a cell is): transport, transit bytes and time,
     bandwidth (GB/s), the operations counted, where the row comes from, and whether it is a ``total`` row.
     Sorted by rank, step, group, key, src, dst (null last)."""
-    return _figures_connection(job).sql(_MATRIX_SQL).to_arrow_table().select(COMMUNICATION_MATRIX.names).cast(
-        COMMUNICATION_MATRIX)
+    matrix = _figures_connection(job).sql(_MATRIX_SQL, params={"paired": PAIRED_GROUP_RANKS}).to_arrow_table()
+    return matrix.select(COMMUNICATION_MATRIX.names).cast(COMMUNICATION_MATRIX)
 
 
 _PAIRS_SQL = """

@@ -34,6 +34,7 @@ from perfsight.cluster.engines import Engine, TaskLost, engine_for
 from perfsight.cluster.map import CACHED, DONE, FAILED, RankOutcome, RankTask, map_rank, rank_folder
 from perfsight.core import layout
 from perfsight.core.errors import OutputError
+from perfsight.core.tables import new_connection
 from perfsight.ingest.common.job_groups import group_places
 
 #: a job of more ranks than this is analysed rank by rank, never merged whole (``perfsight analyse``, insight)
@@ -70,6 +71,23 @@ class ClusterJob:
     def ranks(self) -> list[int]:
         return sorted(outcome.rank for outcome in self.outcomes if outcome.status != FAILED
                       and outcome.rank is not None)
+
+
+#: the memory DuckDB may hold in a process that reduces a job (``bound_reduce_memory``); more spills to disk
+REDUCE_MEMORY_LIMIT = "384MB"
+SPILL_FOLDER = "spill"
+
+
+def bound_reduce_memory(store: Path) -> None:
+    """Bound this process's DuckDB to ``REDUCE_MEMORY_LIMIT``, spilling into the store's ``SPILL_FOLDER``
+    (perfsight's): for a process whose work is one job's reduce (``perfsight cluster``, ``perfsight analyse``
+    of a large job), whose driver stays within its memory whatever the number of ranks. A process-wide setting,
+    so a library call (``analyse_job``) does not make it."""
+    spill = store / SPILL_FOLDER
+    spill.mkdir(exist_ok=True)
+    con = new_connection()
+    con.execute(f"SET memory_limit = '{REDUCE_MEMORY_LIMIT}'")
+    con.execute(f"SET temp_directory = '{spill.as_posix().replace(chr(39), chr(39) * 2)}'")
 
 
 def store_of(output: Path) -> Path:
@@ -129,16 +147,18 @@ def _places(job: Job, warnings: list[str]) -> pa.Table:
 
 def analyse_job(path: str | Path, *, engine: Engine | None = None, output: str | Path | None = None,
                 use_cache: bool = True, on_start: Callable[[int], None] | None = None,
-                on_outcome: Callable[[RankOutcome], None] | None = None) -> ClusterJob:
+                on_outcome: Callable[[RankOutcome], None] | None = None, bound_memory: bool = False) -> ClusterJob:
     """Map every rank of the job at ``path`` on ``engine`` (default: ``engine_for()``, the local pool) into the
     store in ``output`` (default: ``path``, or a trace file's folder) and return the job (module docstring);
     ``on_start`` is called with the number of ranks found, ``on_outcome`` with each rank's outcome as it
-    comes."""
+    comes; ``bound_memory`` bounds this process's DuckDB (``bound_reduce_memory``: for a CLI command)."""
     began = time.perf_counter()
     path = Path(path)
     sources = ingest.find_runs(path)
     root = Path(output) if output is not None else path if path.is_dir() else path.parent
     store = store_of(root)
+    if bound_memory:
+        bound_reduce_memory(store)
     tasks = [RankTask(source, store, use_cache) for source in sources]
     if on_start is not None:
         on_start(len(tasks))

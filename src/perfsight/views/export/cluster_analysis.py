@@ -23,13 +23,15 @@ docs/cluster_outputs.md describes every file and column.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from perfsight import ingest
 from perfsight.analysis import cluster_outputs
@@ -55,6 +57,8 @@ GROUP_JSON = "communication_group.json"
 CLUSTER_DB = "cluster_analysis.db"
 RANK_BREAKDOWN_CSV = RANK_BREAKDOWN.name("", "csv")
 
+#: rows of a large table turned into Python values at a time when written
+BATCH_ROWS = 50_000
 #: decimals msprof-analyze rounds ratios and bandwidths to
 _DECIMALS = 4
 
@@ -147,12 +151,19 @@ def step_trace_rows(outputs: ClusterOutputs) -> list[list]:
             for row in _rows(outputs.steps)]
 
 
+def _keys(outputs: ClusterOutputs) -> dict[str, str]:
+    """Each group's rank-set key (``_ranks_key`` of its recorded ranks), by its msprof-analyze name."""
+    return {group["group_name"]: _ranks_key(group["recorded_ranks"]) for group in _rows(outputs.groups)}
+
+
 def communication_json(outputs: ClusterOutputs) -> dict:
     """cluster_communication.json: per rank-set key, step, ``op@group`` and rank, the time and bandwidth."""
     result: dict = {}
 
+    keys = _keys(outputs)
+
     def entry(row: dict) -> dict:
-        ops = result.setdefault(_ranks_key(row["recorded_ranks"]), {}).setdefault(_step(row["step"]), {})
+        ops = result.setdefault(keys[row["group_name"]], {}).setdefault(_step(row["step"]), {})
         return ops.setdefault(f"{row['op_name']}@{row['group_name']}", {}).setdefault(str(row["rank"]), {})
 
     for row in _rows(outputs.time):
@@ -173,16 +184,47 @@ def communication_json(outputs: ClusterOutputs) -> dict:
     return result
 
 
-def matrix_json(outputs: ClusterOutputs) -> dict:
-    """cluster_communication_matrix.json: per rank-set key, step, ``key@group`` and ``src-dst``, the link."""
-    result: dict = {}
-    for row in _rows(outputs.matrix):
-        links = result.setdefault(_ranks_key(row["recorded_ranks"]), {}).setdefault(_step(row["step"]), {})
-        links.setdefault(f"{row['key']}@{row['group_name']}", {})[f"{row['src_rank']}-{row['dst_rank']}"] = {
-            "Transport Type": row["transport"], "Transit Time(ms)": _ms(row["transit_ns"]),
-            "Transit Size(MB)": _mb(row["transit_bytes"]), "Op Name": row["op_name"] or "",
-            "Bandwidth(GB/s)": _round(row["bandwidth_gbps"])}
-    return result
+def _batched(table: pa.Table) -> Iterator[dict]:
+    """``table``'s rows as dicts, a batch of ``BATCH_ROWS`` at a time (a matrix of millions of links never
+    becomes a million dicts at once)."""
+    for batch in table.to_batches(BATCH_ROWS):
+        yield from batch.to_pylist()
+
+
+def _nested_json(entries: Iterable[tuple[tuple[str, ...], str, object]]) -> Iterator[str]:
+    """The JSON text, piece by piece, of nested objects from ``(path, name, value)`` entries sorted by path
+    (entries of one path contiguous, names unique in it): ``{path[0]: {path[1]: ... {name: value}}}``."""
+    yield "{"
+    previous: tuple[str, ...] | None = None
+    for path, name, value in entries:
+        opened = path
+        if previous is not None:
+            shared = next((i for i, (a, b) in enumerate(zip(previous, path)) if a != b), len(path))
+            yield "}" * (len(previous) - shared) + ", "
+            opened = path[shared:]
+        for key in opened:
+            yield f"{json.dumps(key)}: {{"
+        yield f"{json.dumps(name)}: {json.dumps(value)}"
+        previous = path
+    yield "}" * len(previous or ()) + "}"
+
+
+def matrix_json(outputs: ClusterOutputs) -> Iterator[str]:
+    """cluster_communication_matrix.json's text, piece by piece: per rank-set key, step, ``key@group`` and
+    ``src-dst``, the link (keys in sorted order, links in the matrix's order)."""
+    keys = _keys(outputs)
+    matrix = outputs.matrix
+    rank_sets = pa.array([keys[group] for group in matrix.column("group_name").to_pylist()], pa.string())
+    matrix = matrix.append_column("rank_set", rank_sets).take(pc.sort_indices(
+        matrix.append_column("rank_set", rank_sets),
+        sort_keys=[("rank_set", "ascending"), ("step", "ascending", "at_start"), ("key", "ascending"),
+                   ("group_name", "ascending")]))
+    return _nested_json(
+        ((row["rank_set"], _step(row["step"]), f"{row['key']}@{row['group_name']}"),
+         f"{row['src_rank']}-{row['dst_rank']}",
+         {"Transport Type": row["transport"], "Transit Time(ms)": _ms(row["transit_ns"]),
+          "Transit Size(MB)": _mb(row["transit_bytes"]), "Op Name": row["op_name"] or "",
+          "Bandwidth(GB/s)": _round(row["bandwidth_gbps"])}) for row in _batched(matrix))
 
 
 def group_json(outputs: ClusterOutputs) -> dict:
@@ -194,8 +236,8 @@ def group_json(outputs: ClusterOutputs) -> dict:
                                           "group_id": g["group_id"], "pg_name": g["pg_name"]} for g in groups]}
 
 
-def database_rows(outputs: ClusterOutputs) -> dict[str, list[tuple]]:
-    """cluster_analysis.db's rows per table (``_TABLES_SQL``)."""
+def database_rows(outputs: ClusterOutputs) -> dict[str, Iterable[tuple]]:
+    """cluster_analysis.db's rows per table (``_TABLES_SQL``; the matrix's as they are written, by batch)."""
     bandwidth = []
     for row in _rows(outputs.bandwidth):
         packets = row["size_distribution"] or []
@@ -214,10 +256,10 @@ def database_rows(outputs: ClusterOutputs) -> dict[str, list[tuple]]:
              _ms(r["transit_ns"]), _ms(r["wait_ns"]), _ms(r["sync_ns"]), _ms(r["idle_ns"]), _round(r["sync_ratio"]),
              _round(r["wait_ratio"])) for r in _rows(outputs.time)],
         "ClusterCommunicationBandwidth": bandwidth,
-        "ClusterCommunicationMatrix": [
+        "ClusterCommunicationMatrix": (
             (_step(r["step"]), r["key"], r["group_name"], float(r["src_rank"]), float(r["dst_rank"]), r["transport"],
              r["op_name"] or "", _mb(r["transit_bytes"]), _ms(r["transit_ns"]), r["bandwidth_gbps"])
-            for r in _rows(outputs.matrix)],
+            for r in _batched(outputs.matrix)),
         "ClusterStepTraceTime": [(str(row[0]), row[1], str(row[2]), *row[3:], 0, 0, 0)
                                  for row in step_trace_rows(outputs)],
         "HostInfo": list(dict.fromkeys((d["host_uid"], d["host_name"]) for d in _rows(outputs.devices)
@@ -234,18 +276,25 @@ def _write_csv(path: Path, rows: list[list]) -> None:
         writer.writerows(rows)
 
 
-def _write_json(value: dict) -> Callable[[Path], object]:
-    return lambda path: path.write_text(json.dumps(value), encoding="utf-8")
+def _write_json(pieces: Iterable[str]) -> Callable[[Path], object]:
+    def write(path: Path) -> None:
+        with open(path, "w", encoding="utf-8") as file:
+            file.writelines(pieces)
+    return write
 
 
-def _write_db(path: Path, tables: dict[str, list[tuple]]) -> None:
+def _write_db(path: Path, tables: dict[str, Iterable[tuple]]) -> None:
+    """The tables that have rows (a table's rows may be a generator: written as they come)."""
     con = sqlite3.connect(path)
     try:
         with con:
             for name, rows in tables.items():
-                if rows:
+                rows = iter(rows)
+                first = next(rows, None)
+                if first is not None:
                     con.execute(f'CREATE TABLE "{name}" ({_TABLES_SQL[name]})')
-                    con.executemany(f'INSERT INTO "{name}" VALUES ({", ".join("?" * len(rows[0]))})', rows)
+                    con.executemany(f'INSERT INTO "{name}" VALUES ({", ".join("?" * len(first))})',
+                                    itertools.chain([first], rows))
     finally:
         con.close()
 
@@ -255,14 +304,15 @@ def stage_cluster(outputs: ClusterOutputs, stage: Staging) -> None:
     steps = step_trace_rows(outputs)
     if steps:
         stage.write(STEP_TRACE_CSV, lambda path: _write_csv(path, steps), replaceable=True)
-    for name, value in ((COMMUNICATION_JSON, communication_json(outputs)), (MATRIX_JSON, matrix_json(outputs))):
-        if value:
-            stage.write(name, _write_json(value), replaceable=True)
+    if outputs.time.num_rows or outputs.bandwidth.num_rows:
+        stage.write(COMMUNICATION_JSON, _write_json([json.dumps(communication_json(outputs))]), replaceable=True)
+    if outputs.matrix.num_rows:
+        stage.write(MATRIX_JSON, _write_json(matrix_json(outputs)), replaceable=True)
     if outputs.groups.num_rows:
-        stage.write(GROUP_JSON, _write_json(group_json(outputs)), replaceable=True)
-    rows = database_rows(outputs)
-    if any(rows.values()):
-        stage.write(CLUSTER_DB, lambda path: _write_db(path, rows), replaceable=True)
+        stage.write(GROUP_JSON, _write_json([json.dumps(group_json(outputs))]), replaceable=True)
+    if any(table.num_rows for table in (outputs.groups, outputs.time, outputs.bandwidth, outputs.matrix,
+                                        outputs.steps, outputs.devices)):
+        stage.write(CLUSTER_DB, lambda path: _write_db(path, database_rows(outputs)), replaceable=True)
     stage_rank_breakdown(outputs.ranks, stage)
 
 
@@ -286,18 +336,19 @@ class ClusterReport:
 
 def cluster(path: str | Path, output: str | Path | None = None, *, ray: str | bool | None = None,
             workers: int | None = None, use_cache: bool = True, on_start: Callable[[int], None] | None = None,
-            on_outcome: Callable[[RankOutcome], None] | None = None) -> ClusterReport:
+            on_outcome: Callable[[RankOutcome], None] | None = None, bound_memory: bool = False) -> ClusterReport:
     """Analyse the job at ``path`` (its ranks' folders or traces, or one run) by map-reduce
     (``perfsight.cluster.analyse_job``: the local pool of ``workers`` processes, or Ray with ``ray`` True or
     an address) and write msprof-analyze's cluster outputs into ``output/cluster_analysis_output/`` (``output``
     defaults to ``path``, or the folder of a trace file; the per-rank summaries go to
     ``output/perfsight_cluster/``). All files are written or none; a file perfsight did not write is never
     replaced (the module docstring). ``on_start`` is told the number of ranks found, ``on_outcome`` each
-    rank's outcome as it comes."""
+    rank's outcome as it comes; ``bound_memory`` bounds this process's DuckDB (the CLI's, ``perfsight.cluster``'s
+    ``bound_reduce_memory``)."""
     path = Path(path)
     root = Path(output) if output is not None else path if path.is_dir() else path.parent
     analysed = analyse_job(path, engine=engine_for(ray, workers), output=root, use_cache=use_cache,
-                           on_start=on_start, on_outcome=on_outcome)
+                           on_start=on_start, on_outcome=on_outcome, bound_memory=bound_memory)
     with staging(root / OUTPUT_FOLDER) as stage:
         stage_cluster(ClusterOutputs.of(analysed.job, analysed.sources), stage)
         files = stage.commit()
