@@ -177,6 +177,6 @@ STEP_POINT_VARIABLES = {"fp_point": "PERFSIGHT_FP_START", "bp_point": "PERFSIGHT
 
 def with_step_points_from_env(tables: RunTables) -> RunTables:
     """``tables`` with meta fp_point / bp_point set from STEP_POINT_VARIABLES where they are set."""
-    points = {point: os.environ[variable] for point, variable in STEP_POINT_VARIABLES.items()
+    points: dict[str, object] = {point: os.environ[variable] for point, variable in STEP_POINT_VARIABLES.items()
               if os.environ.get(variable)}
     return tables.with_meta(points) if points else tables

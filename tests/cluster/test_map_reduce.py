@@ -16,7 +16,7 @@ from perfsight import cli
 from perfsight.analysis import cluster, cluster_outputs, collectives
 from perfsight.cluster import STORE_FOLDER, WHOLE_JOB_RANKS, analyse_job
 from perfsight.cluster.engines import engine_for
-from perfsight.core.errors import OutputError
+from perfsight.core.errors import InputError, OutputError
 from perfsight.core.memo import computed
 from tests.analysis.planted_nccl_job import SHIFT_NS, write_nccl_job
 from tests.views.export.test_ascend_export import writable_copy
@@ -133,3 +133,17 @@ def test_analyse_maps_a_job_of_more_ranks_than_it_merges(tmp_path, capsys):
     assert cli.main(["analyse", str(folder)]) == 0
     assert capsys.readouterr().out.startswith(f"{folder}: {WHOLE_JOB_RANKS + 1} ranks (0 done, "
                                               f"{WHOLE_JOB_RANKS + 1} cached, 0 failed) on ")
+
+
+def test_a_rank_of_the_job_opens_alone(tmp_path, capsys):
+    """The drill-down from the job to one rank: its own tables only, in the API and named by the report."""
+    folder = write_nccl_job(tmp_path / "job")
+    job = analyse_job(folder, engine=serial())
+    run = job.open_rank(1)
+    assert run.ranks == [1] and run.path == folder / "rank1.pt.trace.json"
+    with pytest.raises(InputError, match=r"rank 5 is not one of the job's ranks read \(0-1, 2 ranks\)"):
+        job.open_rank(5)
+    assert cli.main(["cluster", "-d", str(folder)]) == 0
+    slowest = computed(cluster.slowest_rank, job.job).to_pylist()[0]["slowest_rank"]
+    assert (f"the slowest rank alone (every analysis of its own tables): perfsight analyse "
+            f"{folder / f'rank{slowest}.pt.trace.json'}") in capsys.readouterr().out

@@ -33,9 +33,11 @@ from perfsight.analysis.job_summaries import SUMMARY_SCHEMAS
 from perfsight.cluster.engines import Engine, TaskLost, engine_for
 from perfsight.cluster.map import CACHED, DONE, FAILED, RankOutcome, RankTask, map_rank, rank_folder
 from perfsight.core import layout
-from perfsight.core.errors import OutputError
+from perfsight.core.errors import InputError, OutputError
 from perfsight.core.tables import new_connection
 from perfsight.ingest.common.job_groups import group_places
+from perfsight.run import Run
+from perfsight.run import open as open_run
 
 #: a job of more ranks than this is analysed rank by rank, never merged whole (``perfsight analyse``, insight)
 WHOLE_JOB_RANKS = 16
@@ -67,6 +69,18 @@ class ClusterJob:
         """How many ranks were read (done), found stored (cached), and failed."""
         return {status: sum(outcome.status == status for outcome in self.outcomes) for status in (DONE, CACHED, FAILED)}
 
+    def source_of(self, rank: int) -> str | None:
+        """The file or folder rank ``rank`` was read from (None for a rank not in the job)."""
+        return next((o.name for o in self.outcomes if o.rank == rank and o.status != FAILED), None)
+
+    def open_rank(self, rank: int) -> Run:
+        """Rank ``rank`` opened alone, its own tables only (``perfsight.open`` of its source): the drill-down
+        from the job's figures to one rank's every analysis."""
+        source = self.source_of(rank)
+        if source is None:
+            raise InputError(f"rank {rank} is not one of the job's ranks read ({_ranks_text(self.ranks)})")
+        return open_run(source)
+
     @property
     def ranks(self) -> list[int]:
         return sorted(outcome.rank for outcome in self.outcomes if outcome.status != FAILED
@@ -88,6 +102,10 @@ def bound_reduce_memory(store: Path) -> None:
     con = new_connection()
     con.execute(f"SET memory_limit = '{REDUCE_MEMORY_LIMIT}'")
     con.execute(f"SET temp_directory = '{spill.as_posix().replace(chr(39), chr(39) * 2)}'")
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    return f"{ranks[0]}-{ranks[-1]}, {len(ranks)} ranks" if ranks else "none"
 
 
 def store_of(output: Path) -> Path:

@@ -485,6 +485,11 @@ def print_cluster_report(report, console: Console | None = None) -> None:
         console.print(f"  warning: {escape(warning)}", soft_wrap=True)
     if report.cluster:
         _print_cluster(report.cluster, console)
+        slowest = report.cluster["slowest"]
+        source = job.source_of(slowest["slowest_rank"]) if slowest else None
+        if source:
+            console.print(f"the slowest rank alone (every analysis of its own tables): perfsight analyse "
+                          f"{escape(shlex.quote(source))}", soft_wrap=True)
     for path in report.files:
         console.print(escape(str(path)), soft_wrap=True)
     if not report.files:
