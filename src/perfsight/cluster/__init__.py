@@ -9,7 +9,8 @@ the nodes). A rank whose files did not change is not read again.
 **Reduce**: the store's summaries are a ``Job`` (``analysis/job.py``) whose cross-rank analyses (the
 collectives' wait and bandwidth, clock offsets, the matrix, the slow rank and link, the step trace of every
 rank) are DuckDB queries over the Parquet files, out of core: the driver never holds any rank's slices.
-Every figure is the one ``perfsight.open`` gives for the same job opened whole.
+Every figure is the one ``perfsight.open`` gives for the same job opened whole (a slice id is its rank's
+own: a job opened whole shifts each rank's ids to keep them unique across the job).
 
 ``analyse_job`` finds the ranks (``ingest.find_runs``), maps them, and returns a ``ClusterJob``: the Job, each
 rank's outcome (done, cached, failed and why), and the engine's description. A rank that fails is left out
@@ -130,11 +131,12 @@ def _lost(task: RankTask, lost: TaskLost) -> RankOutcome:
     return RankOutcome(str(task.source.path), None, FAILED, lost.why, 0.0, 0)
 
 
-def _one_rank_each(outcomes: list[RankOutcome]) -> list[RankOutcome]:
-    """The outcomes with each rank kept for the first source (by name) saying it, the others failed."""
+def _one_rank_each(outcomes: dict[int, RankOutcome]) -> dict[int, RankOutcome]:
+    """The outcomes (by task) with each rank kept for the first source (by name) saying it, the others
+    failed."""
     first: dict[int, str] = {}
-    kept = []
-    for outcome in sorted(outcomes, key=lambda o: o.name):
+    kept = {}
+    for index, outcome in sorted(outcomes.items(), key=lambda item: (item[1].name, item[0])):
         rank = outcome.rank
         if outcome.status != FAILED and rank is not None:
             if rank in first:
@@ -142,7 +144,7 @@ def _one_rank_each(outcomes: list[RankOutcome]) -> list[RankOutcome]:
                                       outcome.seconds, outcome.peak_rss_bytes)
             else:
                 first[rank] = outcome.name
-        kept.append(outcome)
+        kept[index] = outcome
     return kept
 
 
@@ -181,22 +183,23 @@ def analyse_job(path: str | Path, *, engine: Engine | None = None, output: str |
     if on_start is not None:
         on_start(len(tasks))
     engine = engine or engine_for()
-    outcomes: list[RankOutcome] = []
+    outcomes: dict[int, RankOutcome] = {}
 
     def arrived(index: int, result: RankOutcome | TaskLost) -> None:
         outcome = _lost(tasks[index], result) if isinstance(result, TaskLost) else result
-        outcomes.append(outcome)
+        outcomes[index] = outcome
         if on_outcome is not None:
             on_outcome(outcome)
 
     engine.map(map_rank, tasks, arrived)
     outcomes = _one_rank_each(outcomes)
-    kept = {outcome.name for outcome in outcomes if outcome.status != FAILED}
-    folders = [rank_folder(store, task.source) for task in tasks if str(task.source.path) in kept]
+    folders = [rank_folder(store, tasks[index].source) for index, outcome in sorted(outcomes.items())
+               if outcome.status != FAILED]
     files = {name: [folder / f"{name}.parquet" for folder in folders] for name in SUMMARY_SCHEMAS}
     warnings: list[str] = []
     places = _places(Job.of_parquet(files, SUMMARY_SCHEMAS), warnings)
-    return ClusterJob(path, store, Job.of_parquet(files, SUMMARY_SCHEMAS, places), outcomes, engine.description,
+    return ClusterJob(path, store, Job.of_parquet(files, SUMMARY_SCHEMAS, places),
+                      [outcome for _, outcome in sorted(outcomes.items())], engine.description,
                       time.perf_counter() - began, sources, warnings)
 
 
