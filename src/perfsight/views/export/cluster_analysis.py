@@ -213,14 +213,16 @@ def matrix_json(outputs: ClusterOutputs) -> Iterator[str]:
     """cluster_communication_matrix.json's text, piece by piece: per rank-set key, step, ``key@group`` and
     ``src-dst``, the link (keys in sorted order, links in the matrix's order)."""
     keys = _keys(outputs)
+    order = {key: index for index, key in enumerate(sorted(set(keys.values())))}
+    groups = pa.array(list(keys), pa.string())
+    key_order = pa.array([order[keys[group]] for group in keys], pa.int64())   # a rank-set key is long: not per row
     matrix = outputs.matrix
-    rank_sets = pa.array([keys[group] for group in matrix.column("group_name").to_pylist()], pa.string())
-    matrix = matrix.append_column("rank_set", rank_sets).take(pc.sort_indices(
-        matrix.append_column("rank_set", rank_sets),
-        sort_keys=[("rank_set", "ascending"), ("step", "ascending", "at_start"), ("key", "ascending"),
-                   ("group_name", "ascending")]))
+    matrix = matrix.append_column("key_order", pc.take(key_order, pc.index_in(matrix.column("group_name"), groups)))
+    matrix = matrix.take(pc.sort_indices(matrix, sort_keys=[
+        ("key_order", "ascending"), ("step", "ascending", "at_start"), ("key", "ascending"),
+        ("group_name", "ascending")]))
     return _nested_json(
-        ((row["rank_set"], _step(row["step"]), f"{row['key']}@{row['group_name']}"),
+        ((keys[row["group_name"]], _step(row["step"]), f"{row['key']}@{row['group_name']}"),
          f"{row['src_rank']}-{row['dst_rank']}",
          {"Transport Type": row["transport"], "Transit Time(ms)": _ms(row["transit_ns"]),
           "Transit Size(MB)": _mb(row["transit_bytes"]), "Op Name": row["op_name"] or "",
