@@ -40,6 +40,9 @@ from stats import load_average, spread
 ROOT = Path(__file__).resolve().parents[1]
 PEER_VERSION = "26.2.0"
 RAY_PORT = 6391
+#: Ray 2.60 turns token authentication on for a head that finds ~/.ray/auth_token, and a second node (or a
+#: driver) without the token cannot join: the local cluster here runs without it (README's command pair)
+RAY_ENV = {"RAY_AUTH_MODE": "disabled"}
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
 TIMEOUT_S = 3600.0
 
@@ -68,7 +71,7 @@ def forget(folder: Path, output: Path) -> None:
 
 def cluster(folder: Path, output: Path, *options: str) -> dict:
     return measure([sys.executable, "-m", "perfsight", "cluster", "-d", str(folder), "-o", str(output), *options],
-                   ENV, TIMEOUT_S)
+                   {**ENV, **RAY_ENV}, TIMEOUT_S)
 
 
 def touch_one_rank(folder: Path) -> None:
@@ -116,7 +119,10 @@ def run_peer(args) -> list[dict]:
 
 
 def _ray(*argv: str, temp: Path) -> None:
-    subprocess.run(["ray", *argv], check=True, capture_output=True, env={**os.environ, "RAY_TMPDIR": str(temp)})
+    done = subprocess.run(["ray", *argv], capture_output=True, text=True,
+                          env={**os.environ, **RAY_ENV, "RAY_TMPDIR": str(temp)})
+    if done.returncode:
+        raise RuntimeError(f"ray {' '.join(argv)}: {done.stdout[-500:]} {done.stderr[-500:]}")
 
 
 def run_ray(args) -> list[dict]:
