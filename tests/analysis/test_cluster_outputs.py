@@ -243,11 +243,11 @@ def test_reported_step_rows_stand_for_ranks_without_trace_steps():
 
 
 def test_nested_json_is_written_piece_by_piece():
-    """The matrix file's writer: nested objects from path-sorted entries, whatever the depth at which paths
+    """The matrix file's writer: nested objects from path-sorted members, whatever the depth at which paths
     part, the same JSON as a dict of dicts."""
-    entries = [(("(0, 1)", "step"), "0-1", {"a": 1}), (("(0, 1)", "step"), "1-0", None),
-               (("(0, 1)", "step5"), "0-1", 2.5), (("(0, 2)", "step5"), "2-0", "x")]
-    text = "".join(view._nested_json(entries))
+    members = [(("(0, 1)", "step"), '"0-1": {"a": 1}'), (("(0, 1)", "step"), '"1-0": null'),
+               (("(0, 1)", "step5"), '"0-1": 2.5'), (("(0, 2)", "step5"), '"2-0": "x"')]
+    text = "".join(view._nested_json(members))
     assert json.loads(text) == {"(0, 1)": {"step": {"0-1": {"a": 1}, "1-0": None}, "step5": {"0-1": 2.5}},
                                 "(0, 2)": {"step5": {"2-0": "x"}}}
     assert "".join(view._nested_json([])) == "{}"

@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from perfsight import ingest
 from perfsight.analysis import cluster_outputs
@@ -44,6 +43,7 @@ from perfsight.cluster import ClusterJob, analyse_job
 from perfsight.cluster.engines import engine_for
 from perfsight.cluster.map import RankOutcome
 from perfsight.core.memo import computed
+from perfsight.core.tables import new_connection
 from perfsight.views.export.catalog import RANK_BREAKDOWN
 from perfsight.views.export.output import Staging, staging
 from perfsight.views.export.writer import write_rows
@@ -184,19 +184,13 @@ def communication_json(outputs: ClusterOutputs) -> dict:
     return result
 
 
-def _batched(table: pa.Table) -> Iterator[dict]:
-    """``table``'s rows as dicts, a batch of ``BATCH_ROWS`` at a time (a matrix of millions of links never
-    becomes a million dicts at once)."""
-    for batch in table.to_batches(BATCH_ROWS):
-        yield from batch.to_pylist()
-
-
-def _nested_json(entries: Iterable[tuple[tuple[str, ...], str, object]]) -> Iterator[str]:
-    """The JSON text, piece by piece, of nested objects from ``(path, name, value)`` entries sorted by path
-    (entries of one path contiguous, names unique in it): ``{path[0]: {path[1]: ... {name: value}}}``."""
+def _nested_json(members: Iterable[tuple[tuple[str, ...], str]]) -> Iterator[str]:
+    """The JSON text, piece by piece, of nested objects from ``(path, member)`` pairs sorted by path (the
+    members of one path contiguous, their names unique in it; a member is its JSON text, ``"name": value``):
+    ``{path[0]: {path[1]: ... {member, ...}}}``."""
     yield "{"
     previous: tuple[str, ...] | None = None
-    for path, name, value in entries:
+    for path, member in members:
         opened = path
         if previous is not None:
             shared = next((i for i, (a, b) in enumerate(zip(previous, path)) if a != b), len(path))
@@ -204,29 +198,38 @@ def _nested_json(entries: Iterable[tuple[tuple[str, ...], str, object]]) -> Iter
             opened = path[shared:]
         for key in opened:
             yield f"{json.dumps(key)}: {{"
-        yield f"{json.dumps(name)}: {json.dumps(value)}"
+        yield member
         previous = path
     yield "}" * len(previous or ()) + "}"
+
+
+#: cluster_communication_matrix.json's links as JSON members (``"src-dst": {...}``) in the file's order, made
+#: by DuckDB (a million links: Python would spend seconds per hundred thousand): units as ``_ms``, ``_mb``,
+#: ``_round`` convert them
+_MATRIX_MEMBERS_SQL = f"""
+SELECT k.key_order, m.step, m.key || '@' || m.group_name AS op,
+       to_json(m.src_rank::VARCHAR || '-' || m.dst_rank::VARCHAR) || ': ' || to_json(struct_pack(
+           "Transport Type" := m.transport, "Transit Time(ms)" := m.transit_ns / 1e6,
+           "Transit Size(MB)" := m.transit_bytes / 1e6, "Op Name" := coalesce(m.op_name, ''),
+           "Bandwidth(GB/s)" := round(m.bandwidth_gbps, {_DECIMALS}))) AS member
+FROM (SELECT *, row_number() OVER () AS n FROM matrix) m JOIN keys k USING (group_name)
+ORDER BY k.key_order, m.step NULLS FIRST, op, m.n
+"""
 
 
 def matrix_json(outputs: ClusterOutputs) -> Iterator[str]:
     """cluster_communication_matrix.json's text, piece by piece: per rank-set key, step, ``key@group`` and
     ``src-dst``, the link (keys in sorted order, links in the matrix's order)."""
     keys = _keys(outputs)
-    order = {key: index for index, key in enumerate(sorted(set(keys.values())))}
-    groups = pa.array(list(keys), pa.string())
-    key_order = pa.array([order[keys[group]] for group in keys], pa.int64())   # a rank-set key is long: not per row
-    matrix = outputs.matrix
-    matrix = matrix.append_column("key_order", pc.take(key_order, pc.index_in(matrix.column("group_name"), groups)))
-    matrix = matrix.take(pc.sort_indices(matrix, sort_keys=[
-        ("key_order", "ascending"), ("step", "ascending", "at_start"), ("key", "ascending"),
-        ("group_name", "ascending")]))
-    return _nested_json(
-        ((keys[row["group_name"]], _step(row["step"]), f"{row['key']}@{row['group_name']}"),
-         f"{row['src_rank']}-{row['dst_rank']}",
-         {"Transport Type": row["transport"], "Transit Time(ms)": _ms(row["transit_ns"]),
-          "Transit Size(MB)": _mb(row["transit_bytes"]), "Op Name": row["op_name"] or "",
-          "Bandwidth(GB/s)": _round(row["bandwidth_gbps"])}) for row in _batched(matrix))
+    texts = sorted(set(keys.values()))
+    order = {key: index for index, key in enumerate(texts)}
+    con = new_connection()
+    con.register("matrix", outputs.matrix)
+    con.register("keys", pa.table({"group_name": pa.array(list(keys), pa.string()),
+                                   "key_order": pa.array([order[key] for key in keys.values()], pa.int64())}))
+    batches = con.sql(_MATRIX_MEMBERS_SQL).to_arrow_reader(BATCH_ROWS)
+    return _nested_json(((texts[key], _step(step), op), member) for batch in batches for key, step, op, member in zip(
+        *(batch.column(name).to_pylist() for name in ("key_order", "step", "op", "member"))))
 
 
 def group_json(outputs: ClusterOutputs) -> dict:
@@ -258,10 +261,7 @@ def database_rows(outputs: ClusterOutputs) -> dict[str, Iterable[tuple]]:
              _ms(r["transit_ns"]), _ms(r["wait_ns"]), _ms(r["sync_ns"]), _ms(r["idle_ns"]), _round(r["sync_ratio"]),
              _round(r["wait_ratio"])) for r in _rows(outputs.time)],
         "ClusterCommunicationBandwidth": bandwidth,
-        "ClusterCommunicationMatrix": (
-            (_step(r["step"]), r["key"], r["group_name"], float(r["src_rank"]), float(r["dst_rank"]), r["transport"],
-             r["op_name"] or "", _mb(r["transit_bytes"]), _ms(r["transit_ns"]), r["bandwidth_gbps"])
-            for r in _batched(outputs.matrix)),
+        "ClusterCommunicationMatrix": _matrix_rows(outputs.matrix),
         "ClusterStepTraceTime": [(str(row[0]), row[1], str(row[2]), *row[3:], 0, 0, 0)
                                  for row in step_trace_rows(outputs)],
         "HostInfo": list(dict.fromkeys((d["host_uid"], d["host_name"]) for d in _rows(outputs.devices)
@@ -269,6 +269,23 @@ def database_rows(outputs: ClusterOutputs) -> dict[str, Iterable[tuple]]:
         "RankDeviceMap": [(d["rank"], d["device_id"], d["host_uid"], d["profile_path"])
                           for d in _rows(outputs.devices)],
     }
+
+
+#: ClusterCommunicationMatrix's rows (units and step key as ``_step``, ``_mb``, ``_ms`` give them), by DuckDB
+_MATRIX_ROWS_SQL = """
+SELECT CASE WHEN step IS NULL THEN 'step' ELSE 'step' || step END, key, group_name, src_rank::DOUBLE,
+       dst_rank::DOUBLE, transport, coalesce(op_name, ''), transit_bytes / 1e6, transit_ns / 1e6, bandwidth_gbps
+FROM matrix
+"""
+
+
+def _matrix_rows(matrix: pa.Table) -> Iterator[tuple]:
+    """ClusterCommunicationMatrix's rows, ``BATCH_ROWS`` at a time."""
+    con = new_connection()
+    con.register("matrix", matrix)
+    result = con.execute(_MATRIX_ROWS_SQL)
+    while rows := result.fetchmany(BATCH_ROWS):
+        yield from rows
 
 
 def _write_csv(path: Path, rows: list[list]) -> None:
