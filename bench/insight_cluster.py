@@ -137,8 +137,8 @@ def markdown(data: dict, warm: int) -> str:
         f"## insight: the Cluster page of {data['ranks']:,} ranks (issue 17)",
         "",
         f"bench/clusterstore.py's planted job: {data['ranks']:,} ranks, {data['nodes']} nodes (8 ranks each, "
-        f"assumed), {data['steps']} steps, world / TP / DP all-reduces and sends (the communication matrix: "
-        f"{data['ranks'] * (data['ranks'] - 1):,} rank pairs); its store written directly "
+        f"assumed), {data['steps']} steps, world / TP / DP all-reduces and sends (the world group's, "
+        f"beyond collectives.PAIRED_GROUP_RANKS ranks, not by rank pair); its store written directly "
         f"({data['store_written_s']:.1f} s), so the map finds every rank stored. A fresh `perfsight insight` child "
         f"process; API routes by urllib (first call, then the median of {warm}); views in headless Chromium "
         f"(API + draw, from navigation or click until drawn). Machine: {machine()}. Produced by "
