@@ -36,7 +36,9 @@ def test_conform_adds_missing_nullable_columns_and_refuses_others():
         conform("flows", pa.table({"src_id": [1], "dst_id": [2]}))
 
 
-def test_queries_reuse_one_connection_per_thread_and_see_a_table_assigned(monkeypatch):
+def test_queries_reuse_the_main_threads_connection_and_see_a_table_assigned(monkeypatch):
+    """The main thread's queries share one connection (made again when a table is assigned); another
+    thread's get one each, never kept (one kept in a daemon thread aborts the interpreter's exit)."""
     opened = []
     connect = RunTables.connect
     monkeypatch.setattr(RunTables, "connect", lambda self: opened.append(threading.get_ident()) or connect(self))
@@ -51,9 +53,9 @@ def test_queries_reuse_one_connection_per_thread_and_see_a_table_assigned(monkey
     def count(_):
         return threading.get_ident(), tables.sql("SELECT count(*) FROM meta").fetchall()[0][0]
 
-    with ThreadPoolExecutor(2) as pool:           # each thread queries on a connection of its own
+    with ThreadPoolExecutor(2) as pool:           # each query of another thread on a connection of its own
         answers = list(pool.map(count, range(8)))
     assert [n for _, n in answers] == [1] * 8
-    assert sorted(opened[2:]) == sorted({thread for thread, _ in answers})
+    assert sorted(opened[2:]) == sorted(thread for thread, _ in answers)
     copied = pickle.loads(pickle.dumps(tables))   # the connections stay behind
     assert copied.sql("SELECT key FROM meta").fetchall() == [("c",)]

@@ -431,7 +431,7 @@ def _group_ranks(text: str | None, size: int | None, start: int | None, stride: 
     return ranks if all(rank >= 0 and fits(rank, 32) for rank in ranks) else None
 
 
-def _members(ranks: list[int] | None, size: int | None) -> list[int] | None:
+def _group_ranks_from(ranks: list[int] | None, size: int | None) -> list[int] | None:
     """A group's ranks another record of the group gave, for a record whose own list was cut without a start
     and stride to rebuild it (Kineto's NCCL kernels): when its size says as many (or nothing)."""
     return ranks if ranks and (size is None or size == len(ranks)) else None
@@ -500,8 +500,8 @@ def _operations(tables: RunTables) -> list[dict]:
             "in_nelems": in_nelems, "out_nelems": row["out_nelems"], "in_bytes": _bytes(in_nelems, dtype),
             "out_bytes": _bytes(row["out_nelems"], dtype), "group_size": row["group_size"],
             "process_group": row["process_group"], "peer": peer,
-            "group_ranks": row["group_ranks"] or _members(members.get((row["rank"], row["process_group"])),
-                                                          row["group_size"]),
+            "group_ranks": row["group_ranks"] or _group_ranks_from(
+                members.get((row["rank"], row["process_group"])), row["group_size"]),
             "src_rank": row["src_rank"], "dst_rank": row["dst_rank"],
             "step": row["step"], "op_name": row["name"], "hccl": row["task_type"] == "HCCL",
             "ranks_global": not row["ranks_local"], "time_info": _json(row["time_info"]),

@@ -6,7 +6,7 @@ tables say, else its name), computes every per-rank summary (``analysis/job_summ
 writes them into the rank's folder of the store, ``<store>/ranks/<name>-<hash>/<summary>.parquet``, with a
 fingerprint (``ingest/cache``: written whole or not at all, only ever replacing a folder perfsight wrote).
 The fingerprint is the rank's files' (``cache.fingerprint``: their paths, sizes, mtimes and head and tail
-hashes, and the readers' code) plus the analysis code's (``SUMMARY_CODE``), so a rank whose files and
+hashes, and the readers' code) plus the analysis code's (``summary_code``), so a rank whose files and
 perfsight did not change is not read again (``cached``). A rank that cannot be read comes back ``failed``
 with the reason (``PerfsightError``'s message, else the exception's type and message), never raised: the job
 goes on without it. Every value crossing to and from a worker is a small picklable record.

@@ -203,16 +203,20 @@ class RunTables:
         return con
 
     def sql(self, query: str, params: dict | list | None = None):
-        """The DuckDB relation of ``query`` (with ``params``) over the tables, on this thread's connection to
-        them, which every query of this thread reuses (``connect``'s cost once per thread, not per query): a
-        query must not register tables or create anything on it (``connect`` gives a connection to add to).
-        Fetch the relation on this thread."""
+        """The DuckDB relation of ``query`` (with ``params``) over the tables, on the main thread's connection
+        to them, which every query of the main thread reuses (``connect``'s cost once, not per query; other
+        threads get a new one per query: ``_ThreadConnections``): a query must not register tables or create
+        anything on it (``connect`` gives a connection to add to). Fetch the relation on this thread."""
         return self._connections.get(self).sql(query, params=params or None)
 
 
 class _ThreadConnections:
-    """A ``RunTables``' connection per thread (``RunTables.sql``); dropped when one of its tables is assigned.
-    Pickled or copied tables start without any (a connection belongs to its process and its tables)."""
+    """A ``RunTables``' connection for its queries in the main thread (``RunTables.sql``: the CLI, a cluster
+    map's worker), dropped when one of its tables is assigned; any other thread gets a new connection per
+    query. One kept in another thread (a web server's worker, a daemon) is destroyed while the interpreter
+    tears that thread down, and DuckDB releasing its Arrow tables there aborts the process ("terminate
+    called ... FATAL: exception not rethrown"). Pickled or copied tables start without any (a connection
+    belongs to its process and its tables)."""
 
     def __init__(self) -> None:
         self._local = threading.local()
@@ -221,7 +225,9 @@ class _ThreadConnections:
         return _ThreadConnections, ()
 
     def get(self, tables: RunTables):
-        """This thread's connection to ``tables`` (made on first use)."""
+        """This thread's connection to ``tables`` (made on first use; a new one outside the main thread)."""
+        if threading.current_thread() is not threading.main_thread():
+            return tables.connect()
         con = getattr(self._local, "con", None)
         if con is None:
             con = self._local.con = tables.connect()
