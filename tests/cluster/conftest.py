@@ -79,7 +79,7 @@ def two_nodes():
     try:
         groups.append(ray_start("--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=1",
                                 "--include-dashboard=false", f"--dashboard-port={free_port()}",
-                                f"--ray-client-server-port={free_port()}", temp_dir=temp_dir))
+                                temp_dir=temp_dir))    # no --ray-client-server-port: the ray extra has no client
         groups.append(ray_start(f"--address=127.0.0.1:{port}", "--node-ip-address=127.0.0.1", "--num-cpus=1",
                                 temp_dir=temp_dir))
         yield f"127.0.0.1:{port}"
