@@ -125,6 +125,17 @@ class LoadedRun:
         return self.cluster.job if self.cluster is not None else self.run.job
 
 
+def _failed(entry: Entry, error: Exception, doing: str) -> None:
+    """Mark ``entry`` failed: a PerfsightError's message as it is; anything else logged with its traceback and
+    said as what perfsight could not do (``doing``: "read this run", "map this job")."""
+    if isinstance(error, PerfsightError):
+        message = str(error)
+    else:
+        log.error("could not %s: %s", doing, entry.candidate.path, exc_info=error)
+        message = f"perfsight could not {doing} ({type(error).__name__}: {error})"
+    entry.status, entry.error = "error", message
+
+
 class RunLibrary:
     def __init__(self, base: Path, *, workers: int = 1, max_open: int = 2, rescan_seconds: float = 5.0,
                  cluster_ranks: int = WHOLE_JOB_RANKS, map_workers: int | None = None):
@@ -234,12 +245,8 @@ class RunLibrary:
                                   on_start=begun, on_outcome=arrived)
             entry.phase = "reducing"
             self.prepare_job(cluster.job)
-        except PerfsightError as error:
-            entry.status, entry.error = "error", str(error)
-            return
         except Exception as error:  # noqa: BLE001 - one broken job must not break the list
-            log.exception("mapping %s failed", entry.candidate.path)
-            entry.status, entry.error = "error", f"perfsight could not map this job ({type(error).__name__}: {error})"
+            _failed(entry, error, "map this job")
             return
         sources = {str(source.path): source for source in entry.candidate.runs}
         ranks = {outcome.rank: sources[outcome.name] for outcome in cluster.outcomes
@@ -269,12 +276,8 @@ class RunLibrary:
         try:
             with progress.reporting(advance):
                 run = self._read(entry.candidate)
-        except PerfsightError as error:
-            entry.status, entry.error = "error", str(error)
-            return
         except Exception as error:  # noqa: BLE001 - one broken run must not break the list
-            log.exception("parsing %s failed", entry.candidate.path)
-            entry.status, entry.error = "error", f"perfsight could not read this run ({type(error).__name__}: {error})"
+            _failed(entry, error, "read this run")
             return
         entry.steps, entry.ranks = run.steps, run.ranks
         entry.slices = run.tables.slices.num_rows
