@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from msprof_analyze_compare import bench_main, ensure_peer, fresh_copy, measure  # bench/ siblings
-from stats import load_average, spread
+from stats import load_average, median_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 ASCEND = ROOT.parent / "shared" / "data" / "ascend" / "torch_npu"
@@ -54,11 +54,7 @@ def run_rounds(args) -> dict[str, list[dict]]:
 
 def markdown(results: dict[str, list[dict]], args) -> str:
     def cell(rounds, key: str, field: str, unit: str, digits: int) -> str:
-        values = [r[key][field] for r in rounds if r[key]["status"] == "ok"]
-        if not values:
-            return "failed"
-        median, p10, p90 = spread(values)
-        return f"{median:.{digits}f} {unit} ({p10:.{digits}f}-{p90:.{digits}f})"
+        return median_cell([r[key][field] for r in rounds if r[key]["status"] == "ok"], unit, digits)
 
     lines = [f"### shared torch_npu 2-rank jobs, {args.rounds} rounds (A, B interleaved)", "",
              "| job | tool | wall time, median (p10-p90) | peak memory of the process tree, median (p10-p90) | files |",

@@ -8,8 +8,9 @@ it; peak RSS sampled every 10 ms: of the driver process alone, of its largest wo
   ``--workers`` count, first analysis (no summaries stored, no run cache: both removed before each round,
   perfsight's own folders only), then the re-run after one rank's file changed (one rank read again).
   Rounds interleave the worker counts.
-* ``peer``: the generated torch_npu job at each ``--peer-ranks`` count, ``perfsight cluster`` against
-  msprof-analyze 26.2.0 ``cluster -m all`` on fresh copies, interleaved A, B, A, B.
+* ``peer``: the generated torch_npu job at each ``--peer-ranks`` count, ``perfsight cluster`` (each rank read
+  whole, and read light: ``--light``, the files msprof-analyze reads) against msprof-analyze 26.2.0
+  ``cluster -m all`` on fresh copies, interleaved (the order rotates each round).
 * ``ray``: the GPU job at ``--ray-ranks`` ranks on a local two-node Ray cluster (``ray start --head`` plus a
   second ``ray start --address``, one CPU each, started and stopped here) against the local pool of 2
   workers, interleaved.
@@ -35,7 +36,7 @@ from pathlib import Path
 
 from jobgen import generate  # bench/ siblings
 from msprof_analyze_compare import ensure_peer, fresh_copy, measure
-from stats import load_average, spread
+from stats import load_average, median_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 PEER_VERSION = "26.2.0"
@@ -45,6 +46,8 @@ RAY_PORT = 6391
 RAY_ENV = {"RAY_AUTH_MODE": "disabled"}
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
 TIMEOUT_S = 3600.0
+#: the tools of ``peer``, in the first round's order
+PEER_TOOLS = ("perfsight", "light", "peer")
 
 
 def job(kind: str, ranks: int, scratch: Path) -> Path:
@@ -106,11 +109,12 @@ def run_peer(args) -> list[dict]:
         folder = job("npu", ranks, args.scratch)
         for index in range(args.rounds):
             record = {"ranks": ranks}
-            for tool in (("perfsight", "peer") if index % 2 == 0 else ("peer", "perfsight")):
+            for tool in PEER_TOOLS[index % 3:] + PEER_TOOLS[:index % 3]:
                 copy = fresh_copy(folder, args.scratch)
-                argv = ([str(peer), "cluster", "-d", str(copy), "-m", "all"] if tool == "peer" else
-                        [sys.executable, "-m", "perfsight", "cluster", "-d", str(copy), "--workers", "2"])
-                record[tool] = measure(argv, ENV if tool == "perfsight" else dict(os.environ), TIMEOUT_S)
+                perfsight = [sys.executable, "-m", "perfsight", "cluster", "-d", str(copy), "--workers", "2"]
+                argv = {"peer": [str(peer), "cluster", "-d", str(copy), "-m", "all"], "perfsight": perfsight,
+                        "light": [*perfsight, "--light"]}[tool]
+                record[tool] = measure(argv, dict(os.environ) if tool == "peer" else ENV, TIMEOUT_S)
                 shutil.rmtree(copy.parent, ignore_errors=True)
             rows.append(record)
             print(f"npu {ranks} ranks: " + ", ".join(f"{k} {v['wall_s']:.1f} s {v['peak_mib']:.0f} MiB {v['status']}"
@@ -153,13 +157,6 @@ def run_ray(args) -> list[dict]:
     return rows
 
 
-def _cell(values: list[float], unit: str, digits: int) -> str:
-    if not values:
-        return "failed"
-    median, p10, p90 = spread(values)
-    return f"{median:.{digits}f} {unit}" + (f" ({p10:.{digits}f}-{p90:.{digits}f})" if len(values) > 1 else "")
-
-
 def markdown(kind: str, rows: list[dict], args) -> str:
     lines = []
     if kind == "scale":
@@ -170,27 +167,29 @@ def markdown(kind: str, rows: list[dict], args) -> str:
                 mine = [r for r in rows
                         if r["ranks"] == ranks and r["workers"] == workers and r["first"]["status"] == "ok"]
                 walls = [r["first"]["wall_s"] for r in mine]
-                lines.append(f"| {ranks:,} | {workers} | {_cell(walls, 's', 1)} | "
+                lines.append(f"| {ranks:,} | {workers} | {median_cell(walls, 's', 1)} | "
                              f"{ranks / statistics.median(walls) / workers:.2f} | "
-                             f"{_cell([r['first']['root_peak_mib'] for r in mine], 'MiB', 0)} | "
-                             f"{_cell([r['first']['child_peak_mib'] for r in mine], 'MiB', 0)} | "
-                             f"{_cell([r['again']['wall_s'] for r in mine], 's', 1)} |" if walls else
+                             f"{median_cell([r['first']['root_peak_mib'] for r in mine], 'MiB', 0)} | "
+                             f"{median_cell([r['first']['child_peak_mib'] for r in mine], 'MiB', 0)} | "
+                             f"{median_cell([r['again']['wall_s'] for r in mine], 's', 1)} |" if walls else
                              f"| {ranks:,} | {workers} | failed | | | | |")
     elif kind == "peer":
-        lines += [f"| ranks | msprof-analyze {PEER_VERSION} `cluster -m all` | `perfsight cluster --workers 2` | "
-                  "speed-up | perfsight's memory / msprof-analyze's |", "|---:|---:|---:|---:|---:|"]
+        lines += [f"| ranks | msprof-analyze {PEER_VERSION} `cluster -m all` | perfsight | wall time, memory "
+                  "(process tree) | speed-up | perfsight's memory / msprof-analyze's |",
+                  "|---:|---:|---|---:|---:|---:|"]
         for ranks in args.peer_ranks:
-            ok = [r for r in rows if r["ranks"] == ranks and r["peer"]["status"] == r["perfsight"]["status"] == "ok"]
-            if not ok:
-                lines.append(f"| {ranks} | failed | failed | | |")
-                continue
-            lines.append(
-                f"| {ranks} | {_cell([r['peer']['wall_s'] for r in ok], 's', 1)}, "
-                f"{_cell([r['peer']['peak_mib'] for r in ok], 'MiB', 0)} | "
-                f"{_cell([r['perfsight']['wall_s'] for r in ok], 's', 1)}, "
-                f"{_cell([r['perfsight']['peak_mib'] for r in ok], 'MiB', 0)} | "
-                f"{statistics.median(r['peer']['wall_s'] / r['perfsight']['wall_s'] for r in ok):.1f}x | "
-                f"{statistics.median(r['perfsight']['peak_mib'] / r['peer']['peak_mib'] for r in ok):.2f} |")
+            for tool, label in (("perfsight", "`--workers 2` (whole)"), ("light", "`--workers 2 --light`")):
+                ok = [r for r in rows if r["ranks"] == ranks and r["peer"]["status"] == r[tool]["status"] == "ok"]
+                if not ok:
+                    lines.append(f"| {ranks} | failed | {label} | failed | | |")
+                    continue
+                lines.append(
+                    f"| {ranks} | {median_cell([r['peer']['wall_s'] for r in ok], 's', 1)}, "
+                    f"{median_cell([r['peer']['peak_mib'] for r in ok], 'MiB', 0)} | {label} | "
+                    f"{median_cell([r[tool]['wall_s'] for r in ok], 's', 1)}, "
+                    f"{median_cell([r[tool]['peak_mib'] for r in ok], 'MiB', 0)} | "
+                    f"{statistics.median(r['peer']['wall_s'] / r[tool]['wall_s'] for r in ok):.1f}x | "
+                    f"{statistics.median(r[tool]['peak_mib'] / r['peer']['peak_mib'] for r in ok):.2f} |")
     else:
         lines += ["| ranks | local pool, 2 workers | Ray, two local nodes of 1 CPU | Ray's overhead |",
                   "|---:|---:|---:|---:|"]
@@ -198,7 +197,7 @@ def markdown(kind: str, rows: list[dict], args) -> str:
             ok = [r for r in rows if r["ranks"] == ranks and r["pool"]["status"] == r["ray"]["status"] == "ok"]
             if ok:
                 pool, ray = ([r[k]["wall_s"] for r in ok] for k in ("pool", "ray"))
-                lines.append(f"| {ranks} | {_cell(pool, 's', 1)} | {_cell(ray, 's', 1)} | "
+                lines.append(f"| {ranks} | {median_cell(pool, 's', 1)} | {median_cell(ray, 's', 1)} | "
                              f"{statistics.median(r['ray']['wall_s'] / r['pool']['wall_s'] for r in ok):.2f}x |")
     lines += ["", f"{args.rounds} round(s); machine: {os.cpu_count()} cores, Python {platform.python_version()}; "
               f"load average at the end: {load_average()}."]

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 import psutil
-from stats import load_average, spread  # bench/stats.py (scripts here import their siblings)
+from stats import load_average, median_cell  # bench/stats.py (scripts here import their siblings)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_JOB = ROOT.parent / "shared" / "data" / "ascend" / "torch_npu" / "text" / "level1"
@@ -127,11 +127,7 @@ def run_rounds(args) -> list[dict]:
 
 def markdown(rounds: list[dict], args) -> str:
     def cell(key: str, field: str, unit: str, digits: int) -> str:
-        values = [r[key][field] for r in rounds if r[key]["status"] == "ok"]
-        if not values:
-            return "failed"
-        median, p10, p90 = spread(values)
-        return f"{median:.{digits}f} {unit} ({p10:.{digits}f}-{p90:.{digits}f})"
+        return median_cell([r[key][field] for r in rounds if r[key]["status"] == "ok"], unit, digits)
 
     ok = [r for r in rounds if r["peer"]["status"] == r["perfsight_first"]["status"] == "ok"]
     speedup = [r["peer"]["wall_s"] / r["perfsight_first"]["wall_s"] for r in ok]

@@ -25,3 +25,13 @@ def load_average() -> str:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
     except OSError:
         return "n/a"
+
+
+def median_cell(values, unit: str, digits: int) -> str:
+    """A table cell of measurements: ``median unit (p10-p90)``, the median alone for one value, ``failed``
+    for none."""
+    values = list(values)
+    if not values:
+        return "failed"
+    median, p10, p90 = spread(values)
+    return f"{median:.{digits}f} {unit}" + (f" ({p10:.{digits}f}-{p90:.{digits}f})" if len(values) > 1 else "")

@@ -96,6 +96,11 @@ def _add_cluster(sub) -> None:
                          help="read the ranks as Ray tasks: on the cluster at ADDRESS, else RAY_ADDRESS's, else a "
                               "local Ray (needs `pip install perfsight[ray]`; the job's folder on storage every "
                               "node sees)")
+    cluster.add_argument("--light", action="store_true",
+                         help="read each torch_npu rank's steps and communication only, as it reported them "
+                              "(step_trace_time.csv, communication.json, communication_matrix.json: the files "
+                              "msprof-analyze's cluster mode reads), not its trace, kernels or memory: kilobytes "
+                              "a rank whatever its trace's size; other formats are read whole")
 
 
 def _add_run(sub) -> None:
@@ -369,7 +374,7 @@ def cmd_cluster(args) -> int:
 
     with _rank_progress() as (on_start, on_outcome):
         report = cluster(args.dir, args.output, ray=args.ray, workers=args.workers, on_start=on_start,
-                         on_outcome=on_outcome, bound_memory=True)
+                         on_outcome=on_outcome, bound_memory=True, light=args.light)
     print_cluster_report(report)
     return 0
 

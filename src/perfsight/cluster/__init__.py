@@ -15,7 +15,10 @@ own: a job opened whole shifts each rank's ids to keep them unique across the jo
 ``analyse_job`` finds the ranks (``ingest.find_runs``), maps them, and returns a ``ClusterJob``: the Job, each
 rank's outcome (done, cached, failed and why), and the engine's description. A rank that fails is left out
 and reported; the rest completes. Two sources saying one rank: the first (by path) is the rank, the others
-fail. The store folder is perfsight's (it holds ``STORE_MARKER``); a folder of that name perfsight did not
+fail. ``light``: each rank read from only the files its reader's light read takes (``Reader.light``:
+torch_npu's text output, its steps and communication as reported, as msprof-analyze's cluster mode reads;
+the figures from its traces, kernels and memory are not computed; other formats are read whole). The store
+folder is perfsight's (it holds ``STORE_MARKER``); a folder of that name perfsight did not
 make is never written into.
 """
 from __future__ import annotations
@@ -60,6 +63,7 @@ class ClusterJob:
     seconds: float
     sources: list[ingest.RunSource] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    light: bool = False
 
     @property
     def failed(self) -> list[RankOutcome]:
@@ -167,14 +171,16 @@ def _places(job: Job, warnings: list[str]) -> pa.Table:
 
 def analyse_job(path: str | Path, *, engine: Engine | None = None, output: str | Path | None = None,
                 use_cache: bool = True, on_start: Callable[[int], None] | None = None,
-                on_outcome: Callable[[RankOutcome], None] | None = None, bound_memory: bool = False) -> ClusterJob:
+                on_outcome: Callable[[RankOutcome], None] | None = None, bound_memory: bool = False,
+                light: bool = False) -> ClusterJob:
     """Map every rank of the job at ``path`` on ``engine`` (default: ``engine_for()``, the local pool) into the
     store in ``output`` (default: ``path``, or a trace file's folder) and return the job (module docstring);
     ``on_start`` is called with the number of ranks found, ``on_outcome`` with each rank's outcome as it
-    comes; ``bound_memory`` bounds this process's DuckDB (``bound_reduce_memory``: for a CLI command)."""
+    comes; ``bound_memory`` bounds this process's DuckDB (``bound_reduce_memory``: for a CLI command); ``light``
+    reads each rank light (module docstring)."""
     began = time.perf_counter()
     path = Path(path)
-    sources = ingest.find_runs(path)
+    sources = [source.reader.light(source) if light else source for source in ingest.find_runs(path)]
     root = Path(output) if output is not None else path if path.is_dir() else path.parent
     store = store_of(root)
     if bound_memory:
@@ -200,7 +206,7 @@ def analyse_job(path: str | Path, *, engine: Engine | None = None, output: str |
     places = _places(Job.of_parquet(files, SUMMARY_SCHEMAS), warnings)
     return ClusterJob(path, store, Job.of_parquet(files, SUMMARY_SCHEMAS, places),
                       [outcome for _, outcome in sorted(outcomes.items())], engine.description,
-                      time.perf_counter() - began, sources, warnings)
+                      time.perf_counter() - began, sources, warnings, light)
 
 
 __all__ = ["DONE", "WHOLE_JOB_RANKS", "ClusterJob", "analyse_job"]

@@ -74,8 +74,8 @@ def summary_code() -> str:
 
 def rank_folder(store: Path, source: RunSource) -> Path:
     """The folder of ``source``'s summaries in ``store``: its name's readable part and a hash of its resolved
-    path (and rank, for a folder holding several ranks' files)."""
-    key = f"{source.path.resolve()}\0{source.rank}"
+    path, its rank (for a folder holding several ranks' files) and its reader (a rank read light or whole)."""
+    key = f"{source.path.resolve()}\0{source.rank}\0{source.reader.name}"
     readable = re.sub(r"[^A-Za-z0-9._-]+", "_", source.path.name)[:NAME_CHARACTERS]
     return store / RANKS_FOLDER / f"{readable}-{hashlib.sha1(key.encode()).hexdigest()[:12]}"
 

@@ -40,8 +40,10 @@ def load_runs(path: Path, runs: list[RunSource], *, use_cache: bool = True) -> R
 
 
 def load(run: RunSource, *, use_cache: bool = True) -> RunTables:
-    """The canonical tables of one run, from its Parquet cache when valid, else parsed (and cached)."""
-    stamp = cache.fingerprint(run.sources()) if use_cache else None  # before reading: a change meanwhile is stale
+    """The canonical tables of one run, from its Parquet cache when valid, else parsed (and cached: not for a
+    reader whose read is cheaper than the cache's, ``Reader.cached``)."""
+    # fingerprinted before reading: a change meanwhile is stale
+    stamp = cache.fingerprint(run.sources()) if use_cache and run.reader.cached else None
     with system_allocator():
         if stamp is not None:
             cached = cache.read(run.cache_dir, stamp)

@@ -479,6 +479,10 @@ def print_cluster_report(report, console: Console | None = None) -> None:
     counts = ", ".join(f"{count} {status}" for status, count in job.counts.items())
     console.print(f"{escape(str(job.path))}: {len(job.outcomes)} ranks ({counts}) on {escape(job.engine)} in "
                   f"{job.seconds:.1f} s; summaries in {escape(str(job.store))}", soft_wrap=True)
+    if job.light:
+        console.print("  read light: each torch_npu rank's steps and communication as it reported them "
+                      "(step_trace_time.csv, communication.json, communication_matrix.json), no kernel-type or "
+                      "memory figures; other formats read whole", soft_wrap=True)
     for outcome in job.failed:
         console.print(f"  failed: {escape(outcome.name)}: {escape(outcome.error or '')}", soft_wrap=True)
     for warning in job.warnings:

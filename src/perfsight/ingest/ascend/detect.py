@@ -22,6 +22,9 @@ TIMED_FILES = ("trace_view.json", "kernel_details.csv")
 #: at a lower level, or pruned to what msprof-analyze's cluster mode needs, may hold only some of them
 SIDE_FILES = ("step_trace_time.csv", "communication.json", "communication_matrix.json", "memory_record.csv",
               "operator_memory.csv", "npu_module_mem.csv")
+#: the files of OUTPUT_DIR msprof-analyze's cluster mode reads, its steps and communication as torch_npu
+#: reported them (with the folder's profiler info): all a light read takes (``Reader.light``)
+CLUSTER_FILES = ("step_trace_time.csv", "communication.json", "communication_matrix.json")
 #: every file of OUTPUT_DIR the text reader reads; any one of them makes a torch_npu text profile
 TEXT_FILES = TIMED_FILES + SIDE_FILES
 DB_NAME = re.compile(r"ascend_pytorch_profiler(?:_(\d+))?\.db|msprof_\d+\.db")  # msprof --type=db: the same schema
@@ -48,10 +51,10 @@ def is_torch_npu_dir(path: Path) -> bool:
     return output.is_dir() and any((output / name).is_file() for name in TEXT_FILES)
 
 
-def lacking(path: Path) -> list[str]:
-    """The files of ``TEXT_FILES`` a torch_npu text profile lacks (what its warnings say it costs)."""
+def lacking(path: Path, files: tuple[str, ...] = TEXT_FILES) -> list[str]:
+    """The files of ``files`` a torch_npu text profile lacks (what its warnings say it costs)."""
     output = Path(path) / OUTPUT_DIR
-    return [name for name in TEXT_FILES if not (output / name).is_file()]
+    return [name for name in files if not (output / name).is_file()]
 
 
 def torch_npu_without_data(path: Path) -> str | None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from perfsight.core import layout
 from perfsight.core.tables import RunTables
 from perfsight.ingest.ascend.detect import (
+    CLUSTER_FILES,
     find_torch_npu_db,
     is_mindspore_legacy_dir,
     is_msprof_dir,
@@ -53,6 +54,11 @@ class TorchNpuReader(Reader):
             from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text as read
         return read(run.path)
 
+    def light(self, run: RunSource) -> RunSource:
+        """The text output read from only its profiler info and ``CLUSTER_FILES`` (``TorchNpuLightReader``); a
+        database is read whole."""
+        return run if find_torch_npu_db(run.path) else RunSource(TORCH_NPU_LIGHT, run.path)
+
     def cache_dir(self, run: RunSource) -> Path:
         """Inside the run's folder; beside a bare database (as a trace file's)."""
         return run.path.with_name(run.path.name + "." + layout.CACHE_DIR) if run.path.is_file() \
@@ -60,6 +66,34 @@ class TorchNpuReader(Reader):
 
     def output_dir(self, run: RunSource) -> Path:
         return run.path.parent / layout.OUTPUT_DIR / run.path.stem if run.path.is_file() else super().output_dir(run)
+
+
+class TorchNpuLightReader(TorchNpuReader):
+    """torch_npu's text output read light (``Reader.light``): its profiler info and ``detect.CLUSTER_FILES``
+    only, the files msprof-analyze's cluster mode reads; a few kilobytes a rank whatever its trace's size,
+    so its tables are not cached. Never found by a search: ``TorchNpuReader.light`` makes its runs."""
+
+    name = "torch_npu (steps and communication)"
+    cached = False
+
+    def runs_at(self, path: Path) -> list[RunSource]:
+        return []
+
+    def sources(self, run: RunSource) -> list[Path]:
+        from perfsight.ingest.ascend.torch_npu_text import sources
+
+        return sources(run.path, CLUSTER_FILES)
+
+    def read(self, run: RunSource) -> RunTables:
+        from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text
+
+        return read_torch_npu_text(run.path, files=CLUSTER_FILES)
+
+    def light(self, run: RunSource) -> RunSource:
+        return run
+
+
+TORCH_NPU_LIGHT = TorchNpuLightReader()
 
 
 class MsprofReader(Reader):

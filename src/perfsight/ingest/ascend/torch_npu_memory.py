@@ -29,13 +29,18 @@ ALLOCATOR_COMPONENTS = ("PTA", "MindSpore", "MS")
 _TOTALS = {"allocated": "total_allocated_mb", "reserved": "total_reserved_mb", "active": "total_active_mb"}
 
 
-def read_memory(output: Path, builder: RunBuilder, *, rank: int | None, device: int) -> pa.Table:
+def read_memory(output: Path, builder: RunBuilder, *, rank: int | None, device: int,
+                files: tuple[str, ...]) -> pa.Table:
     """The allocator's records (ts_ns, bytes, total_allocated, total_reserved, device, op_name); the other
-    components and the modules as counters in ``builder``. Files that are absent give nothing."""
+    components and the modules as counters in ``builder``. Files that are absent or not named in ``files``
+    give nothing."""
     npu = f"npu:{device}"
-    records = _read(output / "memory_record.csv", builder.warnings) if (output / "memory_record.csv").is_file() \
-        else None
-    if (output / "npu_module_mem.csv").is_file():
+
+    def readable(name: str) -> bool:
+        return name in files and (output / name).is_file()
+
+    records = _read(output / "memory_record.csv", builder.warnings) if readable("memory_record.csv") else None
+    if readable("npu_module_mem.csv"):
         modules = _read(output / "npu_module_mem.csv", builder.warnings, required=("timestamp_us", "total_reserved_mb"))
         _series(modules, "npu.module_memory", {"reserved": "total_reserved_mb"}, output / "npu_module_mem.csv",
                 builder, rank, npu)

@@ -28,7 +28,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 
 from perfsight.ingest.ascend.ascend_csv import read_csv, read_json
-from perfsight.ingest.ascend.detect import OUTPUT_DIR
+from perfsight.ingest.ascend.detect import OUTPUT_DIR, TEXT_FILES
 from perfsight.ingest.ascend.hccl_groups import (
     Group,
     link_facts,
@@ -56,8 +56,9 @@ class Facts:
     warnings: list[str] = field(default_factory=list)
 
 
-def read_facts(run_dir: Path, rank: int | None) -> Facts:
-    """Everything above for ``run_dir``; ``rank`` (when given) overrides the files'."""
+def read_facts(run_dir: Path, rank: int | None, files: tuple[str, ...] = TEXT_FILES) -> Facts:
+    """Everything above for ``run_dir``, from its profiler info and its files of ``OUTPUT_DIR`` named in
+    ``files``; ``rank`` (when given) overrides the files'."""
     facts = Facts()
     named = ((p, _INFO_NAME.match(p.name)) for p in sorted(run_dir.glob("profiler_info*.json")))
     info_path, info_name = next(((p, name) for p, name in named if name), (None, None))
@@ -69,7 +70,7 @@ def read_facts(run_dir: Path, rank: int | None) -> Facts:
         distributed = {}
     facts.rank = rank if rank is not None else _first_int(
         info.get("rank_id"), distributed.get("rank"), info_name.group(1) if info_name else None)
-    facts.device = _device(run_dir / OUTPUT_DIR)
+    facts.device = _device(run_dir / OUTPUT_DIR, files)
     chip = info.get("chip_name") or metadata.get("chip_name")
     facts.device_properties = [{"id": facts.device, "type": "npu",
                                 "name": f"Ascend {chip}" if isinstance(chip, str) else "Ascend NPU"}]
@@ -104,11 +105,11 @@ def _first_int(*values) -> int | None:
     return None
 
 
-def _device(output: Path) -> int:
+def _device(output: Path, files: tuple[str, ...]) -> int:
     for name, column in (("memory_record.csv", "device_type"), ("npu_module_mem.csv", "device_type"),
                          ("operator_memory.csv", "device_type"), ("kernel_details.csv", "device_id")):
         path = output / name
-        if not path.is_file():
+        if name not in files or not path.is_file():
             continue
         table = read_csv(path, [], first_rows_only=True)    # the device is the same on every row (the reader warns)
         if column not in table.column_names:

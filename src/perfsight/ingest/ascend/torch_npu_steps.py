@@ -48,10 +48,11 @@ def step_trace_rows(path: Path, warnings: list[str]) -> list[dict]:
 
 
 def add_best_steps(builder: RunBuilder, slices: pa.Table, *, from_kernels: bool, step_rows: list[dict],
-                   run_dir: Path, rank: int | None, device: int) -> str:
+                   run_dir: Path | None, rank: int | None, device: int) -> str:
     """Add the steps of the best source (module docstring) to ``builder`` and say which it was. ``slices``
     are the rank's slices (torch_npu_trace.Trace layout, ``role`` column); ``from_kernels``: their device
-    tasks carry kernel_details.csv's Step Id; ``run_dir`` the rank folder (its msprof ``PROF_*/``)."""
+    tasks carry kernel_details.csv's Step Id; ``run_dir`` the rank folder (its msprof ``PROF_*/``; None: not
+    looked into)."""
     npu = f"npu:{device}"
     if pc.any(pc.equal(slices["kind"], "step")).as_py():
         return STEP_SOURCES[0]
@@ -62,7 +63,8 @@ def add_best_steps(builder: RunBuilder, slices: pa.Table, *, from_kernels: bool,
         track = builder.track("thread", npu, STEP_TRACK, rank=rank, tid="kernel_details steps")
         add_steps(builder, track, spans)
         return STEP_SOURCES[1]
-    files = [file for prof in sorted(run_dir.glob("PROF_*")) if is_msprof_dir(prof) for file in step_files(prof)]
+    profs = sorted(run_dir.glob("PROF_*")) if run_dir is not None else []
+    files = [file for prof in profs if is_msprof_dir(prof) for file in step_files(prof)]
     if files:
         add_step_csv(files, builder, device, {device: rank})
         return STEP_SOURCES[2]

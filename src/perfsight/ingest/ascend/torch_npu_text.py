@@ -16,7 +16,9 @@ api_statistic.csv, operator_details.csv, l2_cache.csv): perfsight computes them 
 cross-check tests compare). A folder holding any file of ``detect.TEXT_FILES`` is read for what it has:
 meta ``lacking_files`` lists the others, and a warning says what a missing trace_view.json or
 kernel_details.csv costs and where the steps and communication come from instead; a folder with none of
-them is an InputError saying what it is and what it lacks.
+them is an InputError saying what it is and what it lacks. A light read (``files=detect.CLUSTER_FILES``:
+``Reader.light``) takes only the folder's profiler info and those files, as if it held nothing else: its
+steps and communication as torch_npu reported them, no warning for the files it leaves.
 
 Ids: slice ids are ``id_offset`` + the slice's row, track ids ``track_offset`` + the track's display
 position, as read_kineto's, so several ranks can be read one after the other and merged.
@@ -54,53 +56,63 @@ _SLICE_COLUMNS = ("track", "kind", "name", "op_type", "task_type", "start_ns", "
                   "external_id", "input_shapes", "input_dtypes", "args")
 
 
-def sources(run_dir: Path) -> list[Path]:
-    """The files the tables are built from (meta ``source_files``, and a cache's fingerprint)."""
+def sources(run_dir: Path, files: tuple[str, ...] = TEXT_FILES) -> list[Path]:
+    """The files the tables are built from, of ``files`` (meta ``source_files``, and a cache's fingerprint)."""
     run_dir = Path(run_dir)
     output = run_dir / OUTPUT_DIR
-    found = [output / name for name in TEXT_FILES if (output / name).is_file()]
+    found = [output / name for name in files if (output / name).is_file()]
     return found + sorted(run_dir.glob("profiler_info*.json")) + sorted(run_dir.glob("profiler_metadata.json"))
 
 
-def read_torch_npu_text(run_dir: Path, *, rank: int | None = None, id_offset: int = 0,
-                        track_offset: int = 0) -> RunTables:
-    """The canonical tables of one torch_npu text profile (one rank). ``rank`` overrides the files'."""
+def read_torch_npu_text(run_dir: Path, *, rank: int | None = None, id_offset: int = 0, track_offset: int = 0,
+                        files: tuple[str, ...] = TEXT_FILES) -> RunTables:
+    """The canonical tables of one torch_npu text profile (one rank), from its files of ``OUTPUT_DIR`` named in
+    ``files`` (module docstring). ``rank`` overrides the files'."""
     run_dir = Path(run_dir)
     output = run_dir / OUTPUT_DIR
+
+    def present(name: str) -> Path | None:
+        return output / name if name in files and (output / name).is_file() else None
+
     if not is_torch_npu_dir(run_dir):
         raise InputError(f"{run_dir}: {torch_npu_without_data(run_dir) or 'not a torch_npu profile'}; expected "
                          f"{OUTPUT_DIR}/ with any of {', '.join(TEXT_FILES)}")
-    facts = read_facts(run_dir, rank)
-    builder = RunBuilder(warnings=list(facts.warnings), sources=[str(path) for path in sources(run_dir)])
-    kernels_path = output / "kernel_details.csv"
-    kernels = read_kernels(kernels_path, builder.warnings) if kernels_path.is_file() else None
-    communication = output / "communication.json"
-    records = hccl_records(communication if communication.is_file() else None, builder.warnings)
-    if (output / "trace_view.json").is_file():
-        trace = read_trace(output / "trace_view.json", builder, rank=facts.rank, device=facts.device)
+    facts = read_facts(run_dir, rank, files)
+    builder = RunBuilder(warnings=list(facts.warnings), sources=[str(path) for path in sources(run_dir, files)])
+    kernels_path = present("kernel_details.csv")
+    kernels = read_kernels(kernels_path, builder.warnings) if kernels_path else None
+    communication = present("communication.json")
+    records = hccl_records(communication, builder.warnings)
+    trace_path = present("trace_view.json")
+    if trace_path:
+        trace = read_trace(trace_path, builder, rank=facts.rank, device=facts.device)
         slices, flows, track_keys = trace.slices, trace.flows, trace.track_keys
         if kernels is not None:
-            slices = enrich(slices, kernels, name=kernels_path.name, warnings=builder.warnings)
+            slices = enrich(slices, kernels, name="kernel_details.csv", warnings=builder.warnings)
     else:
-        tasks = kernels if kernels is not None else hccl_operators(records, communication, builder.warnings)
+        tasks = kernels if kernels is not None else hccl_operators(records, output / "communication.json",
+                                                                   builder.warnings)
         slices = tasks_from_kernels(tasks, builder, rank=facts.rank, device=facts.device)
         flows, track_keys = _no_flows(), {}
     slices = describe(slices, records, facts.groups)
     links = link(slices, flows, track_keys, id_offset, builder.warnings)
     slices = slices.append_column("external_id", links.external_id)
     builder.add_slices({name: slices[name] for name in _SLICE_COLUMNS})
-    step_rows = step_trace_rows(output / "step_trace_time.csv", builder.warnings)
+    step_trace = present("step_trace_time.csv")
+    step_rows = step_trace_rows(step_trace, builder.warnings) if step_trace else []
     step_source = add_best_steps(builder, slices, from_kernels=kernels is not None, step_rows=step_rows,
-                                 run_dir=run_dir, rank=facts.rank, device=facts.device)
-    lacks = lacking(run_dir)
+                                 run_dir=run_dir if files == TEXT_FILES else None,   # a light read: not PROF_*/
+                                 rank=facts.rank,
+                                 device=facts.device)
+    lacks = lacking(run_dir, files)
     builder.warnings += _lack_warning(lacks, step_source, from_communication=kernels is None and bool(records)
                                       and "trace_view.json" in lacks)
-    records_memory = read_memory(output, builder, rank=facts.rank, device=facts.device)
+    records_memory = read_memory(output, builder, rank=facts.rank, device=facts.device, files=files)
     tables = builder.finish({"source_format": "torch_npu", "base_time_ns": "", "rank": facts.rank,
                              "world_size": facts.world_size, "device_properties": facts.device_properties,
                              "step_source": step_source, "step_trace_time": step_rows or None,
                              "lacking_files": lacks or None,
-                             "compute_recorded": not {"trace_view.json", "kernel_details.csv"} <= set(lacks),
+                             "compute_recorded": trace_path is not None or kernels is not None,
                              **{k: v for k, v in facts.meta.items() if v is not None}},
                             id_offset=id_offset, track_offset=track_offset)
     tables.flows = pa.concat_tables([tables.flows, links.flows])
@@ -112,7 +124,7 @@ def _lack_warning(lacks: list[str], step_source: str, *, from_communication: boo
     """What the folder's missing timed files cost, and where its steps and communication come from instead
     (``no kernel_details.csv, no trace_view.json: no kernels or operators; steps from step_trace_time.csv,
     communication from communication.json``); [] when it has both timed files."""
-    missing = sorted(name for name in TIMED_FILES if name in lacks)
+    missing = sorted(name for name in TIMED_FILES if name in lacks)   # a light read's lacks hold neither
     if not missing:
         return []
     costs = {("kernel_details.csv",): "no op types, accelerator cores, shapes or Step Id of the device tasks",

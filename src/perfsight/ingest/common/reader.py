@@ -3,11 +3,13 @@
 A ``Reader`` is one format: it recognises its runs at a path (a file or a folder: ``runs_at``, cheap, as it
 is asked of every entry of every folder searched), says the rank a run has before it is read (``rank``: it
 groups runs into jobs), lists the raw files a run is read from (``sources``: the cache's fingerprint,
-progress, insight's change detection), reads a run into the canonical tables (``read``) and says where a
-run's Parquet cache and its exports go (inside a run's folder, by default). ``perfsight.ingest.registry``
-holds the one list of readers, in the order they are tried (the interface lives apart from that list so
-that a format's module subclasses it without importing every other format); docs/readers.md says how to
-add one.
+progress, insight's change detection), reads a run into the canonical tables (``read``), says where a
+run's Parquet cache and its exports go (inside a run's folder, by default) and, for a format whose ranks
+report their steps and communication in small files of their own (torch_npu's text output), gives the run
+read from only those (``light``: ``perfsight cluster --light``, as msprof-analyze's cluster mode reads).
+``perfsight.ingest.registry`` holds the one list of readers, in the order they are tried (the interface
+lives apart from that list so that a format's module subclasses it without importing every other format);
+docs/readers.md says how to add one.
 
 A ``RunSource`` holds its reader: everything a run does (its sources, its tables, its cache and output
 folders) is its reader's answer, so no caller asks which format a run is.
@@ -33,6 +35,8 @@ class Reader(ABC):
     #: whether several runs of the format side by side in one folder are one job's ranks even though their
     #: ranks are only known once read (a format that writes one folder per rank and says the rank inside)
     siblings_are_ranks: ClassVar[bool] = False
+    #: whether a run's tables are kept in a Parquet cache (a read cheaper than the cache's is not)
+    cached: ClassVar[bool] = True
 
     @abstractmethod
     def runs_at(self, path: Path) -> list[RunSource]:
@@ -51,6 +55,12 @@ class Reader(ABC):
     @abstractmethod
     def sources(self, run: RunSource) -> list[Path]:
         """The raw files the tables of ``run`` are read from."""
+
+    def light(self, run: RunSource) -> RunSource:
+        """``run`` read from only the files a cluster's cross-rank figures come from (its steps and
+        communication as the profiler reported them: ``perfsight cluster --light``); ``run`` itself for a
+        format that has no lighter read than its whole one."""
+        return run
 
     @abstractmethod
     def read(self, run: RunSource) -> RunTables:

@@ -355,7 +355,8 @@ class ClusterReport:
 
 def cluster(path: str | Path, output: str | Path | None = None, *, ray: str | bool | None = None,
             workers: int | None = None, use_cache: bool = True, on_start: Callable[[int], None] | None = None,
-            on_outcome: Callable[[RankOutcome], None] | None = None, bound_memory: bool = False) -> ClusterReport:
+            on_outcome: Callable[[RankOutcome], None] | None = None, bound_memory: bool = False,
+            light: bool = False) -> ClusterReport:
     """Analyse the job at ``path`` (its ranks' folders or traces, or one run) by map-reduce
     (``perfsight.cluster.analyse_job``: the local pool of ``workers`` processes, or Ray with ``ray`` True or
     an address) and write msprof-analyze's cluster outputs into ``output/cluster_analysis_output/`` (``output``
@@ -363,11 +364,11 @@ def cluster(path: str | Path, output: str | Path | None = None, *, ray: str | bo
     ``output/perfsight_cluster/``). All files are written or none; a file perfsight did not write is never
     replaced (the module docstring). ``on_start`` is told the number of ranks found, ``on_outcome`` each
     rank's outcome as it comes; ``bound_memory`` bounds this process's DuckDB (the CLI's, ``perfsight.cluster``'s
-    ``bound_reduce_memory``)."""
+    ``bound_reduce_memory``); ``light`` reads each rank light (``perfsight.cluster``'s module docstring)."""
     path = Path(path)
     root = Path(output) if output is not None else path if path.is_dir() else path.parent
     analysed = analyse_job(path, engine=engine_for(ray, workers), output=root, use_cache=use_cache,
-                           on_start=on_start, on_outcome=on_outcome, bound_memory=bound_memory)
+                           on_start=on_start, on_outcome=on_outcome, bound_memory=bound_memory, light=light)
     with staging(root / OUTPUT_FOLDER) as stage:
         stage_cluster(ClusterOutputs.of(analysed.job, analysed.sources), stage)
         files = stage.commit()
