@@ -6,8 +6,8 @@ any rank count, made in seconds (no trace of 10 MB per rank is read or written).
 ``write_job(folder, ranks, ...)`` (``import clusterstore`` with bench/ on sys.path) writes, per rank, a tiny
 Kineto trace ``rank{R}.pt.trace.json`` (its ``distributedInfo`` rank, one ``ProfilerStep#s`` and one kernel per
 step: what opening the rank alone shows) and its summaries (``analysis/job_summaries.SUMMARY_SCHEMAS``) straight
-into the job's store (``perfsight.cluster``: ``<folder>/perfsight_cluster/``) under the fingerprint the map
-would give it (``cluster.map.stamp``), so ``analyse_job`` finds every rank ``cached`` and reads no trace. The
+into the job's store (``perfsight.mapreduce``: ``<folder>/perfsight_cluster/``) under the fingerprint the map
+would give it (``mapreduce.map.stamp``), so ``analyse_job`` finds every rank ``cached`` and reads no trace. The
 summaries are planted, not read from the traces: they are the job below, and the answers are known.
 
 **Layout** (as bench/jobgen.py's): ``ranks_per_node`` ranks per node (node = rank // ranks_per_node); groups
@@ -34,9 +34,9 @@ import pyarrow as pa
 from perfsight import ingest
 from perfsight.analysis.breakdown import CATEGORIES
 from perfsight.analysis.job_summaries import SUMMARY_SCHEMAS
-from perfsight.cluster import store_of
-from perfsight.cluster.map import rank_folder, stamp
 from perfsight.ingest import cache
+from perfsight.mapreduce import store_of
+from perfsight.mapreduce.map import rank_folder, stamp
 
 STEP_NS = 100_000_000
 BASES_NS = {"tp": 20_000_000, "dp": 40_000_000, "world": 60_000_000}

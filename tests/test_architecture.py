@@ -11,12 +11,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "perfsight"
 
 #: stage -> the stages it must not import (top-level modules such as run.py and cli.py are above every stage)
 FORBIDDEN = {
-    "core": {"options", "launch", "collect", "ingest", "analysis", "cluster", "views", "tune", "demo", "run", "cli"},
-    "options": {"launch", "collect", "ingest", "analysis", "cluster", "views", "tune", "demo", "run", "cli"},
-    "ingest": {"launch", "collect", "analysis", "cluster", "views", "tune", "demo", "run", "cli"},
-    "analysis": {"launch", "collect", "ingest", "cluster", "views", "tune", "demo", "run", "cli"},
-    "cluster": {"launch", "collect", "views", "tune", "demo", "cli"},
-    "collect": {"ingest", "analysis", "cluster", "views", "tune", "demo", "cli"},
+    "core": {"options", "launch", "collect", "ingest", "analysis", "mapreduce", "views", "tune", "demo", "run", "cli"},
+    "options": {"launch", "collect", "ingest", "analysis", "mapreduce", "views", "tune", "demo", "run", "cli"},
+    "ingest": {"launch", "collect", "analysis", "mapreduce", "views", "tune", "demo", "run", "cli"},
+    "analysis": {"launch", "collect", "ingest", "mapreduce", "views", "tune", "demo", "run", "cli"},
+    "mapreduce": {"launch", "collect", "views", "tune", "demo", "cli"},
+    "collect": {"ingest", "analysis", "mapreduce", "views", "tune", "demo", "cli"},
 }
 #: crossings allowed on purpose, with the reason
 ALLOWED = {
@@ -109,3 +109,18 @@ def test_the_checks_see_a_cycle_and_a_crossing(tmp_path):
     known = {"perfsight.analysis.a": package / "analysis" / "a.py", "perfsight.views.v": package / "views" / "v.py"}
     assert imports(known["perfsight.analysis.a"], known) == {"perfsight.views.v"}
     assert "views" in FORBIDDEN[stage("perfsight.analysis.a")]
+
+
+def test_no_name_of_the_api_is_also_a_module_of_the_package():
+    """``perfsight.cluster`` and ``perfsight.compare`` are functions: a submodule of the same name would replace
+    one on the package as soon as anything imported it (Python binds a submodule's name on its package), and
+    ``perfsight.cluster(...)`` would then call a module."""
+    import perfsight
+
+    submodules = {path.stem if path.name != "__init__.py" else path.parent.name
+                  for path in PACKAGE.iterdir() if path.suffix == ".py" or (path / "__init__.py").is_file()}
+    assert set(perfsight._LAZY) & submodules == set()
+    import perfsight.comparison
+    import perfsight.mapreduce  # noqa: F401 - imported for the binding it makes
+
+    assert callable(perfsight.cluster) and callable(perfsight.compare)

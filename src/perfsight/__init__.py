@@ -8,6 +8,7 @@ The Python API is the first surface:
     perfsight.load(path)                                                 a run's canonical tables
     perfsight.views.export(path, ...)                                          msprof-shaped files
     perfsight.cluster(path, output=None)                                 msprof-analyze's cluster outputs
+    perfsight.compare(base, new)                                         two runs side by side
     perfsight.tune.tune(model, batch) or perfsight.tune_model(...)       operator tuning into a bank
 
 Importing perfsight does not import torch; analysis-only use works without it.
@@ -24,6 +25,7 @@ _LAZY = {
     "load": ("perfsight.run", "load"),
     "export": ("perfsight.views.export", "export"),
     "cluster": ("perfsight.views.export", "cluster"),
+    "compare": ("perfsight.comparison", "compare"),
     "apply_bank": ("perfsight.tune.apply", "apply_bank"),
     "tuned": ("perfsight.tune.apply", "tuned"),
     "tune_model": ("perfsight.tune", "tune"),

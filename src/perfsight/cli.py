@@ -103,6 +103,50 @@ def _add_cluster(sub) -> None:
                               "a rank whatever its trace's size; other formats are read whole")
 
 
+def _checked(convert, valid, expected: str):
+    """An argparse type: ``convert(text)`` when that works and ``valid`` accepts it, else the error ``'TEXT':
+    expected <expected>``."""
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not valid(value):
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {expected}")
+        return value
+    return parse
+
+
+#: a rank to compare: a rank number, or the job's slowest
+_rank = _checked(lambda text: text if text == "slowest" else int(text), lambda value: value == "slowest" or value >= 0,
+                 "a rank number (0 or more) or 'slowest'")
+#: a percentage for --fail-if-slower
+_percent = _checked(float, lambda value: 0 <= value < 1000, "a percentage, 0 or more (5 for 5%)")
+
+
+def _add_compare(sub) -> None:
+    compare = sub.add_parser("compare", help="why is NEW slower (or faster) than BASE",
+                             description="Compare two runs, traces or jobs (anything `perfsight analyse` reads, of "
+                                         "any format): the step time with its noise and a verdict, the step "
+                                         "breakdown, operators and kernels aligned by name and across frameworks, "
+                                         "communication, memory and launch figures.")
+    compare.add_argument("base", help="BASE: the run, trace or job compared against")
+    compare.add_argument("new", help="NEW: the run, trace or job compared")
+    compare.add_argument("--rank", type=_rank, metavar="R|slowest",
+                         help="compare this rank of each job (a number, or 'slowest': each job's slowest rank)")
+    compare.add_argument("--base-rank", type=_rank, metavar="R|slowest", help="BASE's rank (overrides --rank)")
+    compare.add_argument("--new-rank", type=_rank, metavar="R|slowest", help="NEW's rank (overrides --rank)")
+    compare.add_argument("--families", metavar="CSV",
+                         help="more operator families to align by, tried before perfsight's (docs/compare.md)")
+    compare.add_argument("--top", type=_positive_int, default=8,
+                         help="operators and kernels listed that grew and that shrank (default 8)")
+    compare.add_argument("--json", action="store_true", help="print the results as JSON for machines")
+    compare.add_argument("-o", "--output", help="also write the tables as CSV files into this folder")
+    compare.add_argument("--fail-if-slower", type=_percent, metavar="PCT",
+                         help="exit 1 when NEW is slower than BASE by more than PCT percent beyond the "
+                              "step-to-step noise (a CI gate), 0 otherwise")
+
+
 def _add_run(sub) -> None:
     run = sub.add_parser("run", help="profile an unmodified training or inference script",
                          description="Profile a program without changing it: perfsight run [options] -- "
@@ -261,6 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyse.add_argument("--top", type=_positive_int, default=10, help="operators to list (default 10)")
     _add_export(sub)
     _add_cluster(sub)
+    _add_compare(sub)
     _add_insight(sub)
     sub.add_parser("options", help="list every profiling option, its aliases, range and default",
                    description="List every option perfsight accepts (PERFSIGHT_OPTIONS, PROFILING_OPTIONS, "
@@ -350,7 +395,7 @@ def _workers(text: str) -> int:
 @contextlib.contextmanager
 def _rank_progress():
     """A progress bar over a job's ranks (on stderr, when it is a terminal) counting the ranks done, cached and
-    failed; yields the (on_start, on_outcome) callbacks of ``perfsight.cluster.analyse_job``."""
+    failed; yields the (on_start, on_outcome) callbacks of ``perfsight.mapreduce.analyse_job``."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -395,8 +440,8 @@ def _analyse_by_rank(args) -> int:
     """``perfsight analyse`` of a job of more than ``WHOLE_JOB_RANKS`` ranks: mapped rank by rank (its ranks
     compared), never merged whole."""
     from perfsight.analysis.summary import cluster_summary
-    from perfsight.cluster import analyse_job
     from perfsight.core.memo import computed
+    from perfsight.mapreduce import analyse_job
     from perfsight.views import jsonable as json_report
     from perfsight.views.export.cluster_analysis import ClusterReport
     from perfsight.views.terminal import print_cluster_report
@@ -416,9 +461,9 @@ def cmd_analyse(args) -> int:
     from pathlib import Path
 
     from perfsight.analysis.summary import run_summary
-    from perfsight.cluster import WHOLE_JOB_RANKS
     from perfsight.core.memo import computed
     from perfsight.ingest import find_runs
+    from perfsight.mapreduce import WHOLE_JOB_RANKS
     from perfsight.run import open as open_run
     from perfsight.views import jsonable as json_report
     from perfsight.views.terminal import print_summary
@@ -435,6 +480,25 @@ def cmd_analyse(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    from perfsight.comparison import compare
+    from perfsight.views import jsonable as json_report
+    from perfsight.views.export.compare_files import comparison_report, write_comparison
+    from perfsight.views.terminal import print_comparison
+
+    base_rank = args.base_rank if args.base_rank is not None else args.rank
+    new_rank = args.new_rank if args.new_rank is not None else args.rank
+    comparison = compare(args.base, args.new, base_rank=base_rank, new_rank=new_rank, families=args.families)
+    report = comparison_report(comparison, fail_if_slower=args.fail_if_slower)
+    if args.output:
+        report["files"] = [str(path) for path in write_comparison(comparison, args.output)]
+    if args.json:
+        print(json_report.dumps(report))
+    else:
+        print_comparison(report, top=args.top)
+    return 1 if report.get("gate", {}).get("failed") else 0
+
+
 def cmd_options(args) -> int:
     from perfsight.options import describe
     from perfsight.views.terminal import print_options
@@ -444,10 +508,11 @@ def cmd_options(args) -> int:
 
 
 COMMANDS = {"run": cmd_run, "tune": cmd_tune, "export": cmd_export, "cluster": cmd_cluster, "demo": cmd_demo,
-            "options": cmd_options, "analyse": cmd_analyse, "analyze": cmd_analyse, "insight": cmd_insight}
+            "options": cmd_options, "analyse": cmd_analyse, "analyze": cmd_analyse, "insight": cmd_insight,
+            "compare": cmd_compare}
 
 
-READS_TRACES = ("analyse", "analyze", "export", "cluster", "insight")
+READS_TRACES = ("analyse", "analyze", "export", "cluster", "insight", "compare")
 
 
 def main(argv: list[str] | None = None) -> int:

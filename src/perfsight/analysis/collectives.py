@@ -6,7 +6,7 @@ ranks, the groups, and the slow rank and slow link verdicts.
 (``rank_operations``, ``reported_links``, ``reported_matrix``: a job's per-rank summaries,
 ``analysis/job_summaries.py``); every figure that needs the other ranks (instances, clock offsets, waits,
 bandwidths, totals, the matrix, verdicts, groups) is a DuckDB query over a ``Job``'s summaries
-(``analysis/job.py``), the same for a job read whole and for one stored rank by rank (``perfsight.cluster``).
+(``analysis/job.py``), the same for a job read whole and for one stored rank by rank (``perfsight.mapreduce``).
 A ``slice_id`` is the rank's own slice's: unique within a rank; a job read whole shifts each rank's ids so
 they are unique across the job too.
 

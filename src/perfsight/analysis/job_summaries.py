@@ -5,7 +5,7 @@ Each summary is an analysis of one rank's tables that needs nothing from the oth
 its communication operations and what its files reported of them (``collectives``), its step breakdown
 (``breakdown``) and msprof-analyze step trace (``cluster_outputs``), its kernel-type and memory-peak
 figures, its facts (``rank_facts``). A cluster map computes them on each rank alone and stores them
-(``perfsight.cluster``); ``job_of`` computes them on a run's tables (every rank of a job opened whole, or one
+(``perfsight.mapreduce``); ``job_of`` computes them on a run's tables (every rank of a job opened whole, or one
 run), so every cross-rank analysis reads a ``Job`` either way and each figure has one definition.
 """
 from __future__ import annotations

@@ -18,6 +18,7 @@ from rich.padding import Padding
 from rich.table import Table
 
 from perfsight.analysis.rank_spread import HIGHER
+from perfsight.views.wording import verdict_sentence
 
 NAME_WIDTH = 34
 
@@ -498,3 +499,151 @@ def print_cluster_report(report, console: Console | None = None) -> None:
         console.print(escape(str(path)), soft_wrap=True)
     if not report.files:
         console.print("no step or communication data to write")
+
+
+#: rows of each operator and kernel table ``perfsight compare`` prints (regressions, then improvements)
+COMPARE_TOP = 8
+#: the width of an operator's name in ``perfsight compare``'s tables (the rest of 80 columns: five figures)
+COMPARE_NAME_WIDTH = 26
+
+
+def print_comparison(report: dict, console: Console | None = None, *, top: int = COMPARE_TOP) -> None:
+    """What ``perfsight compare`` found (``views.export.compare_files.comparison_report``): the verdict on the
+    step time, the breakdown's difference by category, the operators and kernels that grew and shrank most
+    per step (``share``: of the step time's difference), communication, the other figures, and the CI gate's
+    outcome when one was asked."""
+    console = console or Console()
+    steps = report["steps"]
+    console.print(f"[bold]perfsight compare[/bold]\n  BASE {escape(report['base'])} ({steps['base_steps']} steps)\n"
+                  f"  NEW  {escape(report['new'])} ({steps['new_steps']} steps)", soft_wrap=True)
+    console.print(escape(verdict_sentence(steps)), style="bold" if steps["verdict"] in ("slower", "faster") else None,
+                  soft_wrap=True)
+    _print_breakdown_difference(report["breakdown"], console)
+    for title in ("operators", "kernels", "modules"):
+        rows = report[title]           # largest difference first
+        grown = [row for row in rows if row["difference_per_step_ns"] > 0][:top]
+        shrunk = [row for row in rows if row["difference_per_step_ns"] < 0][:top]
+        _print_aligned(f"{title.capitalize()} that grew most (ms per step)", grown, console)
+        _print_aligned(f"{title.capitalize()} that shrank most (ms per step)", shrunk, console)
+    _print_communication_difference(report["communication"], console)
+    _print_memory_difference(report["memory"][:top], console)
+    _print_rank_difference(report["ranks"], console)
+    _print_figure_difference(report["figures"], console)
+    gate = report.get("gate")
+    if gate is not None:
+        outcome = "[red]FAIL[/red]" if gate["failed"] else "[green]pass[/green]"
+        console.print(f"gate: NEW slower than BASE by more than {gate['percent']:g}% beyond the noise? {outcome}")
+    for path in report.get("files", []):
+        console.print(escape(str(path)), soft_wrap=True)
+
+
+def _signed_ms(ns) -> str:
+    return "-" if ns is None else f"{ns / 1e6:+,.3f}"
+
+
+def _percent(value) -> str:
+    return "-" if value is None else f"{value:.0f}%"
+
+
+def _print_breakdown_difference(rows: list[dict], console: Console) -> None:
+    rows = [row for row in rows if row["base_ns"] or row["new_ns"]]
+    if not rows:
+        return
+    table = Table(title="Step breakdown (ms per step)", title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("category", "base", "new", "difference", "share"):
+        table.add_column(column, justify="left" if column == "category" else "right")
+    for row in rows:
+        table.add_row(row["category"], _in_ms(row["base_ns"]), _in_ms(row["new_ns"]),
+                      _signed_ms(row["difference_ns"]), _percent(row["share_pct"]))
+    console.print(table)
+
+
+def _calls(row: dict) -> str:
+    def count(value: float) -> str:
+        return f"{value:,.0f}" if value == int(value) else f"{value:,.1f}"
+    return f"{count(row['base_calls_per_step'])}->{count(row['new_calls_per_step'])}"
+
+
+def _print_aligned(title: str, rows: list[dict], console: Console) -> None:
+    if not rows:
+        return
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("name", no_wrap=True)
+    for column in ("calls/step", "base", "new", "diff", "share"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for row in rows:
+        marker = {"new": " (new)", "vanished": " (gone)"}.get(row["status"], "")
+        marker = " (family)" if row["matched_by"] == "family" else marker
+        table.add_row(escape(_short(row["name"], COMPARE_NAME_WIDTH - len(marker)) + marker), _calls(row),
+                      _in_ms(row["base_per_step_ns"]), _in_ms(row["new_per_step_ns"]),
+                      _signed_ms(row["difference_per_step_ns"]), _percent(row["share_pct"]))
+    console.print(table)
+
+
+def _print_communication_difference(rows: list[dict], console: Console) -> None:
+    if not rows:
+        return
+    table = Table(title="Communication (per rank and step)", title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("collective", "group", "calls", "MB base", "MB new", "ms base", "ms new"):
+        table.add_column(column, justify="left" if column == "collective" else "right", no_wrap=True)
+    for row in rows:
+        table.add_row(escape(_short(row["collective"], 20)), str(row["group_size"] or "?"), _calls(row),
+                      f"{row['base_bytes_per_step'] / 1e6:,.1f}", f"{row['new_bytes_per_step'] / 1e6:,.1f}",
+                      _in_ms(row["base_per_step_ns"]), _in_ms(row["new_per_step_ns"]))
+    console.print(table)
+
+
+def _print_memory_difference(rows: list[dict], console: Console) -> None:
+    if not rows:
+        return
+    table = Table(title="Memory allocated by operator (per rank and step)", title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("operator", no_wrap=True)
+    for column in ("allocations", "base", "new", "difference"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for row in rows:
+        change = row["difference_bytes_per_step"]
+        table.add_row(escape(_short(row["op_type"] or "(no operator)", COMPARE_NAME_WIDTH)),
+                      f"{row['base_allocations_per_step']:,.1f}->{row['new_allocations_per_step']:,.1f}",
+                      _bytes(int(row["base_bytes_per_step"])), _bytes(int(row["new_bytes_per_step"])),
+                      ("+" if change >= 0 else "-") + _bytes(int(abs(change))))
+    console.print(table)
+
+
+def _print_rank_difference(rows: list[dict], console: Console) -> None:
+    """Two jobs rank by rank (a row per rank up to ``MAX_RANK_ROWS``, else the ranks that slowed most)."""
+    if len(rows) < 2:
+        return
+    shown = rows if len(rows) <= MAX_RANK_ROWS else sorted(
+        rows, key=lambda row: -(row["difference_ns"] if row["difference_ns"] is not None else -1))[:MAX_RANK_ROWS]
+    title = "Mean step by rank (ms)" + ("" if shown is rows else f": the {len(shown)} of {len(rows)} that slowed most")
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("rank", "base", "new", "difference"):
+        table.add_column(column, justify="right")
+    for row in shown:
+        change = "-" if row["difference_pct"] is None else f"{row['difference_pct']:+.1f}%"
+        table.add_row(str(row["rank"]), _in_ms(row["base_step_ns"]), _in_ms(row["new_step_ns"]), change)
+    console.print(table)
+
+
+def _figure(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "ns":
+        return f"{value / 1e3:,.1f} us"
+    if unit == "bytes":
+        return _bytes(int(value))
+    if unit == "%":
+        return f"{value:.1f}%"
+    return _decimal(value, unit) if unit else f"{value:,.1f}"
+
+
+def _print_figure_difference(rows: list[dict], console: Console) -> None:
+    if not rows:
+        return
+    table = Table(title="Figures", title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("figure", "base", "new", "difference"):
+        table.add_column(column, justify="left" if column == "figure" else "right", no_wrap=True)
+    for row in rows:
+        change = "-" if row["difference_pct"] is None else f"{row['difference_pct']:+.1f}%"
+        table.add_row(row["figure"], _figure(row["base"], row["unit"]), _figure(row["new"], row["unit"]), change)
+    console.print(table)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from perfsight.analysis import collectives
-from perfsight.cluster import WHOLE_JOB_RANKS
+from perfsight.mapreduce import WHOLE_JOB_RANKS
 from tests.analysis.planted_nccl_job import write_nccl_job
 
 from .conftest import Served

@@ -39,11 +39,11 @@ from perfsight.analysis.cluster_outputs import TOTAL_OP_INFO
 from perfsight.analysis.job import Job
 from perfsight.analysis.rank_facts import STEP_TRACE_TIME_HEADERS
 from perfsight.analysis.summary import cluster_summary
-from perfsight.cluster import ClusterJob, analyse_job
-from perfsight.cluster.engines import engine_for
-from perfsight.cluster.map import RankOutcome
 from perfsight.core.memo import computed
 from perfsight.core.tables import new_connection
+from perfsight.mapreduce import ClusterJob, analyse_job
+from perfsight.mapreduce.engines import engine_for
+from perfsight.mapreduce.map import RankOutcome
 from perfsight.views.export.catalog import RANK_BREAKDOWN
 from perfsight.views.export.output import Staging, staging
 from perfsight.views.export.writer import write_rows
@@ -358,13 +358,13 @@ def cluster(path: str | Path, output: str | Path | None = None, *, ray: str | bo
             on_outcome: Callable[[RankOutcome], None] | None = None, bound_memory: bool = False,
             light: bool = False) -> ClusterReport:
     """Analyse the job at ``path`` (its ranks' folders or traces, or one run) by map-reduce
-    (``perfsight.cluster.analyse_job``: the local pool of ``workers`` processes, or Ray with ``ray`` True or
+    (``perfsight.mapreduce.analyse_job``: the local pool of ``workers`` processes, or Ray with ``ray`` True or
     an address) and write msprof-analyze's cluster outputs into ``output/cluster_analysis_output/`` (``output``
     defaults to ``path``, or the folder of a trace file; the per-rank summaries go to
     ``output/perfsight_cluster/``). All files are written or none; a file perfsight did not write is never
     replaced (the module docstring). ``on_start`` is told the number of ranks found, ``on_outcome`` each
-    rank's outcome as it comes; ``bound_memory`` bounds this process's DuckDB (the CLI's, ``perfsight.cluster``'s
-    ``bound_reduce_memory``); ``light`` reads each rank light (``perfsight.cluster``'s module docstring)."""
+    rank's outcome as it comes; ``bound_memory`` bounds this process's DuckDB (the CLI's, ``perfsight.mapreduce``'s
+    ``bound_reduce_memory``); ``light`` reads each rank light (``perfsight.mapreduce``'s module docstring)."""
     path = Path(path)
     root = Path(output) if output is not None else path if path.is_dir() else path.parent
     analysed = analyse_job(path, engine=engine_for(ray, workers), output=root, use_cache=use_cache,

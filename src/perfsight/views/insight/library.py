@@ -13,7 +13,7 @@ however many requests ask at the same time), so the server's memory is bounded b
 the number of runs under the directory.
 
 A job of more than ``cluster_ranks`` ranks (``cluster.WHOLE_JOB_RANKS`` by default) is never merged: it is mapped rank
-by rank (``perfsight.cluster.analyse_job`` on ``engine_for(workers=map_workers)``, its store beside the job as
+by rank (``perfsight.mapreduce.analyse_job`` on ``engine_for(workers=map_workers)``, its store beside the job as
 ``perfsight cluster`` makes it, a fresh store reused: its ranks are not read again) in a thread of its own,
 the entry's progress the ranks done of the total; then ``prepare_job`` (set by the server: the Cluster page's
 analyses, computed once into the Job's memo) runs on its ``Job``, and the entry is ready. Its pages read
@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import Callable
 
 from perfsight.analysis.job import Job
-from perfsight.cluster import WHOLE_JOB_RANKS, ClusterJob, analyse_job
-from perfsight.cluster.engines import engine_for
-from perfsight.cluster.map import FAILED, RankOutcome
 from perfsight.core.errors import PerfsightError
 from perfsight.ingest.common import progress
+from perfsight.mapreduce import WHOLE_JOB_RANKS, ClusterJob, analyse_job
+from perfsight.mapreduce.engines import engine_for
+from perfsight.mapreduce.map import FAILED, RankOutcome
 from perfsight.run import Run, open_sources
 from perfsight.views.insight.discovery import Candidate, confine, discover, rank_candidate
 

@@ -4,7 +4,8 @@
 nothing under the summary-base-dir is served as a file), Plotly.js from the installed ``plotly`` package (no
 request leaves the machine); the shell names them at URLs holding ``asset_version`` and they are served
 ``IMMUTABLE``, so a browser loads them once per version of perfsight and plotly; the run list, and the
-per-run routers (pages, the Cluster page of any job, timeline), which find runs by id through ``LoadedRun``
+per-run routers (pages, the Cluster page of any job, timeline) and the Compare page's, which find runs by id
+through ``LoadedRun``
 lookups (a page that needs the merged tables of a job analysed rank by rank answers 409: ``NotMerged``). Every
 response carries a Content-Security-Policy that allows scripts from this origin only, so a trace's names can never
 run as script even if a page mishandled one. Requests whose Host header does not name the server
@@ -31,7 +32,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTex
 from fastapi.staticfiles import StaticFiles
 
 from perfsight.core.errors import InputError
-from perfsight.views.insight import api_cluster, api_operators, api_overview, api_resources, api_timeline
+from perfsight.views.insight import api_cluster, api_compare, api_operators, api_overview, api_resources, api_timeline
 from perfsight.views.insight.library import LoadedRun, NotMerged, RunLibrary, RunNotReady
 
 STATIC = Path(__file__).parent / "static"
@@ -136,7 +137,7 @@ def create_app(library: RunLibrary, *, allowed_hosts: list[str] | None = None) -
             raise HTTPException(404, f"no run with id {run_id!r} under the summary-base-dir")
         return entry.as_dict()
 
-    for pages in (api_overview, api_operators, api_resources, api_cluster, api_timeline):
+    for pages in (api_overview, api_operators, api_resources, api_cluster, api_timeline, api_compare):
         app.include_router(pages.router(get_run))
 
     version = asset_version()

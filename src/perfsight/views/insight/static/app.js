@@ -1,5 +1,6 @@
-/* The insight shell: hash routes (#/ the run list, #/run/<id>/<page> a run's page), the run list with
-   parse progress, and the run navigation. A job analysed rank by rank (mode "cluster") has the Cluster page
+/* The insight shell: hash routes (#/ the run list, #/run/<id>/<page> a run's page, #/compare/<base>/<new>
+   two runs side by side), the run list with parse progress and the choice of two runs to compare, and the
+   run navigation. A job analysed rank by rank (mode "cluster") has the Cluster page
    only (its ranks are never merged), its progress the ranks mapped; a rank of it opened alone links back. Pages live in PS.pages (pages/*.js). When a view has finished
    rendering, document.body.dataset.state is "ready" (or "error"): the browser tests wait on it. */
 "use strict";
@@ -12,6 +13,7 @@ const RUN_PAGES = [
 let pollTimer = null;
 let renderToken = 0;
 let leavePage = null;   // what the page on screen returned from render(): called when it is left
+const picked = {base: null, new: null};   // the runs chosen in the run list for the Compare page (their ids)
 
 function setState(state) { document.body.dataset.state = state; }
 
@@ -28,6 +30,7 @@ async function route() {
   setState("loading");
   try {
     if (parts[0] === "run" && parts[1]) await showRun(token, parts[1], parts[2] || "overview", parts.slice(3));
+    else if (parts[0] === "compare" && parts[1] && parts[2]) await showCompare(token, parts[1], parts[2]);
     else await showList(token);
     if (token === renderToken) setState("ready");
   } catch (error) {
@@ -69,14 +72,63 @@ async function showList(token) {
     {key: "steps", label: "steps", format: v => (v && v.length) ? String(v.length) : "–", cls: "num"},
     {key: "slices", label: "slices", format: PS.fmtNum, cls: "num"},
     {key: "status", label: "parse status", format: (v, r) => statusCell(r)},
+    {key: "id", label: "compare", format: (v, r) => comparable(r) ? PS.el("span", {class: "pick"},
+      pickButton(r, "base", "BASE"), pickButton(r, "new", "NEW")) : ""},
   ];
   main.replaceChildren(
     PS.el("h1", {}, `Runs under ${data.base}`),
+    compareBar(data.runs),
     data.runs.length ? PS.table(data.runs, columns, {id: "run-list"})
       : PS.message("No runs found yet: perfsight looks for PROF_ directories and torch.profiler traces " +
                    "(*.pt.trace.json[.gz]) under this folder, and keeps looking."));
   const busy = data.runs.some(r => r.status === "queued" || r.status === "parsing");
   schedule(() => { if (token === renderToken) showList(token).catch(() => {}); }, busy ? 1000 : 5000);
+}
+
+/* --- comparing two runs ---------------------------------------------------------------------------- */
+
+function comparable(run) { return run.status === "ready" && run.mode !== "cluster"; }
+
+/* A radio button choosing `run` as the comparison's BASE or NEW (kept across the list's refreshes). */
+function pickButton(run, side, label) {
+  return PS.el("label", {}, PS.el("input", {type: "radio", name: "pick-" + side, value: run.id,
+    checked: picked[side] === run.id, "data-side": side,
+    onchange: () => { picked[side] = run.id; updateCompareBar(); }}), label);
+}
+
+function compareHash() {
+  return `#/compare/${encodeURIComponent(picked.base)}/${encodeURIComponent(picked.new)}`;
+}
+
+function compareBar(runs) {
+  const ids = new Set(runs.filter(comparable).map(r => r.id));
+  for (const side of ["base", "new"]) if (!ids.has(picked[side])) picked[side] = null;
+  const bar = PS.el("p", {id: "compare-bar"},
+    PS.el("a", {id: "compare-link", class: "button"}, "Compare BASE → NEW"),
+    PS.el("span", {class: "note"}, " pick a BASE and a NEW run in the list (the same run twice compares it with itself)"));
+  setTimeout(updateCompareBar);
+  return bar;
+}
+
+function updateCompareBar() {
+  const link = document.getElementById("compare-link");
+  if (!link) return;
+  const ready = picked.base && picked.new;
+  if (ready) link.setAttribute("href", compareHash()); else link.removeAttribute("href");
+  link.classList.toggle("disabled", !ready);
+}
+
+async function showCompare(token, baseId, newId) {
+  document.getElementById("run-title").textContent = "";
+  document.getElementById("run-nav").replaceChildren(PS.el("a", {href: "#/"}, "← runs"));
+  picked.base = baseId;
+  picked.new = newId;
+  const main = document.getElementById("page");
+  main.replaceChildren(PS.message("Comparing…"));
+  const content = PS.el("div", {class: "page-compare"});
+  main.append(content);
+  await PS.compare.render(content, baseId, newId);
+  if (token === renderToken) main.replaceChildren(content);
 }
 
 /* --- a run ----------------------------------------------------------------------------------------- */

@@ -732,6 +732,11 @@
       this.reveal(d.start_ns, d.dur_ns);
     }
 
+    async find(text) {                        // search for text from the start: its first match selected
+      this.searchBox.value = text;
+      await this.step("next");
+    }
+
     async step(direction) {
       const text = this.searchBox.value;
       if (!text) return;
@@ -808,7 +813,7 @@
         state: () => this.snapshot(),
         ready: () => this.idle().then(() => this.snapshot()),
         zoomTo: (t0, t1) => { this.setView(t0, t1); return this.idle().then(() => this.snapshot()); },
-        search: (text) => { this.searchBox.value = text; return after(this.step("next")); },
+        search: (text) => after(this.find(text)),
         next: () => after(this.step("next")),
         prev: () => after(this.step("prev")),
         select: (id) => after(this.select(id)),

@@ -1,6 +1,7 @@
 /* The Timeline page: perfsight's canvas timeline (timeline.js) over the run, fed window by window by the
    server. #/run/<id>/timeline/<t0>/<t1> opens at that window (ns from the run's start), as the advice's
-   evidence links do. */
+   evidence links do; #/run/<id>/timeline/find/<name> opens at the first slice whose name holds <name>, as
+   the Compare page's links do. */
 "use strict";
 PS.pages.timeline = {
   async render(container, ctx) {
@@ -8,6 +9,10 @@ PS.pages.timeline = {
     container.append(host);
     const timeline = new PerfsightTimeline(host, {apiBase: ctx.api});
     await timeline.idle();
+    if (ctx.params[0] === "find" && ctx.params[1]) {
+      await timeline.find(ctx.params[1]);
+      return () => timeline.destroy();
+    }
     const [t0, t1] = ctx.params.map(Number);
     if (Number.isFinite(t0) && Number.isFinite(t1) && t1 > t0) {
       timeline.setView(t0, t1);

@@ -1,10 +1,10 @@
-"""The cluster map's engines (perfsight.cluster.engines): the local pool and Ray (a local instance the tests
+"""The cluster map's engines (perfsight.mapreduce.engines): the local pool and Ray (a local instance the tests
 start, and a two-node local cluster made with `ray start --head` plus `ray start --address`) each deliver
 every item's result exactly once, retry a task whose worker process was killed, give up on a task that
 kills its worker every time (TaskLost, the others complete) and report a task that raised; engine_for picks
 the engine and rejects what it cannot run.
 
-The tasks are tests/cluster/engine_tasks.py, imported by name in the workers: the local pool's workers
+The tasks are tests/mapreduce/engine_tasks.py, imported by name in the workers: the local pool's workers
 (forkserver) get the driver's sys.path, Ray's workers get the driver's working directory (the checkout's
 root, where pytest runs) on theirs - so the same module-level functions serve both, as perfsight's installed
 map function does in real use."""
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from perfsight.cluster import engines
-from perfsight.cluster.engines import IN_FLIGHT_PER_WORKER, MAX_ATTEMPTS, LocalPool, RayEngine, TaskLost, engine_for
 from perfsight.core.errors import InputError
 from perfsight.core.process import usable_cores
-from tests.cluster.engine_tasks import Item, Unpicklable, square
+from perfsight.mapreduce import engines
+from perfsight.mapreduce.engines import IN_FLIGHT_PER_WORKER, MAX_ATTEMPTS, LocalPool, RayEngine, TaskLost, engine_for
+from tests.mapreduce.engine_tasks import Item, Unpicklable, square
 
 ROOT = Path(__file__).resolve().parents[2]
 KILLER = 13   # the item whose task kills its worker
@@ -243,7 +243,7 @@ def test_a_ray_address_where_nothing_answers_is_an_input_error_at_once(no_ray_ad
 
 
 def test_choosing_the_local_pool_does_not_import_ray():
-    code = ("import sys; from perfsight.cluster.engines import engine_for; "
+    code = ("import sys; from perfsight.mapreduce.engines import engine_for; "
             "engine_for(workers=1); print('ray' in sys.modules)")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     env.pop("RAY_ADDRESS", None)

@@ -9,9 +9,9 @@ import signal
 import psutil
 import pytest
 
-from perfsight.cluster import analyse_job
-from perfsight.cluster.engines import LocalPool, engine_for
 from perfsight.core.memo import computed
+from perfsight.mapreduce import analyse_job
+from perfsight.mapreduce.engines import LocalPool, engine_for
 from perfsight.run import Run
 from tests.bench.test_jobgen import _check, jobgen
 

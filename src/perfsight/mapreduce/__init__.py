@@ -1,6 +1,6 @@
 """Cluster analysis as a map-reduce over a job's ranks, for jobs of any size (``perfsight cluster``).
 
-**Map** (``cluster/map.py``): each rank is read alone, in a worker of an engine (``cluster/engines.py``: a
+**Map** (``mapreduce/map.py``): each rank is read alone, in a worker of an engine (``mapreduce/engines.py``: a
 local process pool by default, or Ray tasks across machines), and reduced to its summaries
 (``analysis/job_summaries.py``), stored as Parquet in the job's store: ``<output>/perfsight_cluster/`` (the
 output folder defaults to the job's folder; on a cluster, a shared filesystem carries the files between
@@ -34,12 +34,12 @@ import pyarrow as pa
 from perfsight import ingest
 from perfsight.analysis.job import PLACES, Job
 from perfsight.analysis.job_summaries import SUMMARY_SCHEMAS
-from perfsight.cluster.engines import Engine, TaskLost, engine_for
-from perfsight.cluster.map import CACHED, DONE, FAILED, RankOutcome, RankTask, map_rank, rank_folder
 from perfsight.core import layout
 from perfsight.core.errors import InputError, OutputError
 from perfsight.core.tables import new_connection
 from perfsight.ingest.common.job_groups import group_places
+from perfsight.mapreduce.engines import Engine, TaskLost, engine_for
+from perfsight.mapreduce.map import CACHED, DONE, FAILED, RankOutcome, RankTask, map_rank, rank_folder
 from perfsight.run import Run
 from perfsight.run import open as open_run
 

@@ -1,4 +1,4 @@
-"""The tasks tests/cluster/test_engines.py runs on the engines: module-level, so a worker imports them by
+"""The tasks tests/mapreduce/test_engines.py runs on the engines: module-level, so a worker imports them by
 name (the local pool's workers get the driver's sys.path; Ray's get the driver's working directory, the
 checkout's root, on theirs), and stdlib-only, so they run wherever the engine puts them."""
 from __future__ import annotations

@@ -14,15 +14,15 @@ import pytest
 
 from perfsight import cli
 from perfsight.analysis import cluster, collectives
-from perfsight.cluster import analyse_job
-from perfsight.cluster.engines import engine_for
 from perfsight.core import layout
 from perfsight.core.memo import computed
 from perfsight.ingest import find_runs
 from perfsight.ingest.ascend.detect import CLUSTER_FILES, OUTPUT_DIR, TEXT_FILES
+from perfsight.mapreduce import analyse_job
+from perfsight.mapreduce.engines import engine_for
 from tests.bench.test_jobgen import _found, jobgen
-from tests.cluster.test_job_at_scale import Mapped
-from tests.cluster.test_map_reduce import CROSS_RANK
+from tests.mapreduce.test_job_at_scale import Mapped
+from tests.mapreduce.test_map_reduce import CROSS_RANK
 from tests.views.export.test_ascend_export import writable_copy
 
 

@@ -1,4 +1,4 @@
-"""``perfsight.cluster.analyse_job``: a job mapped rank by rank into Parquet summaries and reduced with DuckDB
+"""``perfsight.mapreduce.analyse_job``: a job mapped rank by rank into Parquet summaries and reduced with DuckDB
 gives the figures ``perfsight.open`` gives for the job read whole (the planted NCCL job with exact answers,
 the shared 2-rank torch_npu jobs whose group-local ranks only the job's places map); a rank whose files did
 not change is not read again; a rank that cannot be read is reported and the rest completes; a folder
@@ -14,10 +14,10 @@ import pytest
 import perfsight
 from perfsight import cli
 from perfsight.analysis import cluster, cluster_outputs, collectives
-from perfsight.cluster import STORE_FOLDER, WHOLE_JOB_RANKS, analyse_job
-from perfsight.cluster.engines import engine_for
 from perfsight.core.errors import InputError, OutputError
 from perfsight.core.memo import computed
+from perfsight.mapreduce import STORE_FOLDER, WHOLE_JOB_RANKS, analyse_job
+from perfsight.mapreduce.engines import engine_for
 from tests.analysis.planted_nccl_job import SHIFT_NS, write_nccl_job
 from tests.views.export.test_ascend_export import writable_copy
 

@@ -1,0 +1,29 @@
+"""Sentences more than one view says the same way: the terminal report and the web pages both print them,
+so a verdict reads alike wherever it is read."""
+from __future__ import annotations
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:,.3f}"
+
+
+def verdict_sentence(steps: dict) -> str:
+    """The verdict of a ``compare.step_comparison`` row in words: ``NEW is 3.0% slower (95% CI +2.6% to
+    +3.4%): 10.000 -> 10.300 ms per step``, ``no difference beyond the step-to-step noise (...)``, what one
+    step a side or no steps leaves unknown."""
+    verdict = steps["verdict"]
+    if verdict == "no steps":
+        side = "BASE" if not steps["base_steps"] else "NEW"
+        return f"{side} has no steps: step times not compared; figures are per run, not per step"
+    means = f"{_ms(steps['base_mean_ns'])} -> {_ms(steps['new_mean_ns'])} ms per step"
+    interval = (f"{steps['confidence'] * 100:g}% CI {steps['ci_low_pct']:+.1f}% to {steps['ci_high_pct']:+.1f}%"
+                if steps["ci_low_pct"] is not None else "")
+    difference = steps["difference_pct"]
+    if verdict == "slower":
+        return f"NEW is {difference:.1f}% slower ({interval}): {means}"
+    if verdict == "faster":
+        return f"NEW is {-difference:.1f}% faster ({interval}): {means}"
+    if verdict == "no difference":
+        return f"no difference beyond the step-to-step noise (NEW {difference:+.1f}%, {interval}): {means}"
+    return (f"NEW is {difference:+.1f}% ({means}); one step on a side, so the step-to-step noise is unknown: "
+            "profile more steps for a verdict")

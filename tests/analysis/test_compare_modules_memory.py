@@ -1,0 +1,74 @@
+"""perfsight compare's modules, memory and ranks on real traces made into known pairs:
+
+* torch 2.13's CPU trace with modules and memory events (kineto/generated_torch213_cpu, 3 steps) against a copy
+  whose ``nn.Module: ReLU_0`` is renamed ``nn.Module: GELU_0`` and whose every memory event moves twice the
+  bytes (and says twice the totals): the other modules unchanged, ReLU and GELU paired as one activation with
+  the same time; each operator's allocations the same in number and twice the bytes, the peak twice as high;
+* two generated 8-rank torch_npu jobs (bench/jobgen.py, other seeds: other jitter and slow rank) rank by rank:
+  each rank's mean step is the job's planted one (answers.json ``mean_step_ns``)."""
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+import perfsight
+from perfsight.analysis import compare as analysis
+from tests.bench.test_jobgen import jobgen
+
+TRACE = "kineto/generated_torch213_cpu/cpu_mlp_rs_mem_stack.pt.trace.json.gz"
+
+
+@pytest.fixture(scope="module")
+def pair(shared_data, tmp_path_factory):
+    with gzip.open(shared_data / TRACE, "rt") as file:
+        document = json.load(file)
+    for event in document["traceEvents"]:
+        if event.get("name") == "nn.Module: ReLU_0":
+            event["name"] = "nn.Module: GELU_0"
+        if event.get("name") == "[memory]":
+            for key in ("Bytes", "Total Allocated", "Total Reserved"):
+                event["args"][key] *= 2
+    new = tmp_path_factory.mktemp("changed") / "changed.pt.trace.json"
+    new.write_text(json.dumps(document))
+    return perfsight.compare(shared_data / TRACE, new)
+
+
+def test_modules_aligned_by_name_then_by_family(pair):
+    rows = {row["name"]: row for row in pair.modules().to_pylist()}
+    assert set(rows) == {"nn.Module: Sequential_0", "nn.Module: Linear_0", "nn.Module: Linear_1",
+                         "nn.Module: CrossEntropyLoss_0", "activation"}
+    unchanged = [row for name, row in rows.items() if name != "activation"]
+    assert {(row["status"], row["matched_by"], row["difference_per_step_ns"]) for row in unchanged} == {
+        ("both", "name", 0)}
+    # the ReLU module replaced by a GELU one: paired as one activation, the same calls and time
+    swapped = rows["activation"]
+    assert (swapped["matched_by"], swapped["base_names"], swapped["new_names"]) == (
+        "family", ["nn.Module: ReLU_0"], ["nn.Module: GELU_0"])
+    assert (swapped["base_calls_per_step"], swapped["new_calls_per_step"], swapped["difference_per_step_ns"]) == (
+        1, 1, 0)
+    assert swapped["base_total_ns"] == swapped["new_total_ns"] > 0
+
+
+def test_memory_allocated_by_operator(pair):
+    rows = pair.memory().to_pylist()
+    assert rows and {row["status"] for row in rows} == {"both"}
+    for row in rows:
+        assert row["new_allocations_per_step"] == row["base_allocations_per_step"]
+        assert row["new_bytes_per_step"] == 2 * row["base_bytes_per_step"]
+        assert row["difference_bytes_per_step"] == row["base_bytes_per_step"]
+    assert rows[0]["op_type"] == "aten::mm"                     # the most bytes: largest difference first
+    figures = {row["figure"]: row for row in pair.figures().to_pylist()}
+    assert figures["peak memory allocated"]["new"] == 2 * figures["peak memory allocated"]["base"]
+
+
+def test_two_jobs_rank_by_rank(shared_data, tmp_path):
+    answers = {side: jobgen.generate("npu", 8, tmp_path / side, seed=seed, ranks_per_node=4, data=shared_data)
+               for side, seed in (("base", 3), ("new", 8))}
+    base, new = perfsight.open(tmp_path / "base"), perfsight.open(tmp_path / "new")
+    rows = analysis.rank_comparison(base.job, new.job).to_pylist()
+    assert [row["rank"] for row in rows] == list(range(8))
+    assert [row["base_step_ns"] for row in rows] == answers["base"]["mean_step_ns"]
+    assert [row["new_step_ns"] for row in rows] == answers["new"]["mean_step_ns"]
+    assert all(row["difference_ns"] == row["new_step_ns"] - row["base_step_ns"] for row in rows)
