@@ -4,7 +4,7 @@ single-run analyses of either side through its memo; ``perfsight.compare`` is th
 
 * **Steps** (``step_comparison``): a job's step lasts as long as its slowest rank's (``job_step_times``: per
   step, the longest ``breakdown.step_breakdown`` step of any rank). The difference is NEW's mean step minus
-  BASE's, with Welch's ``CONFIDENCE`` interval (unequal variances: ``scipy.stats.ttest_ind``), both as percent
+  BASE's, with Welch's ``CONFIDENCE`` interval (unequal variances: ``_welch_half_width``), both as percent
   of BASE's mean. Verdict: ``slower`` / ``faster`` when the interval lies above / below 0, ``no difference``
   when it holds 0 (or both sides' steps are all equal and equal to each other), ``noise unknown`` when a side
   has one step (the difference is still given), ``no steps`` when a side has none. ``slower_than`` is the CI
@@ -32,6 +32,7 @@ single-run analyses of either side through its memo; ``perfsight.compare`` is th
 """
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 
@@ -45,7 +46,7 @@ from perfsight.analysis.flops import model_flops, model_flops_total
 from perfsight.analysis.job import Job
 from perfsight.analysis.kernels import launch_stats, launch_summary
 from perfsight.analysis.memory import allocations_by_op, memory_peak
-from perfsight.analysis.ops import has_device_tasks, op_statistic
+from perfsight.analysis.ops import execution_totals, has_device_tasks
 from perfsight.core.errors import InputError
 from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables, new_connection
@@ -157,13 +158,23 @@ def step_comparison(base: RunTables, new: RunTables) -> pa.Table:
         row.update(ci_low_pct=row["difference_pct"], ci_high_pct=row["difference_pct"])
         verdict = NO_DIFFERENCE if difference == 0 else SLOWER if difference > 0 else FASTER
     else:
-        from scipy.stats import ttest_ind  # imported here: ~0.5 s, only when runs are compared
-
-        interval = ttest_ind(after, before, equal_var=False).confidence_interval(CONFIDENCE)
-        low, high = 100 * float(interval.low) / base_mean, 100 * float(interval.high) / base_mean
+        half = _welch_half_width(before, after)
+        low, high = 100 * (difference - half) / base_mean, 100 * (difference + half) / base_mean
         row.update(ci_low_pct=low, ci_high_pct=high)
         verdict = SLOWER if low > 0 else FASTER if high < 0 else NO_DIFFERENCE
     return pa.Table.from_pylist([{**row, "verdict": verdict}], schema=STEP_COMPARISON)
+
+
+def _welch_half_width(before, after) -> float:
+    """Half the width of Welch's ``CONFIDENCE`` interval of the difference of two samples' means (unequal
+    variances; the Welch-Satterthwaite degrees of freedom; what ``scipy.stats.ttest_ind(equal_var=False)``'s
+    ``confidence_interval`` gives), the t quantile from ``scipy.special.stdtrit`` (scipy.stats takes ~0.7 s to
+    import, scipy.special ~0.2 s)."""
+    from scipy.special import stdtrit  # imported here: only when runs are compared
+
+    base_term, new_term = before.var(ddof=1) / len(before), after.var(ddof=1) / len(after)
+    freedom = (base_term + new_term) ** 2 / (base_term ** 2 / (len(before) - 1) + new_term ** 2 / (len(after) - 1))
+    return float(stdtrit(freedom, (1 + CONFIDENCE) / 2) * math.sqrt(base_term + new_term))
 
 
 def slower_than(steps: pa.Table, percent: float) -> bool:
@@ -212,10 +223,9 @@ def _named_statistic(tables: RunTables, executions: str) -> pa.Table:
         return pa.table({"name": pa.array([], pa.string()), "calls": pa.array([], pa.int64()),
                          "total_ns": pa.array([], pa.int64())})
     kinds, names = EXECUTIONS[executions]
-    statistic = computed(op_statistic, tables, by=["name", "op_type", "step"], kinds=kinds)
     in_steps = "step IS NOT NULL" if computed(step_breakdown, tables).num_rows else "true"
     con = new_connection()
-    con.register("s", statistic)
+    con.register("s", computed(execution_totals, tables, kinds=kinds))
     return con.sql(f"SELECT {ALIGNED_BY} AS name, sum(count)::BIGINT AS calls, sum(total_ns)::BIGINT AS total_ns "
                    f"FROM s WHERE {in_steps} AND name LIKE $names GROUP BY ALL", params={"names": names}) \
         .to_arrow_table()
@@ -225,13 +235,26 @@ def operator_families(extra: str | Path | None = None) -> pa.Table:
     """The family patterns operators are aligned by across frameworks (``FAMILIES_FILE``, after the rows of
     the CSV file ``extra`` when given: its rows are tried first), with their ``position``: family, pattern
     (an RE2 regular expression searched in what an operator is aligned by, ``ALIGNED_BY``), what it matches."""
-    tables = [_families_file(Path(extra))] if extra is not None else []
-    tables.append(_families_file(FAMILIES_FILE))
+    tables = [_families_file(*_file_key(Path(extra)))] if extra is not None else []
+    tables.append(_families_file(*_file_key(FAMILIES_FILE)))
     families = pa.concat_tables(tables)
     return families.append_column("position", pa.array(range(families.num_rows), pa.int64()))
 
 
-def _families_file(path: Path) -> pa.Table:
+def _file_key(path: Path) -> tuple[Path, int, int]:
+    """A file with its size and mtime (-1 when it cannot be seen: the read says why): a read kept until the file
+    changes."""
+    try:
+        status = path.stat()
+    except OSError:
+        return path, -1, -1
+    return path, status.st_size, status.st_mtime_ns
+
+
+@functools.lru_cache(maxsize=8)
+def _families_file(path: Path, size: int, mtime_ns: int) -> pa.Table:
+    """The families of one CSV file (``operator_families``), read once per version of the file (``size`` and
+    ``mtime_ns`` key the cache); its patterns checked with one query, and row by row only to name a bad one."""
     try:
         table = csv.read_csv(path, convert_options=csv.ConvertOptions(column_types={
             name: pa.string() for name in ("family", "pattern", "matches")}))
@@ -242,13 +265,19 @@ def _families_file(path: Path) -> pa.Table:
         raise InputError(f"{path}: operator families need the columns family and pattern (and optionally "
                          f"matches); it lacks {', '.join(missing)}")
     matches = table["matches"] if "matches" in table.column_names else pa.nulls(table.num_rows, pa.string())
-    for row, pattern in enumerate(table["pattern"].to_pylist(), start=2):
-        try:
-            new_connection().execute("SELECT regexp_matches('', $pattern)", {"pattern": pattern or ""})
-        except Exception as error:  # noqa: BLE001 - DuckDB's error for a bad pattern, said with its row
-            raise InputError(f"{path}: line {row}: pattern {pattern!r} is not a regular expression: "
-                             f"{str(error).splitlines()[0]}") from None
-    return pa.table({"family": table["family"], "pattern": table["pattern"], "matches": matches})
+    families = pa.table({"family": table["family"], "pattern": table["pattern"], "matches": matches})
+    con = new_connection()
+    con.register("families", families)
+    try:
+        con.execute("SELECT bool_or(regexp_matches('', coalesce(pattern, ''))) FROM families").fetchall()
+    except Exception:  # noqa: BLE001 - a bad pattern: found row by row below, said with its line
+        for row, pattern in enumerate(table["pattern"].to_pylist(), start=2):
+            try:
+                con.execute("SELECT regexp_matches('', $pattern)", {"pattern": pattern or ""})
+            except Exception as error:  # noqa: BLE001 - DuckDB's error for the pattern
+                raise InputError(f"{path}: line {row}: pattern {pattern!r} is not a regular expression: "
+                                 f"{str(error).splitlines()[0]}") from None
+    return families
 
 
 _ALIGNED_SQL = """

@@ -153,13 +153,38 @@ def op_instances(tables: RunTables, *, kinds: Sequence[str] | None = None) -> pa
     with the task's ``external_id``; tasks without shapes of their own take ``input_shapes``/``input_dtypes``
     from that operator. ``pid``/``tid``: the source's process and thread (or stream) ids of the track.
     """
-    if kinds is None and computed(has_device_tasks, tables):
-        predicate, params = _DEVICE_TASK_PREDICATE, {"device_kinds": list(DEVICE_TASK_KINDS)}
-    else:
-        predicate, params = "list_contains($kinds, s.kind)", {"kinds": list(kinds or ("cpu_op",))}
+    predicate, params = _picked(tables, kinds)
     query = _INSTANCES_SQL.format(predicate=predicate, max_hops=MAX_LAUNCH_HOPS)
     params = {**params, "operator_kinds": list(LAUNCHING_OP_KINDS)}
     return tables.sql(query, params=params).to_arrow_table().cast(OP_INSTANCES)
+
+
+def _picked(tables: RunTables, kinds: Sequence[str] | None) -> tuple[str, dict]:
+    """The predicate over slices ``s`` joined with their tracks ``t``, and its parameters, that picks the
+    executions of ``op_instances(tables, kinds=kinds)``."""
+    if kinds is None and computed(has_device_tasks, tables):
+        return _DEVICE_TASK_PREDICATE, {"device_kinds": list(DEVICE_TASK_KINDS)}
+    return "list_contains($kinds, s.kind)", {"kinds": list(kinds or ("cpu_op",))}
+
+
+EXECUTION_TOTALS = pa.schema([
+    ("rank", pa.int32()), ("name", pa.string()), ("op_type", pa.string()), ("step", pa.int32()),
+    ("count", pa.int64()), ("total_ns", pa.int64()),
+])
+
+
+def execution_totals(tables: RunTables, *, kinds: Sequence[str] | None = None) -> pa.Table:
+    """Per rank, name, operator type (as ``op_instances``': the name where none is recorded) and step (schema
+    ``EXECUTION_TOTALS``): the number and summed duration of the executions ``op_instances(tables,
+    kinds=kinds)`` picks, without its work per execution (self time, the launching operator): counting and
+    summing is all a comparison of two runs needs, at a fraction of the cost on a large trace."""
+    predicate, params = _picked(tables, kinds)
+    query = f"""
+        SELECT coalesce(t.rank, 0) AS rank, s.name, coalesce(s.op_type, s.name) AS op_type, s.step,
+               count(*) AS count, sum(s.dur_ns)::BIGINT AS total_ns
+        FROM slices s JOIN tracks t USING (track_id) WHERE {predicate} GROUP BY ALL ORDER BY ALL
+    """
+    return tables.sql(query, params=params).to_arrow_table().cast(EXECUTION_TOTALS)
 
 
 def duration_statistics(instances: pa.Table, keys: Sequence[str]) -> pa.Table:
