@@ -5,7 +5,8 @@
   bytes (and says twice the totals): the other modules unchanged, ReLU and GELU paired as one activation with
   the same time; each operator's allocations the same in number and twice the bytes, the peak twice as high;
 * two generated 8-rank torch_npu jobs (bench/jobgen.py, other seeds: other jitter and slow rank) rank by rank:
-  each rank's mean step is the job's planted one (answers.json ``mean_step_ns``)."""
+  each rank's mean step is the job's planted one (answers.json ``mean_step_ns``); each job's slowest rank
+  compared with the other's, and two ranks of one job, each opened alone."""
 from __future__ import annotations
 
 import gzip
@@ -15,6 +16,7 @@ import pytest
 
 import perfsight
 from perfsight.analysis import compare as analysis
+from perfsight.core.errors import InputError
 from tests.bench.test_jobgen import jobgen
 
 TRACE = "kineto/generated_torch213_cpu/cpu_mlp_rs_mem_stack.pt.trace.json.gz"
@@ -72,3 +74,19 @@ def test_two_jobs_rank_by_rank(shared_data, tmp_path):
     assert [row["base_step_ns"] for row in rows] == answers["base"]["mean_step_ns"]
     assert [row["new_step_ns"] for row in rows] == answers["new"]["mean_step_ns"]
     assert all(row["difference_ns"] == row["new_step_ns"] - row["base_step_ns"] for row in rows)
+
+
+def test_slowest_rank_to_slowest_rank_and_two_ranks_of_one_job(shared_data, tmp_path):
+    answers = {side: jobgen.generate("npu", 8, tmp_path / side, seed=seed, ranks_per_node=4, data=shared_data)
+               for side, seed in (("base", 3), ("new", 8))}
+    slowest = {side: max(range(8), key=lambda rank: (answers[side]["mean_step_ns"][rank], -rank))
+               for side in answers}
+    comparison = perfsight.compare(tmp_path / "base", tmp_path / "new", base_rank="slowest", new_rank="slowest")
+    assert (comparison.base.ranks, comparison.new.ranks) == ([slowest["base"]], [slowest["new"]])
+    steps = comparison.steps().to_pylist()[0]
+    assert (steps["base_mean_ns"], steps["new_mean_ns"]) == (answers["base"]["mean_step_ns"][slowest["base"]],
+                                                            answers["new"]["mean_step_ns"][slowest["new"]])
+    two = perfsight.compare(tmp_path / "base", tmp_path / "base", base_rank=0, new_rank=3)
+    assert (two.base.ranks, two.new.ranks) == ([0], [3])
+    with pytest.raises(InputError, match=r"rank 9 is not one of the job's ranks read \(0-7, 8 ranks\)"):
+        perfsight.compare(tmp_path / "base", tmp_path / "new", base_rank=9)
