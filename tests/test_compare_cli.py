@@ -35,7 +35,7 @@ def test_the_report_says_the_verdict_and_fits_80_columns(pair, capsys, monkeypat
 def test_json_holds_every_table(pair, capsys):
     assert main(["compare", *pair, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert set(report) == {"base", "new", *FILES}
+    assert set(report) == {"base", "new", "base_label", "new_label", *FILES}
     assert (report["steps"]["verdict"], report["steps"]["difference_ns"]) == ("slower", 300_000)
     assert {row["name"]: row["difference_per_step_ns"] for row in report["operators"]}["aten::mm"] == 200_000
 

@@ -11,8 +11,10 @@ submodule binds its name on the package, and ``perfsight.compare`` is the functi
 BASE and NEW are paths or opened runs. ``base_rank`` / ``new_rank`` pick one rank of a multi-rank job (a rank
 number, or ``"slowest"``: the rank with the longest mean step): the job's ranks are mapped as ``perfsight
 cluster`` maps them (their summaries stored in the job's folder) and the rank is opened alone, so two jobs
-compare slowest rank to slowest rank, or two ranks of one job compare with each other. Nothing is computed
-here.
+compare slowest rank to slowest rank, or two ranks of one job compare with each other. A job of more than
+``WHOLE_JOB_RANKS`` ranks is never merged: given no rank, its slowest is compared, and its ranks' mean steps
+(``ranks()``) come from the mapped summaries. ``base_label`` / ``new_label`` say which rank was taken. Nothing is
+computed here.
 """
 from __future__ import annotations
 
@@ -21,10 +23,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from perfsight import ingest
 from perfsight.analysis import compare as analysis
+from perfsight.analysis.job import Job
 from perfsight.core.errors import InputError
-from perfsight.run import Run
-from perfsight.run import open as open_run
+from perfsight.run import Run, open_sources
 
 #: the rank choice that picks the job's slowest rank
 SLOWEST = "slowest"
@@ -33,8 +36,13 @@ SLOWEST = "slowest"
 class Comparison:
     """BASE and NEW (two ``Run``) and every comparison of them (``analysis/compare.py``)."""
 
-    def __init__(self, base: Run, new: Run, *, families: str | os.PathLike | None = None):
+    def __init__(self, base: Run, new: Run, *, families: str | os.PathLike | None = None,
+                 base_job: Job | None = None, new_job: Job | None = None, base_label: str = "",
+                 new_label: str = ""):
         self.base, self.new, self.families = base, new, families
+        #: the jobs whose ranks are compared (a side opened whole is its own job) and what each side is
+        self.base_job, self.new_job = base_job or base.job, new_job or new.job
+        self.base_label, self.new_label = base_label, new_label
 
     def __repr__(self) -> str:
         return f"<perfsight.Comparison {self.base.path} -> {self.new.path}: {self.verdict()}>"
@@ -60,7 +68,7 @@ class Comparison:
         return analysis.memory_comparison(self.base.tables, self.new.tables)
 
     def ranks(self) -> pa.Table:
-        return analysis.rank_comparison(self.base.job, self.new.job)
+        return analysis.rank_comparison(self.base_job, self.new_job)
 
     def communication(self) -> pa.Table:
         return analysis.communication_comparison(self.base.tables, self.new.tables)
@@ -81,27 +89,38 @@ def compare(base: str | os.PathLike | Run, new: str | os.PathLike | Run, *, base
             new_rank: int | str | None = None, families: str | os.PathLike | None = None) -> Comparison:
     """BASE and NEW compared (module docstring); ``families``: a CSV of operator families tried before the
     shipped ones (docs/compare.md)."""
-    return Comparison(_side(base, base_rank, "BASE"), _side(new, new_rank, "NEW"), families=families)
+    (before, base_job, base_label), (after, new_job, new_label) = (
+        _side(base, base_rank, "BASE"), _side(new, new_rank, "NEW"))
+    return Comparison(before, after, families=families, base_job=base_job, new_job=new_job, base_label=base_label,
+                      new_label=new_label)
 
 
-def _side(what: str | os.PathLike | Run, rank: int | str | None, side: str) -> Run:
-    """The run to compare: ``what`` opened, or its rank ``rank`` opened alone."""
-    if rank is None:
-        return what if isinstance(what, Run) else open_run(what)
+def _side(what: str | os.PathLike | Run, rank: int | str | None, side: str) -> tuple[Run, Job | None, str]:
+    """The run to compare (``what`` opened, or its rank ``rank`` opened alone), the job its ranks come from when
+    the job was mapped, and what was taken."""
     from perfsight.analysis.cluster import slowest_rank
     from perfsight.core.memo import computed
-    from perfsight.mapreduce import analyse_job
+    from perfsight.mapreduce import WHOLE_JOB_RANKS, analyse_job
 
+    if isinstance(what, Run) and rank is None:
+        return what, None, ""
     path = what.path if isinstance(what, Run) else Path(what)
-    job = analyse_job(path)
+    if rank is None:
+        sources = ingest.find_runs(path)
+        if len(sources) <= WHOLE_JOB_RANKS:
+            return open_sources(path, sources), None, ""
+        rank = SLOWEST                  # too many ranks to merge: the slowest, its ranks from their summaries
+    mapped = analyse_job(path)
+    chosen = rank
     if rank == SLOWEST:
-        slowest = computed(slowest_rank, job.job).to_pylist()
+        slowest = computed(slowest_rank, mapped.job).to_pylist()
         if not slowest:
             raise InputError(f"{side} {path}: no steps, so no slowest rank (give a rank number)")
-        rank = slowest[0]["slowest_rank"]
-    if not isinstance(rank, int):
+        chosen = slowest[0]["slowest_rank"]
+    if not isinstance(chosen, int):
         raise InputError(f"{side} rank {rank!r}: not a rank number or {SLOWEST!r}")
-    return job.open_rank(rank)
+    label = f"rank {chosen} of {len(mapped.ranks):,}" + (" (the slowest)" if rank == SLOWEST else "")
+    return mapped.open_rank(chosen), mapped.job, label
 
 
 __all__ = ["SLOWEST", "Comparison", "compare"]

@@ -90,3 +90,19 @@ def test_slowest_rank_to_slowest_rank_and_two_ranks_of_one_job(shared_data, tmp_
     assert (two.base.ranks, two.new.ranks) == ([0], [3])
     with pytest.raises(InputError, match=r"rank 9 is not one of the job's ranks read \(0-7, 8 ranks\)"):
         perfsight.compare(tmp_path / "base", tmp_path / "new", base_rank=9)
+
+
+@pytest.mark.slow
+def test_jobs_too_large_to_merge_compare_their_slowest_ranks(shared_data, tmp_path):
+    """Two jobs of 20 ranks (more than WHOLE_JOB_RANKS): never merged; each job's slowest rank opened alone, and
+    the ranks compared from the mapped summaries."""
+    answers = {side: jobgen.generate("npu", 20, tmp_path / side, seed=seed, ranks_per_node=4, data=shared_data)
+               for side, seed in (("base", 3), ("new", 8))}
+    slowest = {side: max(range(20), key=lambda rank: (answers[side]["mean_step_ns"][rank], -rank))
+               for side in answers}
+    comparison = perfsight.compare(tmp_path / "base", tmp_path / "new")
+    assert (comparison.base.ranks, comparison.new.ranks) == ([slowest["base"]], [slowest["new"]])
+    assert comparison.base_label == f"rank {slowest['base']} of 20 (the slowest)"
+    ranks = comparison.ranks().to_pylist()
+    assert [row["base_step_ns"] for row in ranks] == answers["base"]["mean_step_ns"]
+    assert [row["new_step_ns"] for row in ranks] == answers["new"]["mean_step_ns"]

@@ -514,8 +514,13 @@ def print_comparison(report: dict, console: Console | None = None, *, top: int =
     outcome when one was asked."""
     console = console or Console()
     steps = report["steps"]
-    console.print(f"[bold]perfsight compare[/bold]\n  BASE {escape(report['base'])} ({steps['base_steps']} steps)\n"
-                  f"  NEW  {escape(report['new'])} ({steps['new_steps']} steps)", soft_wrap=True)
+    def side(label: str) -> str:
+        return f"{label}, " if label else ""
+
+    console.print("[bold]perfsight compare[/bold]", soft_wrap=True)
+    for name, key in (("BASE", "base"), ("NEW ", "new")):
+        console.print(f"  {name} {escape(report[key])} ({escape(side(report[key + '_label']))}"
+                      f"{steps[key + '_steps']} steps)", soft_wrap=True)
     console.print(escape(verdict_sentence(steps)), style="bold" if steps["verdict"] in ("slower", "faster") else None,
                   soft_wrap=True)
     _print_breakdown_difference(report["breakdown"], console)

@@ -29,8 +29,10 @@ LIST_SEPARATOR = " | "
 
 def comparison_report(comparison: Comparison, *, fail_if_slower: float | None = None) -> dict:
     """The comparison's tables as row lists by name (``FILES``' keys; ``steps`` its one row), BASE's and NEW's
-    paths, and with ``fail_if_slower`` the gate: ``{"percent", "failed"}`` (``Comparison.slower_than``)."""
-    report: dict = {"base": str(comparison.base.path), "new": str(comparison.new.path)}
+    paths and labels (which rank of a job was taken), and with ``fail_if_slower`` the gate: ``{"percent",
+    "failed"}`` (``Comparison.slower_than``)."""
+    report: dict = {"base": str(comparison.base.path), "new": str(comparison.new.path),
+                    "base_label": comparison.base_label, "new_label": comparison.new_label}
     for name in FILES:
         report[name] = getattr(comparison, name)().to_pylist()
     report["steps"] = report["steps"][0]
