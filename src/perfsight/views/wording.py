@@ -25,5 +25,7 @@ def verdict_sentence(steps: dict) -> str:
         return f"NEW is {-difference:.1f}% faster ({interval}): {means}"
     if verdict == "no difference":
         return f"no difference beyond the step-to-step noise (NEW {difference:+.1f}%, {interval}): {means}"
-    return (f"NEW is {difference:+.1f}% ({means}); one step on a side, so the step-to-step noise is unknown: "
-            "profile more steps for a verdict")
+    change = "no faster or slower" if difference == 0 else \
+        f"{abs(difference):.1f}% {'slower' if difference > 0 else 'faster'}"
+    return (f"NEW is {change} ({means}), but one step on a side leaves the step-to-step noise unknown: profile "
+            "more steps for a verdict")
