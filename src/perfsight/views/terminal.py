@@ -508,19 +508,17 @@ COMPARE_NAME_WIDTH = 26
 
 
 def print_comparison(report: dict, console: Console | None = None, *, top: int = COMPARE_TOP) -> None:
-    """What ``perfsight compare`` found (``views.export.compare_files.comparison_report``): the verdict on the
-    step time, the breakdown's difference by category, the operators and kernels that grew and shrank most
-    per step (``share``: of the step time's difference), communication, the other figures, and the CI gate's
-    outcome when one was asked."""
+    """What ``perfsight compare`` found (``views.export.compare_files.comparison_report``): which runs (and which
+    rank of a job), the verdict on the step time, the breakdown's difference by category, the operators, kernels
+    and modules that grew and shrank most per step (``share``: of the step time's difference), communication,
+    memory by operator, the ranks of two jobs, the other figures, and the CI gate's outcome when one was
+    asked."""
     console = console or Console()
     steps = report["steps"]
-    def side(label: str) -> str:
-        return f"{label}, " if label else ""
-
     console.print("[bold]perfsight compare[/bold]", soft_wrap=True)
     for name, key in (("BASE", "base"), ("NEW ", "new")):
-        console.print(f"  {name} {escape(report[key])} ({escape(side(report[key + '_label']))}"
-                      f"{steps[key + '_steps']} steps)", soft_wrap=True)
+        label = f"{report[key + '_label']}, " if report[key + "_label"] else ""
+        console.print(f"  {name} {escape(report[key])} ({escape(label)}{steps[key + '_steps']} steps)", soft_wrap=True)
     console.print(escape(verdict_sentence(steps)), style="bold" if steps["verdict"] in ("slower", "faster") else None,
                   soft_wrap=True)
     _print_breakdown_difference(report["breakdown"], console)
