@@ -1,6 +1,7 @@
 """One communication rule (core/communication.py): the reader's kinds, the kernel types of the breakdowns,
 the collectives, the export's Communication layer and the web timeline's communication streams agree on a
-planted trace of collective-library names, look-alikes and custom names."""
+planted trace of collective-library names, newer collectives (torch's symmetric memory, inference engines'
+custom all-reduce, DeepEP), look-alikes (kernels that only reduce) and custom names."""
 from __future__ import annotations
 
 import json
@@ -19,14 +20,29 @@ DEVICE = [("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"), ("kernel", "NCC
           ("kernel", "ncclSymkDevKernel_AllReduce_AGxLL_R"),              # NCCL 2.27's symmetric kernels
           ("kernel", "rcclKernel_AllGather"), ("kernel", "hcclAllReduce"), ("kernel", "multimem_all_reduce_kernel"),
           ("kernel", "my_custom_allreduce"), ("kernel", "gemm_kernel"), ("gpu_memcpy", "ncclMemcpy_DtoD"),
-          ("gpu_memset", "nccl_memset")]
+          ("gpu_memset", "nccl_memset"),
+          # newer collectives: torch's symmetric memory (NVLS), inference engines' custom all-reduce, DeepEP
+          ("kernel", "void c10d::symmetric_memory::(anonymous namespace)::one_shot_all_reduce_kernel<float, 16, 8>"
+                     "(float**, unsigned long, unsigned long, unsigned long, unsigned int**, unsigned long, "
+                     "unsigned long)"),
+          ("kernel", "void c10d::symmetric_memory::(anonymous namespace)::barrier_kernel(unsigned int**, int)"),
+          ("kernel", "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals, "
+                     "vllm::Signal*, __nv_bfloat16*, int, int)"),
+          ("kernel", "void tensorrt_llm::kernels::oneShotAllReduceKernel<__nv_bfloat16, 8>(tensorrt_llm::kernels::"
+                     "AllReduceParams)"),
+          ("kernel", "void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*, int*, long*)"),
+          ("kernel", "mscclpp_AllGather_kernel"), ("kernel", "multimem_all_gather_kernel"),
+          ("kernel", "void at_cuda_detail::cub::DeviceReduceKernel<float>(float*)"),    # only reduces: compute
+          ("kernel", "void at::native::reduce_kernel<512, 1>(at::native::ReduceOp<float>)"),
+          ("kernel", "triton_red_fused_all_0")]
 #: host work on the main thread: (category, name)
 HOST = [("cpu_op", "c10d::allreduce_"), ("user_annotation", "nccl:all_reduce"), ("user_annotation", "rccl:all_gather"),
         ("user_annotation", "gloo:broadcast"), ("cpu_op", "record_param_comms"), ("user_annotation", "hccl:all_reduce"),
         ("user_annotation", "mpi:all_reduce"), ("user_annotation", "ucc:all_reduce"), ("cpu_op", "aten::mm"),
         ("cpu_op", "my_allreduce"), ("cpu_op", "multimem_all_reduce")]
-COMMUNICATION = {"ncclDevKernel_AllReduce_Sum_f32_RING_LL", "NCCLKernel_Broadcast", "rcclKernel_AllGather",
-                 "ncclSymkDevKernel_AllReduce_AGxLL_R",
+COMPUTE_KERNELS = {"gemm_kernel", "void at_cuda_detail::cub::DeviceReduceKernel<float>(float*)",
+                   "void at::native::reduce_kernel<512, 1>(at::native::ReduceOp<float>)", "triton_red_fused_all_0"}
+COMMUNICATION = {name for category, name in DEVICE if category == "kernel" and name not in COMPUTE_KERNELS} | {
                  "c10d::allreduce_", "nccl:all_reduce", "rccl:all_gather", "gloo:broadcast", "record_param_comms"}
 DEVICE_NAMES = {name for _, name in DEVICE}
 

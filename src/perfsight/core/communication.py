@@ -3,9 +3,13 @@
 * A slice is communication when its ``kind`` is ``comm`` (``COMM_KIND``), and only then. The readers set
   it: Ascend's readers from the task type (HCCL: ``ingest/ascend/ascend_kinds.COMMUNICATION``), the Kineto
   classification (``ingest/common/kinds.py``, also torch_npu's host side) from the event: a category
-  naming communication (``is_comm_category``), a device kernel whose name starts with ``nccl`` or ``rccl``
-  in any case (``is_comm_kernel``: NCCL's and RCCL's kernels), a host operator or range named after
-  torch.distributed (``c10d::...``), after a backend of ``BACKENDS`` (``nccl:all_reduce``,
+  naming communication (``is_comm_category``), a device kernel that ``COMM_KERNEL_PATTERNS`` names (any
+  case: ``is_comm_kernel``): a collective library's (NCCL, RCCL, MSCCL, HCCL as a Kineto trace names it), a
+  kernel named after a collective (``all_reduce``, ``all_gather``, ``reduce_scatter``, ``all_to_all``, with or
+  without the underscores: torch's symmetric-memory ``multimem_all_reduce_kernel``, TensorRT-LLM's
+  ``oneShotAllReduceKernel``, an inference engine's custom all-reduce), vLLM's and SGLang's custom all-reduce
+  (``cross_device_reduce_1stage``), torch's symmetric-memory namespace and DeepEP's; a host operator or
+  range named after torch.distributed (``c10d::...``), after a backend of ``BACKENDS`` (``nccl:all_reduce``,
   ``gloo:broadcast``...) or PyTorch's ``record_param_comms`` (``is_comm_host_name``). After the readers,
   what is communication is ``kind`` alone (the breakdowns' COMMUNICATION kernel type, the collectives, the
   export's Communication layer, the web timeline); names are read again only to tell communication slices
@@ -25,9 +29,8 @@
   (``communication.json``, ``analysis.db``). The readers put them there; analysis/collectives.py takes them
   as reported.
 
-Names no rule here covers are compute, as they were before this rule was written down in one place: a
-custom all-reduce kernel, torch's symmetric-memory ``multimem`` kernels, an ``hccl...`` kernel in a
-Kineto trace, ``mpi:`` or ``ucc:`` host ranges.
+Names no rule here covers are compute: a kernel that only reduces (``reduce_kernel``, CUB's
+``DeviceReduceKernel``), ``mpi:`` or ``ucc:`` host ranges (whose backends' timing perfsight has not seen).
 """
 from __future__ import annotations
 
@@ -50,7 +53,15 @@ REPORTED_FROM = "Communication Info From"
 BACKEND_RANGE = rf"^({'|'.join(BACKENDS)}):"
 
 _HOST_NAME = re.compile(rf"(c10d::|{'|'.join(f'{backend}:' for backend in BACKENDS)})|record_param_comms$")
-_KERNEL_NAME = re.compile(r"(nccl|rccl)", re.IGNORECASE)
+#: what names a communication kernel (searched in its whole name, any case; ``is_comm_kernel``)
+COMM_KERNEL_PATTERNS = (
+    r"^(void\s+)?(nccl|rccl|msccl|hccl|hcom)",       # the collective libraries' kernels: ncclDevKernel_..., ...
+    r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all",   # kernels named after the collective they run
+    r"cross_device_reduce",                          # vLLM's and SGLang's custom all-reduce (1stage, 2stage)
+    r"c10d::symmetric_memory::",                     # torch's symmetric memory (NVLS/multimem exchanges, barriers)
+    r"deep_ep::",                                    # DeepEP's expert-parallel dispatch and combine
+)
+_KERNEL_NAME = re.compile("|".join(f"(?:{pattern})" for pattern in COMM_KERNEL_PATTERNS), re.IGNORECASE)
 
 
 def is_comm_category(category: str) -> bool:
@@ -59,8 +70,8 @@ def is_comm_category(category: str) -> bool:
 
 
 def is_comm_kernel(name: str) -> bool:
-    """Whether a device kernel is a collective library's (its name starts with nccl or rccl, any case)."""
-    return _KERNEL_NAME.match(name) is not None
+    """Whether a device kernel is communication (``COMM_KERNEL_PATTERNS``)."""
+    return _KERNEL_NAME.search(name) is not None
 
 
 def is_comm_host_name(name: str) -> bool:
