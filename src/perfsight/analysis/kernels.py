@@ -283,20 +283,21 @@ QUEUE_LENGTH = pa.schema([
 
 
 def queue_length(tables: RunTables) -> pa.Table:
-    """Per (rank, stream) summary of the launch queue length (schema ``QUEUE_LENGTH``), as HTA's queue
-    length summary: the number of tasks launched on the stream (their runtime call started) and not yet
-    finished, sampled at every launch and every task end (``count`` samples)."""
+    """Per (rank, stream) summary of the launch queue's length (schema ``QUEUE_LENGTH``), HTA's queue length
+    as HTA defines it: the device tasks launched on the stream and not yet started, one more when a task's
+    runtime call starts, one fewer when the task starts (a task without its launch call in the trace is not
+    counted; a CUDA graph launch enqueues each kernel it replays, which HTA leaves out), sampled at every one
+    of those events (``count`` samples); at one instant a launch counts before a start."""
     query = f"""
-        WITH k AS ({DEVICE_TASKS_SQL}
-        ), launched AS (
-            SELECT k.rank, k.track_id, k.stream, coalesce(l.cpu_start_ns, k.start_ns) AS launch_ns, k.end_ns
-            FROM k LEFT JOIN (SELECT kernel_id, cpu_start_ns FROM ({_LAUNCHES_SQL})) l ON l.kernel_id = k.id
+        WITH launched AS (
+            SELECT l.rank, k.track_id, l.stream, l.cpu_start_ns, l.gpu_start_ns
+            FROM ({_LAUNCHES_SQL}) l JOIN ({DEVICE_TASKS_SQL}) k ON k.id = l.kernel_id
         ), events AS (
-            SELECT rank, track_id, stream, launch_ns AS ts, 1 AS delta FROM launched
-            UNION ALL SELECT rank, track_id, stream, end_ns AS ts, -1 AS delta FROM launched
+            SELECT rank, track_id, stream, cpu_start_ns AS ts, 1 AS delta FROM launched
+            UNION ALL SELECT rank, track_id, stream, gpu_start_ns AS ts, -1 AS delta FROM launched
         ), running AS (
             SELECT rank, track_id, stream,
-                   sum(delta) OVER (PARTITION BY track_id ORDER BY ts, delta
+                   sum(delta) OVER (PARTITION BY track_id ORDER BY ts, delta DESC
                                     ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS queue
             FROM events
         )
