@@ -202,3 +202,22 @@ def test_a_queue_only_data_verdict_has_no_wait_share_and_still_advises(monkeypat
     advice = _data_loader_bound(Facts(RunTables()))
     assert advice.severity == "high" and advice.evidence == {"ranks": {"0": {
         "wait_percent": None, "steps": 0, "bottleneck_steps": 0}}}
+
+
+def test_a_run_replaying_cuda_graphs_is_not_told_to_use_them(shared_data):
+    """HTA's trace_diff test trace replays 5,046 kernels through cudaGraphLaunch: the launch-bound rule counts
+    the kernels launched one by one (a graph's share its one call) and, like the host-gap rule, suggests what
+    is left instead of CUDA graphs; the same model's eager trace (control) is still told about them."""
+    import perfsight
+
+    graphs = rules(perfsight.open(shared_data / "kineto/hta/trace_diff/test").tables)
+    launch = graphs["launch_bound"]
+    assert "5449 of 9972 kernels launched one by one (5,046 more replayed by CUDA graphs)" in launch["finding"]
+    assert json.loads(launch["evidence"])["ranks"]["1"] == {"launches": 9972, "graph_kernels": 5046,
+                                                           "short_kernels": 5449}
+    for rule in ("launch_bound", "host_bound_gaps"):
+        assert "The run already replays CUDA graphs (5,046 kernels): capture what still runs outside them" in \
+            graphs[rule]["suggestion"]
+    eager = rules(perfsight.open(shared_data / "kineto/hta/trace_diff/control").tables)
+    assert all("already replays" not in advice["suggestion"] for advice in eager.values())
+    assert "CUDA graphs" in eager["launch_bound"]["suggestion"]

@@ -22,7 +22,7 @@ from perfsight.analysis import kernels
 
 from . import hta_conventions as hta
 from .planted import tables_from_rows
-from .planted_gpu import cpu_only_run, gpu_run
+from .planted_gpu import TRACKS, cpu_only_run, gpu_run, gpu_slices
 
 HTA_LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync")
 #: the launch calls HTA 0.6.1 counts in its queue length (``TraceSymbolTable.get_runtime_launch_events_mask``)
@@ -92,8 +92,20 @@ def test_launch_stats_and_summary_planted():
         ("tiny", "cudaLaunchKernel", 100, 10, 50, 150),
     ]                                       # the memset has no launching call
     [summary] = kernels.launch_summary(kernels.launch_stats(gpu_run())).to_pylist()
-    assert (summary["launches"], summary["short_kernels"], summary["short_kernel_gpu_ns"],
-            summary["short_kernel_cpu_ns"], summary["max_launch_delay_ns"]) == (5, 1, 10, 100, 900)
+    assert (summary["launches"], summary["graph_kernels"], summary["short_kernels"], summary["short_kernel_gpu_ns"],
+            summary["short_kernel_cpu_ns"], summary["max_launch_delay_ns"]) == (5, 0, 1, 10, 100, 900)
+
+
+def test_a_graph_launchs_kernels_are_left_out_of_the_launch_figures():
+    """relu and tiny replayed by cudaGraphLaunch calls: counted as graph kernels, not as short kernels nor in
+    the calls' and delays' figures (one call launches a whole graph), still in the mean kernel time."""
+    slices = [{**row, "name": "cudaGraphLaunch", "op_type": "cudaGraphLaunch"} if row["correlation_id"] in (2, 5)
+              and row["kind"] == "runtime" else row for row in gpu_slices()]
+    [summary] = kernels.launch_summary(kernels.launch_stats(tables_from_rows(slices=slices, tracks=TRACKS)))\
+        .to_pylist()
+    assert (summary["launches"], summary["graph_kernels"], summary["short_kernels"]) == (5, 2, 0)
+    assert summary["max_launch_delay_ns"] == 200                 # gemm's, all-reduce's and the copy's only
+    assert summary["mean_gpu_dur_ns"] == (1000 + 2000 + 500 + 200 + 10) / 5
 
 
 def test_idle_time_breakdown_planted():

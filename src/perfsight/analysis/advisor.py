@@ -104,6 +104,23 @@ class Facts:
         }).to_arrow_table()
 
     @cached_property
+    def graph_kernels(self) -> int:
+        """The kernels CUDA/HIP graph launches replayed (``kernels.launch_summary``): graphs are in use."""
+        from perfsight.analysis.kernels import launch_stats, launch_summary
+
+        return sum(row["graph_kernels"] for row in launch_summary(self.get(launch_stats)).to_pylist())
+
+    def graphs_or(self, suggestion: str) -> str:
+        """``suggestion`` (which names CUDA graphs) for a run that replays none; for one that does, what is left
+        to try: the kernels still launched one by one."""
+        if not self.graph_kernels:
+            return suggestion
+        return (f"The run already replays CUDA graphs ({self.graph_kernels:,} kernels): capture what still runs "
+                "outside them (torch.compile(mode='reduce-overhead') or torch.cuda.graphs around the remaining "
+                "steps' work), fuse the operations launched one by one (torch.compile, fused optimizers: "
+                "foreach=True / fused=True), or batch more work per launch.")
+
+    @cached_property
     def has_device(self) -> bool:
         return bool(self.rows("SELECT count(*) AS n FROM tracks WHERE kind = 'stream'")[0]["n"])
 
@@ -317,8 +334,9 @@ def _low_device_utilisation(facts: Facts) -> Advice | None:
         f"compute is {worst['compute_pct']:.0f}%",
         {"idle_pct_by_rank": {str(r["rank"]): round(r["idle_pct"], 2) for r in idle}},
         f"device idle >= {LOW_UTILISATION_IDLE_PCT:.0f}% of the span from its first to its last task",
-        "See the idle-time breakdown: host-wait gaps need less Python/CPU work per step (larger batches, "
-        "torch.compile or CUDA graphs, fewer small ops); kernel-wait gaps point at synchronisation.")
+        "See the idle-time breakdown: kernel-wait gaps point at synchronisation; host-wait gaps need less "
+        "Python/CPU work per step. " + facts.graphs_or("Larger batches, torch.compile or CUDA graphs, fewer small "
+                                                        "ops."))
 
 
 def _launch_bound(facts: Facts) -> Advice | None:
@@ -326,21 +344,28 @@ def _launch_bound(facts: Facts) -> Advice | None:
 
     if not facts.has_device:
         return None
+    def direct(row: dict) -> int:       # launched one by one: a graph launch's kernels share its one call
+        return row["launches"] - row["graph_kernels"]
+
     rows = [r for r in launch_summary(facts.get(launch_stats)).to_pylist()
-            if r["launches"] and r["short_kernels"] / r["launches"] >= SHORT_KERNEL_SHARE]
+            if direct(r) and r["short_kernels"] / direct(r) >= SHORT_KERNEL_SHARE]
     if not rows:
         return None
-    worst = max(rows, key=lambda r: r["short_kernels"] / r["launches"])
-    share = worst["short_kernels"] / worst["launches"]
+    worst = max(rows, key=lambda r: r["short_kernels"] / direct(r))
+    share = worst["short_kernels"] / direct(worst)
+    replayed = f" ({worst['graph_kernels']:,} more replayed by CUDA graphs)" if worst["graph_kernels"] else ""
     return Advice(
         "launch_bound", "medium", "Many small kernels: launch-bound",
-        f"rank {worst['rank']}: {worst['short_kernels']} of {worst['launches']} kernels ({share:.0%}) run shorter "
-        f"than their launch call ({_duration(worst['short_kernel_gpu_ns'])} of kernel time for "
-        f"{_duration(worst['short_kernel_cpu_ns'])} of launch time)",
-        {"ranks": {str(r["rank"]): {"launches": r["launches"], "short_kernels": r["short_kernels"]} for r in rows}},
-        f"short kernels (launch <= 50 us and longer than the kernel) >= {SHORT_KERNEL_SHARE:.0%} of launches",
-        "Fuse small operations: torch.compile (mode='reduce-overhead' adds CUDA graphs), fused optimizers "
-        "(foreach=True / fused=True), larger batches, or torch.cuda.graphs for static steps.")
+        f"rank {worst['rank']}: {worst['short_kernels']} of {direct(worst)} kernels launched one by one{replayed} "
+        f"({share:.0%}) run shorter than their launch call ({_duration(worst['short_kernel_gpu_ns'])} of kernel "
+        f"time for {_duration(worst['short_kernel_cpu_ns'])} of launch time)",
+        {"ranks": {str(r["rank"]): {"launches": direct(r), "graph_kernels": r["graph_kernels"],
+                                    "short_kernels": r["short_kernels"]} for r in rows}},
+        f"short kernels (launch <= 50 us and longer than the kernel) >= {SHORT_KERNEL_SHARE:.0%} of the kernels "
+        "launched one by one",
+        facts.graphs_or("Fuse small operations: torch.compile (mode='reduce-overhead' adds CUDA graphs), fused "
+                        "optimizers (foreach=True / fused=True), larger batches, or torch.cuda.graphs for static "
+                        "steps."))
 
 
 def _host_bound_gaps(facts: Facts) -> Advice | None:
@@ -365,7 +390,7 @@ def _host_bound_gaps(facts: Facts) -> Advice | None:
         {"ranks": {str(r["rank"]): {"host_wait_ns": r["host_wait_ns"], "idle_ns": r["idle_ns"]} for r in bound}},
         f"host-wait >= {HOST_WAIT_SHARE:.0%} of device idle time",
         "Reduce host work between launches: move preprocessing to the data loader (num_workers), avoid Python "
-        "loops over tensors, use torch.compile or CUDA graphs.")
+        "loops over tensors. " + facts.graphs_or("Use torch.compile or CUDA graphs."))
 
 
 def _communication_not_overlapped(facts: Facts) -> Advice | None:

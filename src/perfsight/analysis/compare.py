@@ -27,8 +27,9 @@ single-run analyses of either side through its memo; ``perfsight.compare`` is th
   on either side.
 * **Communication** (``communication_comparison``): per collective and group size, calls, bytes and device
   time per rank and step.
-* **Figures** (``figure_comparison``): one row per scalar of either run: kernels launched per step, mean
-  kernel time, mean launch delay, peak allocated and reserved memory, model FLOPs per step and utilisation.
+* **Figures** (``figure_comparison``): one row per scalar of either run: kernels launched per step (and of
+  them replayed from CUDA graphs), mean kernel time, mean launch call and delay (of the kernels launched one
+  by one), peak allocated and reserved memory, model FLOPs per step and utilisation.
 """
 from __future__ import annotations
 
@@ -420,6 +421,9 @@ def _figures(tables: RunTables) -> dict[str, tuple[str, float | None]]:
     return {
         "kernels per step": ("", launches.num_rows / steps if launches.num_rows else None),
         "mean kernel time": ("ns", mean(summary, "mean_gpu_dur_ns")),
+        "kernels replayed from graphs per step": (
+            "", sum(row["graph_kernels"] for row in summary) / steps if any(r["graph_kernels"] for r in summary)
+            else None),
         "mean launch call": ("ns", mean(summary, "mean_cpu_dur_ns")),
         "mean launch delay": ("ns", mean(summary, "mean_launch_delay_ns")),
         "peak memory allocated": ("bytes", maximum(peaks, "peak_allocated_bytes")),

@@ -164,9 +164,13 @@ def launch_stats(tables: RunTables) -> pa.Table:
     return tables.sql(_LAUNCHES_SQL).to_arrow_table().cast(LAUNCH_STATS)
 
 
+#: runtime calls that replay a captured graph: each kernel they launch is the graph's, launched with it at once
+GRAPH_LAUNCH_CALLS = ("cudaGraphLaunch", "cudaGraphLaunch_v10000", "hipGraphLaunch")
+
 LAUNCH_SUMMARY = pa.schema([
     ("rank", pa.int32()),
     ("launches", pa.int64()),
+    ("graph_kernels", pa.int64()),
     ("short_kernels", pa.int64()),
     ("short_kernel_gpu_ns", pa.int64()),
     ("short_kernel_cpu_ns", pa.int64()),
@@ -182,29 +186,36 @@ LAUNCH_SUMMARY = pa.schema([
 
 def launch_summary(launches: pa.Table, *, runtime_cutoff_ns: int = 50_000,
                    launch_delay_cutoff_ns: int = 100_000) -> pa.Table:
-    """Per rank, from ``launch_stats`` rows (schema ``LAUNCH_SUMMARY``): ``short_kernels``, the launches whose
-    call took at most ``runtime_cutoff_ns`` and longer than the task itself (launch overhead exceeds the
-    kernel: HTA's "short GPU kernels"), with their summed task and call time; ``runtime_outliers``, calls
-    longer than ``runtime_cutoff_ns``; ``launch_delay_outliers``, launch delays above
-    ``launch_delay_cutoff_ns``; means and the median/max launch delay. HTA's defaults: 50 us and 100 us."""
+    """Per rank, from ``launch_stats`` rows (schema ``LAUNCH_SUMMARY``): ``launches`` (every task with its
+    launch call), ``graph_kernels`` (those a graph launch replayed, ``GRAPH_LAUNCH_CALLS``: one call launches
+    them all, so they are left out of what follows); of the others: ``short_kernels``, the launches whose call
+    took at most ``runtime_cutoff_ns`` and longer than the task itself (launch overhead exceeds the kernel:
+    HTA's "short GPU kernels"), with their summed task and call time; ``runtime_outliers``, calls longer than
+    ``runtime_cutoff_ns``; ``launch_delay_outliers``, launch delays above ``launch_delay_cutoff_ns``; the mean
+    call and the mean, median and max launch delay. ``mean_gpu_dur_ns`` is over every task. HTA's defaults:
+    50 us and 100 us (HTA counts no graph launch at all)."""
 
     con = new_connection()
     con.register("launches", launches)
     query = """
-        SELECT rank, count(*) AS launches,
-               count(*) FILTER (WHERE cpu_dur_ns <= $rc AND gpu_dur_ns < cpu_dur_ns) AS short_kernels,
-               coalesce(sum(gpu_dur_ns) FILTER (WHERE cpu_dur_ns <= $rc AND gpu_dur_ns < cpu_dur_ns), 0)
-                   AS short_kernel_gpu_ns,
-               coalesce(sum(cpu_dur_ns) FILTER (WHERE cpu_dur_ns <= $rc AND gpu_dur_ns < cpu_dur_ns), 0)
-                   AS short_kernel_cpu_ns,
-               count(*) FILTER (WHERE cpu_dur_ns > $rc) AS runtime_outliers,
-               count(*) FILTER (WHERE launch_delay_ns > $lc) AS launch_delay_outliers,
-               avg(cpu_dur_ns) AS mean_cpu_dur_ns, avg(gpu_dur_ns) AS mean_gpu_dur_ns,
-               avg(launch_delay_ns) AS mean_launch_delay_ns, median(launch_delay_ns) AS median_launch_delay_ns,
-               max(launch_delay_ns) AS max_launch_delay_ns
-        FROM launches GROUP BY rank ORDER BY rank
+        WITH l AS (SELECT *, list_contains($graph_calls, runtime_name) AS replayed FROM launches)
+        SELECT rank, count(*) AS launches, count(*) FILTER (WHERE replayed) AS graph_kernels,
+               count(*) FILTER (WHERE NOT replayed AND cpu_dur_ns <= $rc AND gpu_dur_ns < cpu_dur_ns)
+                   AS short_kernels,
+               coalesce(sum(gpu_dur_ns) FILTER (WHERE NOT replayed AND cpu_dur_ns <= $rc
+                                                AND gpu_dur_ns < cpu_dur_ns), 0) AS short_kernel_gpu_ns,
+               coalesce(sum(cpu_dur_ns) FILTER (WHERE NOT replayed AND cpu_dur_ns <= $rc
+                                                AND gpu_dur_ns < cpu_dur_ns), 0) AS short_kernel_cpu_ns,
+               count(*) FILTER (WHERE NOT replayed AND cpu_dur_ns > $rc) AS runtime_outliers,
+               count(*) FILTER (WHERE NOT replayed AND launch_delay_ns > $lc) AS launch_delay_outliers,
+               avg(cpu_dur_ns) FILTER (WHERE NOT replayed) AS mean_cpu_dur_ns,
+               avg(gpu_dur_ns) AS mean_gpu_dur_ns,
+               avg(launch_delay_ns) FILTER (WHERE NOT replayed) AS mean_launch_delay_ns,
+               median(launch_delay_ns) FILTER (WHERE NOT replayed) AS median_launch_delay_ns,
+               max(launch_delay_ns) FILTER (WHERE NOT replayed) AS max_launch_delay_ns
+        FROM l GROUP BY rank ORDER BY rank
     """
-    params = {"rc": runtime_cutoff_ns, "lc": launch_delay_cutoff_ns}
+    params = {"rc": runtime_cutoff_ns, "lc": launch_delay_cutoff_ns, "graph_calls": list(GRAPH_LAUNCH_CALLS)}
     return con.sql(query, params=params).to_arrow_table().cast(LAUNCH_SUMMARY)
 
 
