@@ -101,6 +101,7 @@ class Run:
     launch_stats = _Analysis("kernels")
     idle_time_breakdown = _Analysis("kernels")
     queue_length = _Analysis("kernels")
+    synchronisations = _Analysis("syncs")
     op_flops = _Analysis("flops")
     scope_flops = _Analysis("flops")
     model_flops = _Analysis("flops")

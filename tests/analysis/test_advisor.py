@@ -42,8 +42,9 @@ def test_synchronisation_share_over_the_threshold():
     sync = {"kind": "runtime", "name": "cudaStreamSynchronize", "track_id": HOST, "step": 1}
     tables = run([step(1, 0, 1000), {**sync, "start_ns": 100, "dur_ns": 40}, {**sync, "start_ns": 500, "dur_ns": 20}])
     advice = rules(tables)["excessive_synchronisation"]
-    assert json.loads(advice["evidence"])["calls"]["cudaStreamSynchronize"] == {"count": 2, "total_ns": 60}
-    assert "6%" in advice["finding"]
+    assert json.loads(advice["evidence"]) == {"outside_operators": {
+        "count": 2, "total_ns": 60, "device_idle_after_ns": None}}       # no device task follows them
+    assert "6%" in advice["finding"] and "most in (no operator) (2 calls: cudaStreamSynchronize" in advice["finding"]
     small = run([step(1, 0, 1000), {**sync, "start_ns": 100, "dur_ns": 40}])
     assert "excessive_synchronisation" not in rules(small)
 
@@ -165,7 +166,7 @@ def test_evidence_refs_name_the_ranks_steps_ops_and_devices():
         ("memory_near_capacity", {"devices": {"cuda:0": {"step": 3, "op_type": "aten::mm", "peak_reserved_bytes": 9}}}),
         ("amp_unused", {"ops": {"aten::addmm": {"kernels": 2}, "aten::mm": {"kernels": 1}}}),
         ("uneven_ranks", {"mean_step_ns_by_rank": {"0": 10, "1": 20}, "slowest_rank": 1}),
-        ("excessive_synchronisation", {"calls": {"cudaDeviceSynchronize": {"count": 3}}}),
+        ("excessive_synchronisation", {"host_ops": {"aten::item": {"count": 3}}, "outside_operators": {"count": 1}}),
         ("channels_last", {"convolutions": 4, "conv_ns": 100}),
     ]
     advice = pa.Table.from_pylist([{"rule": rule, "evidence": json.dumps(e)} for rule, e in evidence], schema=ADVICE)
@@ -174,7 +175,7 @@ def test_evidence_refs_name_the_ranks_steps_ops_and_devices():
         ("memory_near_capacity", "host_op", "aten::mm"),
         ("amp_unused", "host_op", "aten::addmm"), ("amp_unused", "host_op", "aten::mm"),
         ("uneven_ranks", "rank", "1"), ("uneven_ranks", "rank", "0"),
-        ("excessive_synchronisation", "api", "cudaDeviceSynchronize"),
+        ("excessive_synchronisation", "host_op", "aten::item"),
     ]
 
 

@@ -147,22 +147,42 @@ def _uneven_ranks(facts: Facts) -> Advice | None:
         "device or host, or extra work on rank 0 (logging, checkpointing) are the usual causes.")
 
 
+#: what the synchronisation rule calls the calls no framework operator encloses
+NO_OPERATOR = "(no operator)"
+
+
+def _sync_figures(row: dict) -> dict:
+    return {"count": row["calls"], "total_ns": row["total_ns"], "device_idle_after_ns": row["idle_after_ns"]}
+
+
 def _excessive_sync(facts: Facts) -> Advice | None:
+    from perfsight.analysis.syncs import synchronisations
+
+    facts.con.register("syncs", facts.get(synchronisations))
     rows = facts.rows("""
-        SELECT name, count(*) AS calls, sum(dur_ns)::BIGINT AS total_ns FROM slices
-        WHERE kind = 'sync' OR (kind IN ('runtime', 'driver') AND name ILIKE '%synchronize%')
-        GROUP BY name ORDER BY total_ns DESC""")
+        SELECT coalesce(host_op, $none) AS host_op, count(*) AS calls, sum(dur_ns)::BIGINT AS total_ns,
+               sum(device_idle_after_ns)::BIGINT AS idle_after_ns, list(DISTINCT call ORDER BY call) AS calls_made
+        FROM syncs GROUP BY ALL ORDER BY total_ns DESC, host_op""", {"none": NO_OPERATOR})
     total = sum(r["total_ns"] for r in rows)
     if not facts.profiled_ns or total < SYNC_SHARE * facts.profiled_ns:
         return None
+    top = rows[0]
+    in_operators = [row for row in rows if row["host_op"] != NO_OPERATOR][:5]
+    outside = next((row for row in rows if row["host_op"] == NO_OPERATOR), None)
+    evidence = {"host_ops": {row["host_op"]: _sync_figures(row) for row in in_operators}} if in_operators else {}
+    if outside is not None:
+        evidence["outside_operators"] = _sync_figures(outside)
     return Advice(
         "excessive_synchronisation", "medium", "Excessive synchronisation",
-        f"{sum(r['calls'] for r in rows)} synchronisations take {_duration(total)}, "
-        f"{total / facts.profiled_ns:.0%} of the profiled time",
-        {"calls": {r["name"]: {"count": r["calls"], "total_ns": r["total_ns"]} for r in rows[:5]}},
+        f"{sum(r['calls'] for r in rows)} synchronisations (synchronise calls and blocking copies) keep the host "
+        f"waiting {_duration(total)}, {total / facts.profiled_ns:.0%} of the profiled time; most in {top['host_op']} "
+        f"({top['calls']} calls: {', '.join(top['calls_made'])}; {_duration(top['total_ns'])}, then the device "
+        f"idle {_duration(top['idle_after_ns'] or 0)} until the host launches again)",
+        evidence,
         f"synchronisation >= {SYNC_SHARE:.0%} of the profiled steps",
-        "Remove host reads of device values inside the step (.item(), .cpu(), printing losses, torch.nonzero, "
-        "boolean masks); accumulate metrics on the device and read them every N steps.")
+        "Remove host reads of device values inside the step (.item(), .cpu(), .tolist(), printing losses, "
+        "torch.nonzero, boolean masks) and copies to pageable memory (pin_memory=True, non_blocking=True); "
+        "accumulate metrics on the device and read them every N steps.")
 
 
 def _recompilations(facts: Facts) -> Advice | None:
@@ -470,9 +490,9 @@ def advise(tables: RunTables) -> pa.Table:
 EVIDENCE_REFS = pa.schema([("rule", pa.string()), ("kind", pa.string()), ("value", pa.string())])
 
 #: evidence keys whose mapping keys name things, and the kind of thing: ``rank``, ``device``, ``host_op``
-#: (a framework operator type), ``api`` (a runtime/driver call or sync name), ``frame`` (a compiled frame)
+#: (a framework operator type), ``frame`` (a compiled frame)
 _EVIDENCE_KEYS = {"ranks": "rank", "idle_pct_by_rank": "rank", "mean_step_ns_by_rank": "rank", "devices": "device",
-                  "ops": "host_op", "calls": "api", "frames": "frame"}
+                  "ops": "host_op", "host_ops": "host_op", "frames": "frame"}
 #: fields inside an evidence entry (or at the top level) whose value names a thing
 _EVIDENCE_FIELDS = {"slowest_rank": "rank", "step": "step", "op_type": "host_op"}
 
@@ -480,8 +500,8 @@ _EVIDENCE_FIELDS = {"slowest_rank": "rank", "step": "step", "op_type": "host_op"
 def evidence_refs(advice: pa.Table) -> pa.Table:
     """What each piece of advice's evidence names, for links to where it is shown (schema
     ``EVIDENCE_REFS``): one row per distinct (rule, kind, value), in the order of the advice and of its
-    evidence; ``kind`` is ``rank``, ``step``, ``device``, ``host_op`` (a framework operator type),
-    ``api`` (a runtime or synchronisation call) or ``frame`` (a torch.compile frame); ``value`` as text."""
+    evidence; ``kind`` is ``rank``, ``step``, ``device``, ``host_op`` (a framework operator type) or
+    ``frame`` (a torch.compile frame); ``value`` as text."""
     rows: list[dict] = []
     for advice_row in advice.to_pylist():
         found: list[tuple[str, str]] = []
