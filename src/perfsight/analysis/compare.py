@@ -192,8 +192,12 @@ def slower_than(steps: pa.Table, percent: float) -> bool:
 
 
 def _step_difference_ns(base: RunTables, new: RunTables) -> float | None:
-    """NEW's mean step minus BASE's (None without steps on a side, or no difference to share)."""
-    difference = step_comparison(base, new).column("difference_ns")[0].as_py()
+    """NEW's mean step minus BASE's, what the shares are of (None without steps on a side, or no difference to
+    share): the means alone, not ``step_comparison``'s interval."""
+    before, after = (computed(job_step_times, tables).column("step_ns").to_numpy() for tables in (base, new))
+    if not len(before) or not len(after):
+        return None
+    difference = float(after.mean()) - float(before.mean())
     return difference if difference else None
 
 
@@ -332,6 +336,13 @@ def operator_comparison(base: RunTables, new: RunTables, *, executions: str = HO
     params = {"base_steps": rank_steps(base), "new_steps": rank_steps(new),
               "whole": _step_difference_ns(base, new) or math.nan}
     return con.sql(_ALIGNED_SQL, params=params).to_arrow_table().cast(OPERATOR_COMPARISON)
+
+
+def largest_changes(rows: list[dict], top: int) -> tuple[list[dict], list[dict]]:
+    """Of an ``operator_comparison`` table's rows (largest difference first), the ``top`` that grew most per
+    step and the ``top`` that shrank most: what the terminal report and the Compare page list."""
+    return ([row for row in rows if row["difference_per_step_ns"] > 0][:top],
+            [row for row in rows if row["difference_per_step_ns"] < 0][:top])
 
 
 def _communication(tables: RunTables) -> pa.Table:

@@ -17,16 +17,11 @@ from rich.markup import escape
 from rich.padding import Padding
 from rich.table import Table
 
+from perfsight.analysis.compare import largest_changes
 from perfsight.analysis.rank_spread import HIGHER
-from perfsight.views.wording import verdict_sentence
+from perfsight.views.wording import in_ms, verdict_sentence
 
 NAME_WIDTH = 34
-
-
-def _in_ms(ns) -> str:
-    """A duration in ns as a number of milliseconds (``1,234.567``; ``-`` when unknown), for text that names
-    the unit itself."""
-    return "-" if ns is None else f"{ns / 1e6:,.3f}"
 
 
 def _bytes(count: int | None) -> str:
@@ -122,9 +117,9 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
         _print_median_steps(summary["breakdown"], console)
     steps = summary["steps"]
     if steps["count"]:
-        console.print(f"the collector timed {steps['count']} steps: median {_in_ms(steps['median_ns'])} ms, mean "
-                      f"{_in_ms(steps['mean_ns'])} ms (with the first step and the profiler's stop); mean "
-                      f"data-loader wait {_in_ms(steps['data_wait_mean_ns'])} ms")
+        console.print(f"the collector timed {steps['count']} steps: median {in_ms(steps['median_ns'])} ms, mean "
+                      f"{in_ms(steps['mean_ns'])} ms (with the first step and the profiler's stop); mean "
+                      f"data-loader wait {in_ms(steps['data_wait_mean_ns'])} ms")
     if many:
         _print_spread(f"Profiled steps: each rank's mean, across {spreads['ranks']:,} ranks (ms)",
                       spreads["profiled_steps"], console)
@@ -157,17 +152,17 @@ def _print_where_ranks_are(title: str, spreads: dict, console: Console) -> None:
                   f"{escape(shlex.quote(title))} writes {OUTPUT_FOLDER}/{RANK_BREAKDOWN_CSV}")
     for row in spreads["breakdown"].to_pylist():
         if row["figure"] == "median_step_ns" and row["ranks"]:
-            console.print(f"median step {_in_ms(row['median'])} ms (the median over {row['ranks']:,} ranks of each "
-                          f"rank's median step; fastest rank {row['fastest_rank']} {_in_ms(row['fastest_value'])} "
-                          f"ms, slowest rank {row['slowest_rank']} {_in_ms(row['slowest_value'])} ms)")
+            console.print(f"median step {in_ms(row['median'])} ms (the median over {row['ranks']:,} ranks of each "
+                          f"rank's median step; fastest rank {row['fastest_rank']} {in_ms(row['fastest_value'])} "
+                          f"ms, slowest rank {row['slowest_rank']} {in_ms(row['slowest_value'])} ms)")
 
 
 def _print_median_steps(breakdown, console: Console) -> None:
     averages = breakdown.to_pylist()
     for row in averages:
         rank = f" of rank {row['rank']}" if len(averages) > 1 else ""
-        console.print(f"median step {_in_ms(row['median_step_ns'])} ms (median of {row['steps']} profiled steps{rank}; "
-                      f"mean {_in_ms(row['step_ns'])} ms)")
+        console.print(f"median step {in_ms(row['median_step_ns'])} ms (median of {row['steps']} profiled steps{rank}; "
+                      f"mean {in_ms(row['step_ns'])} ms)")
 
 
 def _print_profiled_steps(profiled, console: Console) -> None:
@@ -179,9 +174,9 @@ def _print_profiled_steps(profiled, console: Console) -> None:
     for column in ("rank",) * ranked + ("step", "iteration", "gap", "fwd+bwd", "tail", "data wait"):
         table.add_column(column, justify="right")
     for row in profiled.to_pylist():
-        table.add_row(*(str(row["rank"]),) * ranked, str(row["step"]), _in_ms(row["iteration_ns"]),
-                      _in_ms(row["gap_ns"]), _in_ms(row["fp_bp_ns"]), _in_ms(row["tail_ns"]),
-                      _in_ms(row["data_wait_ns"]))
+        table.add_row(*(str(row["rank"]),) * ranked, str(row["step"]), in_ms(row["iteration_ns"]),
+                      in_ms(row["gap_ns"]), in_ms(row["fp_bp_ns"]), in_ms(row["tail_ns"]),
+                      in_ms(row["data_wait_ns"]))
     console.print(table)
 
 
@@ -197,7 +192,7 @@ def _print_top_ops(ops, category: str | None, console: Console) -> None:
         table.add_column(column, justify="right")
     for row in ops.to_pylist():
         table.add_row(*(str(row["rank"]),) * ranked, escape(_short(row["op_type"], NAME_WIDTH - 5 * ranked)),
-                      str(row["count"]), _in_ms(row["self_ns"]), _in_ms(row["total_ns"]), _in_ms(row["avg_ns"]))
+                      str(row["count"]), in_ms(row["self_ns"]), in_ms(row["total_ns"]), in_ms(row["avg_ns"]))
     console.print(table)
 
 
@@ -251,7 +246,7 @@ def _figure_value(figure: str, value: float | None) -> str:
     if figure == "offset_ns":
         return f"{value:+,.0f}"
     if figure.endswith("_ns"):
-        return _in_ms(value)
+        return in_ms(value)
     if figure.endswith("_bytes"):
         return _bytes(int(value))
     if figure == "flops_per_s":
@@ -303,8 +298,8 @@ def _print_cluster(cluster: dict, console: Console) -> None:
             table.add_column(column, justify="left" if not column else "right")
         for row in ranks:
             flags = ", ".join(flag for flag in ("slowest", "straggler") if row[flag])
-            table.add_row(str(row["rank"]), _in_ms(row["step_ns"]), _in_ms(row["communication_ns"]),
-                          _in_ms(row["non_communication_ns"]), flags)
+            table.add_row(str(row["rank"]), in_ms(row["step_ns"]), in_ms(row["communication_ns"]),
+                          in_ms(row["non_communication_ns"]), flags)
         console.print(table)
     if cluster["slowest"]:
         console.print(f"slowest rank: {escape(cluster['slowest']['reason'])}")
@@ -317,10 +312,10 @@ def _print_cluster(cluster: dict, console: Console) -> None:
         for row in top:
             table.add_row(str(row["rank"]), escape(_short(row["process_group"] or "-", GROUP_WIDTH)),
                           escape(row["collective"]), str(row["operations"]), _bytes(row["mean_bytes"]),
-                          _in_ms(row["wait_ns"]), _gbps(row["busbw_gbps"]))
+                          in_ms(row["wait_ns"]), _gbps(row["busbw_gbps"]))
         console.print(table)
     slow = [f"rank {row['rank']} in group {escape(_short(row['process_group'] or '-', GROUP_WIDTH))} (the others wait "
-            f"{_in_ms(row['others_mean_wait_ns'])} ms on average, it {_in_ms(row['mean_wait_ns'])} ms)"
+            f"{in_ms(row['others_mean_wait_ns'])} ms on average, it {in_ms(row['mean_wait_ns'])} ms)"
             for row in cluster["slow_ranks"].to_pylist()]
     console.print(f"slow ranks ({cluster['rank_verdicts']} checked): {_listed(slow)}")
     console.print(Padding(f"rule: {escape(cluster['slow_rank_rule'])}\nthreshold: "
@@ -376,9 +371,9 @@ def _print_breakdown(breakdown, console: Console) -> None:
     for category in shown:
         cells = []
         for row in rows:
-            cells += [_in_ms(row[f"{category}_ns"]), f"{row[f'{category}_pct']:.1f}"]
+            cells += [in_ms(row[f"{category}_ns"]), f"{row[f'{category}_pct']:.1f}"]
         table.add_row(category.replace("_", " "), *cells)
-    table.add_row("[bold]step[/bold]", *[cell for row in rows for cell in (_in_ms(row["step_ns"]), "100.0")])
+    table.add_row("[bold]step[/bold]", *[cell for row in rows for cell in (in_ms(row["step_ns"]), "100.0")])
     console.print(table)
 
 
@@ -397,7 +392,7 @@ def _print_rank_breakdown(breakdown, console: Console) -> None:
     for column in ("rank", "step ms", *(_CATEGORY_HEADERS.get(c, c) for c in shown)):
         table.add_column(column, justify="right")
     for row in rows:
-        table.add_row(str(row["rank"]), _in_ms(row["step_ns"]),
+        table.add_row(str(row["rank"]), in_ms(row["step_ns"]),
                       *("-" if row[f"{c}_pct"] is None else f"{row[f'{c}_pct']:.1f}" for c in shown))
     console.print(table)
     short = "".join(f", {_CATEGORY_HEADERS[c]} = {c.replace('_', ' ')}" for c in shown if c in _CATEGORY_HEADERS)
@@ -406,9 +401,9 @@ def _print_rank_breakdown(breakdown, console: Console) -> None:
 
 def _print_overlap(overlap, console: Console) -> None:
     for row in overlap.to_pylist():
-        console.print(f"overlap (rank {row['rank']}, device span {_in_ms(row['span_ns'])} ms): computation "
-                      f"{_in_ms(row['computation_ns'])}, communication {_in_ms(row['communication_ns'])}, pure "
-                      f"communication {_in_ms(row['pure_communication_ns'])}, free {_in_ms(row['free_ns'])} ms")
+        console.print(f"overlap (rank {row['rank']}, device span {in_ms(row['span_ns'])} ms): computation "
+                      f"{in_ms(row['computation_ns'])}, communication {in_ms(row['communication_ns'])}, pure "
+                      f"communication {in_ms(row['pure_communication_ns'])}, free {in_ms(row['free_ns'])} ms")
 
 
 def print_advice(advice, console: Console) -> None:
@@ -521,17 +516,31 @@ def print_comparison(report: dict, console: Console | None = None, *, top: int =
         console.print(f"  {name} {escape(report[key])} ({escape(label)}{steps[key + '_steps']} steps)", soft_wrap=True)
     console.print(escape(verdict_sentence(steps)), style="bold" if steps["verdict"] in ("slower", "faster") else None,
                   soft_wrap=True)
-    _print_breakdown_difference(report["breakdown"], console)
+    breakdown = [row for row in report["breakdown"] if row["base_ns"] or row["new_ns"]]
+    _comparison_table("Step breakdown (ms per step)", ("category", "base", "new", "difference", "share"), [
+        (row["category"], in_ms(row["base_ns"]), in_ms(row["new_ns"]), _signed_ms(row["difference_ns"]),
+         _percent(row["share_pct"])) for row in breakdown], console)
     for title in ("operators", "kernels", "modules"):
-        rows = report[title]           # largest difference first
-        grown = [row for row in rows if row["difference_per_step_ns"] > 0][:top]
-        shrunk = [row for row in rows if row["difference_per_step_ns"] < 0][:top]
+        grown, shrunk = largest_changes(report[title], top)
         _print_aligned(f"{title.capitalize()} that grew most (ms per step)", grown, console)
         _print_aligned(f"{title.capitalize()} that shrank most (ms per step)", shrunk, console)
-    _print_communication_difference(report["communication"], console)
-    _print_memory_difference(report["memory"][:top], console)
+    _comparison_table("Communication (per rank and step)",
+                      ("collective", "group", "calls", "MB base", "MB new", "ms base", "ms new"), [
+        (escape(_short(row["collective"], 20)), str(row["group_size"] or "?"), _calls(row),
+         f"{row['base_bytes_per_step'] / 1e6:,.1f}", f"{row['new_bytes_per_step'] / 1e6:,.1f}",
+         in_ms(row["base_per_step_ns"]), in_ms(row["new_per_step_ns"]))
+        for row in report["communication"]], console)
+    _comparison_table("Memory allocated by operator (per rank and step)",
+                      ("operator", "allocations", "base", "new", "difference"), [
+        (escape(_short(row["op_type"] or "(no operator)", COMPARE_NAME_WIDTH)),
+         f"{row['base_allocations_per_step']:,.1f}->{row['new_allocations_per_step']:,.1f}",
+         _bytes(int(row["base_bytes_per_step"])), _bytes(int(row["new_bytes_per_step"])),
+         ("+" if row["difference_bytes_per_step"] >= 0 else "-") + _bytes(int(abs(row["difference_bytes_per_step"]))))
+        for row in report["memory"][:top]], console)
     _print_rank_difference(report["ranks"], console)
-    _print_figure_difference(report["figures"], console)
+    _comparison_table("Figures", ("figure", "base", "new", "difference"), [
+        (row["figure"], _figure(row["base"], row["unit"]), _figure(row["new"], row["unit"]),
+         _signed_pct(row["difference_pct"])) for row in report["figures"]], console)
     gate = report.get("gate")
     if gate is not None:
         outcome = "[red]FAIL[/red]" if gate["failed"] else "[green]pass[/green]"
@@ -548,17 +557,8 @@ def _percent(value) -> str:
     return "-" if value is None else f"{value:.0f}%"
 
 
-def _print_breakdown_difference(rows: list[dict], console: Console) -> None:
-    rows = [row for row in rows if row["base_ns"] or row["new_ns"]]
-    if not rows:
-        return
-    table = Table(title="Step breakdown (ms per step)", title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("category", "base", "new", "difference", "share"):
-        table.add_column(column, justify="left" if column == "category" else "right")
-    for row in rows:
-        table.add_row(row["category"], _in_ms(row["base_ns"]), _in_ms(row["new_ns"]),
-                      _signed_ms(row["difference_ns"]), _percent(row["share_pct"]))
-    console.print(table)
+def _signed_pct(value) -> str:
+    return "-" if value is None else f"{value:+.1f}%"
 
 
 def _calls(row: dict) -> str:
@@ -568,47 +568,26 @@ def _calls(row: dict) -> str:
 
 
 def _print_aligned(title: str, rows: list[dict], console: Console) -> None:
+    def named(row: dict) -> str:
+        marker = " (family)" if row["matched_by"] == "family" else {"new": " (new)", "vanished": " (gone)"}.get(
+            row["status"], "")
+        return escape(_short(row["name"], COMPARE_NAME_WIDTH - len(marker)) + marker)
+
+    _comparison_table(title, ("name", "calls/step", "base", "new", "diff", "share"), [
+        (named(row), _calls(row), in_ms(row["base_per_step_ns"]), in_ms(row["new_per_step_ns"]),
+         _signed_ms(row["difference_per_step_ns"]), _percent(row["share_pct"])) for row in rows], console)
+
+
+def _comparison_table(title: str, headers: tuple[str, ...], rows: list[tuple[str, ...]], console: Console) -> None:
+    """One of ``perfsight compare``'s tables: the first column names (left), the others figures (right); none
+    printed without rows."""
     if not rows:
         return
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
-    table.add_column("name", no_wrap=True)
-    for column in ("calls/step", "base", "new", "diff", "share"):
-        table.add_column(column, justify="right", no_wrap=True)
+    for index, header in enumerate(headers):
+        table.add_column(header, justify="right" if index else "left", no_wrap=True)
     for row in rows:
-        marker = {"new": " (new)", "vanished": " (gone)"}.get(row["status"], "")
-        marker = " (family)" if row["matched_by"] == "family" else marker
-        table.add_row(escape(_short(row["name"], COMPARE_NAME_WIDTH - len(marker)) + marker), _calls(row),
-                      _in_ms(row["base_per_step_ns"]), _in_ms(row["new_per_step_ns"]),
-                      _signed_ms(row["difference_per_step_ns"]), _percent(row["share_pct"]))
-    console.print(table)
-
-
-def _print_communication_difference(rows: list[dict], console: Console) -> None:
-    if not rows:
-        return
-    table = Table(title="Communication (per rank and step)", title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("collective", "group", "calls", "MB base", "MB new", "ms base", "ms new"):
-        table.add_column(column, justify="left" if column == "collective" else "right", no_wrap=True)
-    for row in rows:
-        table.add_row(escape(_short(row["collective"], 20)), str(row["group_size"] or "?"), _calls(row),
-                      f"{row['base_bytes_per_step'] / 1e6:,.1f}", f"{row['new_bytes_per_step'] / 1e6:,.1f}",
-                      _in_ms(row["base_per_step_ns"]), _in_ms(row["new_per_step_ns"]))
-    console.print(table)
-
-
-def _print_memory_difference(rows: list[dict], console: Console) -> None:
-    if not rows:
-        return
-    table = Table(title="Memory allocated by operator (per rank and step)", title_justify="left", box=box.SIMPLE_HEAD)
-    table.add_column("operator", no_wrap=True)
-    for column in ("allocations", "base", "new", "difference"):
-        table.add_column(column, justify="right", no_wrap=True)
-    for row in rows:
-        change = row["difference_bytes_per_step"]
-        table.add_row(escape(_short(row["op_type"] or "(no operator)", COMPARE_NAME_WIDTH)),
-                      f"{row['base_allocations_per_step']:,.1f}->{row['new_allocations_per_step']:,.1f}",
-                      _bytes(int(row["base_bytes_per_step"])), _bytes(int(row["new_bytes_per_step"])),
-                      ("+" if change >= 0 else "-") + _bytes(int(abs(change))))
+        table.add_row(*row)
     console.print(table)
 
 
@@ -619,13 +598,9 @@ def _print_rank_difference(rows: list[dict], console: Console) -> None:
     shown = rows if len(rows) <= MAX_RANK_ROWS else sorted(
         rows, key=lambda row: -(row["difference_ns"] if row["difference_ns"] is not None else -1))[:MAX_RANK_ROWS]
     title = "Mean step by rank (ms)" + ("" if shown is rows else f": the {len(shown)} of {len(rows)} that slowed most")
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("rank", "base", "new", "difference"):
-        table.add_column(column, justify="right")
-    for row in shown:
-        change = "-" if row["difference_pct"] is None else f"{row['difference_pct']:+.1f}%"
-        table.add_row(str(row["rank"]), _in_ms(row["base_step_ns"]), _in_ms(row["new_step_ns"]), change)
-    console.print(table)
+    _comparison_table(title, ("rank", "base", "new", "difference"), [
+        (str(row["rank"]), in_ms(row["base_step_ns"]), in_ms(row["new_step_ns"]),
+         _signed_pct(row["difference_pct"])) for row in shown], console)
 
 
 def _figure(value: float | None, unit: str) -> str:
@@ -638,15 +613,3 @@ def _figure(value: float | None, unit: str) -> str:
     if unit == "%":
         return f"{value:.1f}%"
     return _decimal(value, unit) if unit else f"{value:,.1f}"
-
-
-def _print_figure_difference(rows: list[dict], console: Console) -> None:
-    if not rows:
-        return
-    table = Table(title="Figures", title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("figure", "base", "new", "difference"):
-        table.add_column(column, justify="left" if column == "figure" else "right", no_wrap=True)
-    for row in rows:
-        change = "-" if row["difference_pct"] is None else f"{row['difference_pct']:+.1f}%"
-        table.add_row(row["figure"], _figure(row["base"], row["unit"]), _figure(row["new"], row["unit"]), change)
-    console.print(table)

@@ -1,10 +1,12 @@
-"""Sentences more than one view says the same way: the terminal report and the web pages both print them,
-so a verdict reads alike wherever it is read."""
+"""Words and numbers more than one view says the same way (the terminal report, the web pages): a duration in
+milliseconds, the verdict of a comparison."""
 from __future__ import annotations
 
 
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:,.3f}"
+def in_ms(ns) -> str:
+    """A duration in ns as a number of milliseconds (``1,234.567``; ``-`` when unknown), for text that names
+    the unit itself."""
+    return "-" if ns is None else f"{ns / 1e6:,.3f}"
 
 
 def verdict_sentence(steps: dict) -> str:
@@ -15,7 +17,7 @@ def verdict_sentence(steps: dict) -> str:
     if verdict == "no steps":
         side = "BASE" if not steps["base_steps"] else "NEW"
         return f"{side} has no steps: step times not compared; figures are per run, not per step"
-    means = f"{_ms(steps['base_mean_ns'])} -> {_ms(steps['new_mean_ns'])} ms per step"
+    means = f"{in_ms(steps['base_mean_ns'])} -> {in_ms(steps['new_mean_ns'])} ms per step"
     interval = (f"{steps['confidence'] * 100:g}% CI {steps['ci_low_pct']:+.1f}% to {steps['ci_high_pct']:+.1f}%"
                 if steps["ci_low_pct"] is not None else "")
     difference = steps["difference_pct"]

@@ -22,11 +22,11 @@ DEFAULT_TOP, MAX_TOP = 15, 200
 
 
 def _extremes(table, top: int) -> dict:
-    """The ``top`` rows that grew most and the ``top`` that shrank most per step (the table holds the largest
-    differences first), and the count of all."""
+    """The ``top`` rows that grew most and the ``top`` that shrank most per step (``compare.largest_changes``),
+    and the count of all."""
     rows = table.to_pylist()
-    return {"grown": [row for row in rows if row["difference_per_step_ns"] > 0][:top],
-            "shrunk": [row for row in rows if row["difference_per_step_ns"] < 0][:top], "total": len(rows)}
+    grown, shrunk = compare.largest_changes(rows, top)
+    return {"grown": grown, "shrunk": shrunk, "total": len(rows)}
 
 
 def router(get_run) -> APIRouter:
