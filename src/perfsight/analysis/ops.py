@@ -89,18 +89,9 @@ WITH RECURSIVE picked AS (
     WHERE {predicate}
 ), child_time AS (    -- time spent in directly nested slices, for self time
     SELECT parent_id AS id, sum(dur_ns) AS child_ns FROM slices WHERE parent_id IS NOT NULL GROUP BY parent_id
-), enclosing(task_id, id, kind, parent_id, hops) AS (  -- from each launch call up through its enclosing slices
-    SELECT f.dst_id, s.id, s.kind, s.parent_id, 0
-    FROM flows f JOIN slices s ON s.id = f.src_id
-    WHERE f.kind = 'launch'
-    UNION ALL
-    SELECT e.task_id, s.id, s.kind, s.parent_id, e.hops + 1
-    FROM enclosing e JOIN slices s ON s.id = e.parent_id
-    WHERE NOT list_contains($operator_kinds, e.kind) AND e.hops < {max_hops}
-), launched_by AS (   -- the innermost host operator around the call that launched a device task
-    SELECT e.task_id, s.name AS launch_op, s.id AS launch_op_id, s.input_shapes, s.input_dtypes
-    FROM enclosing e JOIN slices s USING (id)
-    WHERE list_contains($operator_kinds, e.kind)
+), {innermost_operator}, launched_by AS (   -- the innermost host operator around a device task's launch call
+    SELECT o.seed_id AS task_id, s.name AS launch_op, s.id AS launch_op_id, s.input_shapes, s.input_dtypes
+    FROM innermost_operator o JOIN slices s USING (id)
 ), same_external_id AS (  -- without a launch flow: the innermost host operator with the task's External id
     SELECT coalesce(t.rank, 0) AS rank, s.external_id, arg_max(s.name, s.depth) AS launch_op,
            arg_max(s.id, s.depth) AS launch_op_id,
@@ -134,6 +125,24 @@ MAX_LAUNCH_HOPS = 64
 LAUNCHING_OP_KINDS = ("cpu_op", "comm")
 
 
+def innermost_operator_sql(seeds: str) -> str:
+    """Two common table expressions of a ``WITH RECURSIVE`` query, ``enclosing`` and then
+    ``innermost_operator(seed_id, id)``: for each row of ``seeds`` (a query of ``seed_id`` and ``id``, the slice
+    to start from), the innermost slice of ``LAUNCHING_OP_KINDS`` among it and the slices enclosing it,
+    climbing ``parent_id`` at most ``MAX_LAUNCH_HOPS`` times; none when no operator encloses it. The query
+    passes ``$operator_kinds`` (``LAUNCHING_OP_KINDS``). A launch call's operator (``op_instances``) and a
+    synchronisation's (``syncs``)."""
+    return f"""enclosing(seed_id, id, kind, parent_id, hops) AS (
+    SELECT x.seed_id, s.id, s.kind, s.parent_id, 0 FROM ({seeds}) x JOIN slices s ON s.id = x.id
+    UNION ALL
+    SELECT e.seed_id, s.id, s.kind, s.parent_id, e.hops + 1
+    FROM enclosing e JOIN slices s ON s.id = e.parent_id
+    WHERE NOT list_contains($operator_kinds, e.kind) AND e.hops < {MAX_LAUNCH_HOPS}
+), innermost_operator AS (
+    SELECT seed_id, id FROM enclosing WHERE list_contains($operator_kinds, kind)
+)"""
+
+
 def has_device_tasks(tables: RunTables) -> bool:
     """Whether the run has device tasks (kernel/comm/memcpy/memset slices on a stream track)."""
     query = f"SELECT count(*) FROM slices s JOIN tracks t USING (track_id) WHERE {_DEVICE_TASK_PREDICATE}"
@@ -154,7 +163,8 @@ def op_instances(tables: RunTables, *, kinds: Sequence[str] | None = None) -> pa
     from that operator. ``pid``/``tid``: the source's process and thread (or stream) ids of the track.
     """
     predicate, params = _picked(tables, kinds)
-    query = _INSTANCES_SQL.format(predicate=predicate, max_hops=MAX_LAUNCH_HOPS)
+    launches = "SELECT dst_id AS seed_id, src_id AS id FROM flows WHERE kind = 'launch'"
+    query = _INSTANCES_SQL.format(predicate=predicate, innermost_operator=innermost_operator_sql(launches))
     params = {**params, "operator_kinds": list(LAUNCHING_OP_KINDS)}
     return tables.sql(query, params=params).to_arrow_table().cast(OP_INSTANCES)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from perfsight.analysis.ops import DEVICE_TASK_KINDS_SQL, LAUNCHING_OP_KINDS, MAX_LAUNCH_HOPS
+from perfsight.analysis.ops import DEVICE_TASK_KINDS_SQL, LAUNCHING_OP_KINDS, innermost_operator_sql
 from perfsight.core.tables import RunTables
 
 SYNCHRONIZE, BLOCKING_COPY = "synchronize", "blocking copy"
@@ -45,7 +45,7 @@ WITH RECURSIVE host AS (
     SELECT DISTINCT coalesce(t.rank, 0) AS rank, s.correlation_id FROM slices s JOIN tracks t USING (track_id)
     WHERE t.kind = 'stream' AND s.kind = 'memcpy' AND s.name ILIKE '%pageable%' AND s.correlation_id IS NOT NULL
 ), calls AS (
-    SELECT h.id, h.rank, h.name, h.start_ns, h.dur_ns, h.step, h.parent_id,
+    SELECT h.id, h.rank, h.name, h.start_ns, h.dur_ns, h.step,
            CASE WHEN h.kind = 'sync' OR h.name ILIKE '%synchronize%' THEN '{SYNCHRONIZE}'
                 ELSE '{BLOCKING_COPY}' END AS sync_kind
     FROM host h LEFT JOIN pageable p ON p.rank = h.rank AND p.correlation_id = h.correlation_id
@@ -53,15 +53,8 @@ WITH RECURSIVE host AS (
        OR (h.kind IN ('runtime', 'driver') AND (h.name ILIKE '%synchronize%'
                                                 OR regexp_matches(lower(h.name), $blocking_copies)
                                                 OR p.correlation_id IS NOT NULL))
-), enclosing(call_id, id, kind, parent_id, hops) AS (   -- from each call up through its enclosing slices
-    SELECT c.id, s.id, s.kind, s.parent_id, 0 FROM calls c JOIN slices s ON s.id = c.parent_id
-    UNION ALL
-    SELECT e.call_id, s.id, s.kind, s.parent_id, e.hops + 1
-    FROM enclosing e JOIN slices s ON s.id = e.parent_id
-    WHERE NOT list_contains($operator_kinds, e.kind) AND e.hops < {MAX_LAUNCH_HOPS}
-), host_op AS (
-    SELECT e.call_id, s.name AS host_op FROM enclosing e JOIN slices s USING (id)
-    WHERE list_contains($operator_kinds, e.kind)
+), {innermost_operator_sql("SELECT id AS seed_id, id FROM calls")}, host_op AS (
+    SELECT o.seed_id AS call_id, s.name AS host_op FROM innermost_operator o JOIN slices s USING (id)
 ), tasks AS (
     SELECT coalesce(t.rank, 0) AS rank, s.start_ns FROM slices s JOIN tracks t USING (track_id)
     WHERE t.kind = 'stream' AND s.kind IN ({DEVICE_TASK_KINDS_SQL})
