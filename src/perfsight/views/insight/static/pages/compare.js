@@ -8,6 +8,9 @@
   const ms = ns => (ns === null || ns === undefined) ? null : ns / 1e6;
   const signedMs = ns => (ns === null || ns === undefined) ? "–" : (ns >= 0 ? "+" : "−") + PS.fmtNs(Math.abs(ns));
   const perStep = n => (n === null || n === undefined) ? "–" : (Number.isInteger(n) ? String(n) : n.toFixed(1));
+  const signedPct = v => (v === null || v === undefined) ? "–" : (v >= 0 ? "+" : "") + v.toFixed(1) + "%";
+  /* "BASE → NEW" of a per-step count: the row's base_<name> and new_<name> */
+  const change = name => (v, r) => `${perStep(r["base_" + name])} → ${perStep(r["new_" + name])}`;
 
   function stepChart(times) {
     const side = (name, values) => ({type: "box", name, y: values.map(ms), boxpoints: "all", jitter: 0.4,
@@ -36,7 +39,7 @@
         .join("\n")}, PS.shorten(v, 70))},
       {key: "status", label: "", format: (v, r) => status(r)},
       {key: "base_calls_per_step", label: "calls/step", cls: "num",
-       format: (v, r) => `${perStep(v)} → ${perStep(r.new_calls_per_step)}`},
+       format: change("calls_per_step")},
       {key: "base_per_step_ns", label: "BASE per step", format: PS.fmtNs, cls: "num"},
       {key: "new_per_step_ns", label: "NEW per step", format: PS.fmtNs, cls: "num"},
       {key: "difference_per_step_ns", label: "difference", format: signedMs, cls: "num"},
@@ -92,19 +95,19 @@
           {key: "rank", label: "rank", cls: "num"}, {key: "base_step_ns", label: "BASE", format: PS.fmtNs, cls: "num"},
           {key: "new_step_ns", label: "NEW", format: PS.fmtNs, cls: "num"},
           {key: "difference_pct", label: "difference", cls: "num",
-           format: v => v === null || v === undefined ? "–" : (v >= 0 ? "+" : "") + v.toFixed(1) + "%"}],
+           format: signedPct}],
           {id: "compare-ranks"})) : null,
         data.memory.length ? PS.section("Memory allocated by operator (per rank and step)", PS.table(data.memory, [
           {key: "op_type", label: "operator", format: v => v ?? "(no operator)"}, {key: "status", label: ""},
           {key: "base_allocations_per_step", label: "allocations", cls: "num",
-           format: (v, r) => `${perStep(v)} → ${perStep(r.new_allocations_per_step)}`},
+           format: change("allocations_per_step")},
           {key: "base_bytes_per_step", label: "BASE", format: PS.fmtBytes, cls: "num"},
           {key: "new_bytes_per_step", label: "NEW", format: PS.fmtBytes, cls: "num"}], {id: "compare-memory"}))
           : null,
         data.communication.length ? PS.section("Communication (per rank and step)", PS.table(data.communication, [
           {key: "collective", label: "collective"}, {key: "group_size", label: "group size", cls: "num"},
           {key: "base_calls_per_step", label: "calls/step", cls: "num",
-           format: (v, r) => `${perStep(v)} → ${perStep(r.new_calls_per_step)}`},
+           format: change("calls_per_step")},
           {key: "base_bytes_per_step", label: "BASE bytes", format: PS.fmtBytes, cls: "num"},
           {key: "new_bytes_per_step", label: "NEW bytes", format: PS.fmtBytes, cls: "num"},
           {key: "base_per_step_ns", label: "BASE time", format: PS.fmtNs, cls: "num"},
@@ -115,7 +118,7 @@
           {key: "base", label: "BASE", format: (v, r) => figureValue(v, r.unit), cls: "num"},
           {key: "new", label: "NEW", format: (v, r) => figureValue(v, r.unit), cls: "num"},
           {key: "difference_pct", label: "difference", cls: "num",
-           format: v => v === null || v === undefined ? "–" : (v >= 0 ? "+" : "") + v.toFixed(1) + "%"}],
+           format: signedPct}],
           {id: "compare-figures"})) : null,
       ].filter(Boolean));
     },
