@@ -49,19 +49,22 @@ CATEGORIES = ("compute", "communication", "memory", "runtime", "dataloader", "ho
 
 #: the host slices of each category (index into CATEGORIES) of the sweep, per rank (the device ones are the
 #: device tasks by kernel type, ``kernels.device_task_arrays``: KERNEL_TYPES are CATEGORIES' first three)
-_HOST_CATEGORY_SQL = """
-SELECT coalesce(t.rank, 0) AS rank,
-       CASE WHEN s.kind = 'comm' AND coalesce(t.rank, 0) NOT IN (
+#: SQL: the host slices the sweep counts (slices ``s`` on thread tracks ``t``), and the expression giving each its
+#: category (an index into CATEGORIES; a host ``comm`` slice is communication on a rank whose device does none)
+HOST_CATEGORY_KINDS_SQL = ("s.kind IN ('runtime', 'driver', 'sync', 'dataloader', 'cpu_op', 'annotation', 'comm', "
+                           "'python')")
+HOST_CATEGORY_SQL = """CASE WHEN s.kind = 'comm' AND coalesce(t.rank, 0) NOT IN (
                 SELECT DISTINCT coalesce(dt.rank, 0) FROM slices ds JOIN tracks dt USING (track_id)
                 WHERE dt.kind = 'stream' AND ds.kind = 'comm') THEN 1
             WHEN s.kind IN ('runtime', 'driver', 'sync') THEN 3
             WHEN s.kind = 'dataloader' THEN 4
             WHEN s.kind IN ('cpu_op', 'annotation', 'comm') THEN 5
-            ELSE 6 END AS category,
-       s.start_ns, s.start_ns + s.dur_ns AS end_ns
+            ELSE 6 END"""
+
+_HOST_CATEGORY_SQL = f"""
+SELECT coalesce(t.rank, 0) AS rank, {HOST_CATEGORY_SQL} AS category, s.start_ns, s.start_ns + s.dur_ns AS end_ns
 FROM slices s JOIN tracks t USING (track_id)
-WHERE t.kind = 'thread' AND s.kind IN ('runtime', 'driver', 'sync', 'dataloader', 'cpu_op', 'annotation',
-                                       'comm', 'python')
+WHERE t.kind = 'thread' AND {HOST_CATEGORY_KINDS_SQL}
 """
 
 _STEPS_SQL = f"WITH {STEP_SPANS_CTE} SELECT * FROM steps ORDER BY rank, step"

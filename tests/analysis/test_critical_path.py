@@ -1,0 +1,120 @@
+"""The critical path and what-if on planted steps whose paths are known by construction
+(tests/analysis/planted_critical.py), and the invariants on every shared trace it is run on."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from perfsight.analysis import critical_path as cp
+
+from . import planted_critical as planted
+
+
+def pieces(tables, **kwargs) -> list[tuple]:
+    return [(r["edge"], r["category"], r["name"], r["start_ns"] - planted.BASE, r["dur_ns"])
+            for r in cp.critical_path(tables, **kwargs).to_pylist()]
+
+
+def saved(tables, changes: dict) -> tuple[int, int]:
+    [row] = cp.what_if(tables, changes).to_pylist()
+    return row["what_if_ns"], row["saved_ns"]
+
+
+def test_device_bound_step_runs_through_its_kernels_and_the_sync_that_waits_for_them():
+    assert pieces(planted.device_bound()) == [
+        ("host", "idle", None, 0, 100),
+        ("host", "host_ops", "aten::mm", 100, 100),
+        ("launch", "launch", "gemm", 200, 100),                 # the stream was idle: gemm waited for its launch
+        ("device", "compute", "gemm", 300, 5700),
+        ("stream", "kernel_gap", "add_kernel", 6000, 0),        # queued behind gemm, launched long before
+        ("device", "compute", "add_kernel", 6000, 2800),
+        ("sync", "synchronisation", "cudaStreamSynchronize", 8800, 200),
+        ("host", "host_ops", "aten::item", 9000, 800),
+        ("host", "idle", None, 9800, 200),
+    ]
+    breakdown = {r["category"]: r["dur_ns"] for r in cp.critical_path_breakdown(planted.device_bound()).to_pylist()}
+    assert breakdown == {"compute": 8500, "host_ops": 900, "launch": 100, "synchronisation": 200, "idle": 300}
+    [compute] = [r for r in cp.critical_path_breakdown(planted.device_bound(), step=1).to_pylist()
+                 if r["category"] == "compute"]
+    assert (compute["path_ns"], compute["share_pct"]) == (10000, 85.0)
+
+
+def test_what_if_replays_the_graph_with_the_changes():
+    tables = planted.device_bound()
+    # compute twice as fast: gemm [300, 3150), add_kernel [3150, 4550) (its launch, capped at the rank's launch
+    # latency of 100, would allow 550), the sync returns 200 later, aten::item 800, idle 200
+    assert saved(tables, {"compute": 2}) == (5750, 4250)
+    # no waiting for the device: the sync returns at once, aten::item [700, 1500), idle 200
+    assert saved(tables, {"synchronisation": math.inf}) == (1700, 8300)
+    # gemm gone: add_kernel starts at its launch + 100 = 550, ends 3350, sync 3550, item 4350, idle 200
+    assert saved(tables, {"gemm": math.inf}) == (4550, 5450)
+    # aten::mm twice as fast: its own time, its launch call and the kernel it launched (not the launch latency)
+    assert saved(tables, {"aten::mm": 2}) == (7100, 2900)
+    # a glob over names; nothing on the path: nothing saved
+    assert saved(tables, {"add_*": 1.25}) == (10000 - 560, 560)
+    assert saved(tables, {"communication": math.inf}) == (10000, 0)
+
+
+def test_the_autograd_thread_carries_the_path_while_the_main_thread_waits_in_backward():
+    tables = planted.two_threads()
+    assert pieces(tables) == [
+        ("host", "idle", None, 0, 100),
+        ("host", "host_ops", "forward", 100, 900),
+        ("handoff", "idle", None, 1000, 100),
+        ("host", "host_ops", "backward_a", 1100, 900),
+        ("host", "idle", None, 2000, 100),
+        ("host", "host_ops", "backward_b", 2100, 1800),
+        ("handoff", "idle", None, 3900, 100),
+        ("host", "host_ops", "optimizer", 4000, 800),
+        ("host", "idle", None, 4800, 200),
+    ]
+    # the main thread resumes when backward_b ends (+ its 100 of hand-off), not at its observed 4000
+    assert saved(tables, {"backward_b": 2}) == (4100, 900)
+    assert saved(tables, {"host_ops": math.inf}) == (600, 4400)
+
+
+def test_event_waits_across_streams_and_dependencies_running_backwards_in_time():
+    tables = planted.two_streams()
+    assert pieces(tables) == [
+        ("host", "idle", None, 0, 100),
+        ("launch", "launch", "producer", 100, 50),
+        ("device", "compute", "producer", 150, 1850),
+        ("event_wait", "kernel_gap", "consumer", 2000, 0),    # consumer launched at 200, held by the event wait
+        ("device", "compute", "consumer", 2000, 1000),
+        ("sync", "synchronisation", "cudaDeviceSynchronize", 3000, 100),
+        ("host", "idle", None, 3100, 350),
+        ("host", "runtime", "cudaLaunchKernel", 3450, 10),
+        ("host", "idle", None, 3460, 40),
+        ("host", "runtime", "cudaLaunchKernel", 3500, 100),
+        ("host", "idle", None, 3600, 400),
+    ]
+    [row] = cp.what_if(tables, {"producer": 2}).to_pylist()
+    assert row["dropped_edges"] == 1          # skewed's launch call began after skewed started
+    assert (row["what_if_ns"], row["saved_ns"]) == (3075, 925)
+
+
+def test_the_replay_reproduces_every_observed_time():
+    for tables in (planted.device_bound(), planted.two_threads(), planted.two_streams()):
+        for window in cp.windows(tables):
+            graph = cp.graph(tables, window)
+            time, _ = cp._replay(graph)
+            assert time == graph.node_ns.tolist()
+
+
+def test_windows_steps_annotations_and_whole_traces():
+    tables = planted.device_bound()
+    [step] = cp.windows(tables)
+    assert (step.step, step.label, step.end_ns - step.start_ns) == (1, "step 1", 10000)
+    assert cp.windows(tables, step=2) == []
+    [annotated] = cp.windows(tables, annotation="aten::item")
+    assert (annotated.step, annotated.label, annotated.start_ns) == (None, "aten::item #0", planted.at(9000))
+    assert cp.critical_path(tables, step=7).num_rows == 0
+
+
+def test_bad_changes_are_named():
+    tables = planted.device_bound()
+    with pytest.raises(ValueError, match=r"'nothing\*' is neither a category \(compute, .*\) nor the name"):
+        cp.what_if(tables, {"nothing*": 2})
+    with pytest.raises(ValueError, match=r"'compute' must be made faster by a number > 0 .* got 0"):
+        cp.what_if(tables, {"compute": 0})
