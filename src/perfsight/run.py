@@ -102,6 +102,7 @@ class Run:
     idle_time_breakdown = _Analysis("kernels")
     queue_length = _Analysis("kernels")
     synchronisations = _Analysis("syncs")
+    trace_health = _Analysis("health")
     op_flops = _Analysis("flops")
     scope_flops = _Analysis("flops")
     model_flops = _Analysis("flops")
