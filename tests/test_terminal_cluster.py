@@ -4,6 +4,7 @@ with one rank cut to msprof-analyze's cluster files (what it lacks), and no sect
 from __future__ import annotations
 
 import json
+import re
 from io import StringIO
 
 import pytest
@@ -62,7 +63,8 @@ def _report(path) -> str:
 
 
 def _section(text: str) -> str:
-    return text[text.index("Ranks (mean step"):text.index("Advice")]
+    """The cluster section: from the ranks table to the trace health section that follows it."""
+    return text[text.index("Ranks (mean step"):re.search(r"^(Trace health$|trace health: )", text, re.M).start()]
 
 
 def test_the_cluster_section_of_a_planted_nccl_job(tmp_path):

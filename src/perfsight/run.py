@@ -105,6 +105,7 @@ class Run:
     critical_path = _Analysis("critical_path")
     critical_path_breakdown = _Analysis("critical_path")
     what_if = _Analysis("critical_path")
+    trace_health = _Analysis("health")
     op_flops = _Analysis("flops")
     scope_flops = _Analysis("flops")
     model_flops = _Analysis("flops")

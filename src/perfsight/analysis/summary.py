@@ -13,6 +13,7 @@ from perfsight.analysis.advisor import advise
 from perfsight.analysis.breakdown import CATEGORIES, median, overlap, step_breakdown, step_breakdown_average
 from perfsight.analysis.data import data_verdict
 from perfsight.analysis.flops import model_flops, model_flops_total
+from perfsight.analysis.health import trace_health
 from perfsight.analysis.job import Job
 from perfsight.analysis.job_summaries import job_of
 from perfsight.analysis.memory import memory_peak
@@ -51,7 +52,8 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
     model's FLOPs over the profiled steps and their utilisation of the device peak (``model_flops_total``);
     ``data``: the data-preparation verdict; ``advice``: the advisor's findings; ``cluster``: a job's
     ranks compared (``cluster_summary``; None for one rank); ``rank_spreads``: a job's per-rank tables
-    summarised across ranks (``rank_spreads``; None for one rank); ``warnings``: what the
+    summarised across ranks (``rank_spreads``; None for one rank); ``health``: the ``health.trace_health``
+    rows with findings (count > 0); ``warnings``: what the
     readers skipped (damaged input), how collection ended when not cleanly, and named fp/bp points that
     are missing from steps. Every analysis comes from the run's memo (``core.memo``)."""
     profiled = computed(step_trace, tables, fp_point=fp_point, bp_point=bp_point)
@@ -80,7 +82,13 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
             "rank_spreads": None if jobs is None else rank_spreads(
                 jobs["spreads"]["ranks"], breakdown=breakdown, profiled_steps=profiled, overlap=whole_span,
                 memory_peak=memory, flops=flops, data=data),
+            "health": _findings(computed(trace_health, tables)),
             "warnings": warnings}
+
+
+def _findings(health: pa.Table) -> pa.Table:
+    """The rows of a ``trace_health`` table that found something."""
+    return health.filter(pc.greater(health.column("count"), 0))
 
 
 #: the per-rank figures the reports summarise across ranks, table by table (``rank_spread``), each with the end

@@ -50,6 +50,13 @@ STEP_NUMBER_SERIES = "host.step_number"
 STEP_TIME_SERIES = "host.step_time_ns"
 DATA_WAIT_SERIES = "host.data_wait_ns"
 
+#: what the readers say in ``parse_warnings`` (``"<count> <text>"``) of slices whose duration or time they could
+#: not keep as given (ingest/common/events.py); analysis/health.py counts duration overflows from them
+NEGATIVE_DURATION_WARNING = "complete events with a negative dur (set to 0)"
+LONG_DURATION_WARNING = "complete events lasting more than 2^50 ns (13 days) (skipped)"
+BEYOND_CLOCK_WARNING = "events beyond +-2^62 ns (146 years) from the clock's zero (skipped)"
+READER_DURATION_WARNINGS = (NEGATIVE_DURATION_WARNING, LONG_DURATION_WARNING, BEYOND_CLOCK_WARNING)
+
 # --- schemas ------------------------------------------------------------------------------------
 
 SLICES = pa.schema([

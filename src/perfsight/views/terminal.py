@@ -18,6 +18,7 @@ from rich.padding import Padding
 from rich.table import Table
 
 from perfsight.analysis.compare import largest_changes
+from perfsight.analysis.health import CHECKS
 from perfsight.analysis.rank_spread import HIGHER
 from perfsight.views.wording import in_ms, verdict_sentence
 
@@ -133,6 +134,7 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
         _print_rank_lines(summary, console)
     if summary.get("cluster"):
         _print_cluster(summary["cluster"], console)
+    print_health(summary["health"], console)
     print_advice(summary["advice"], console)
 
 
@@ -404,6 +406,32 @@ def _print_overlap(overlap, console: Console) -> None:
         console.print(f"overlap (rank {row['rank']}, device span {in_ms(row['span_ns'])} ms): computation "
                       f"{in_ms(row['computation_ns'])}, communication {in_ms(row['communication_ns'])}, pure "
                       f"communication {in_ms(row['pure_communication_ns'])}, free {in_ms(row['free_ns'])} ms")
+
+
+def print_health(health, console: Console) -> None:
+    """The trace health findings (``run_summary``'s ``health``): per rank and check its count, the time of the
+    affected events, the first of them and the analyses it touches; beyond ``MAX_RANK_ROWS`` ranks one line
+    per check over every rank (ranks with it, counts and times summed, the first rank's example)."""
+    if not health.num_rows:
+        console.print("trace health: no problems found")
+        return
+    console.print("[bold]Trace health[/bold]")
+    rows = health.to_pylist()
+    if len({row["rank"] for row in rows}) > MAX_RANK_ROWS:
+        merged: dict[str, dict] = {}
+        for row in rows:
+            into = merged.setdefault(row["check"], {**row, "ranks": 0, "count": 0, "affected_ns": 0})
+            into["ranks"] += 1
+            into["count"] += row["count"]
+            into["affected_ns"] += row["affected_ns"]
+        rows = [{**row, "rank": f"{row['ranks']:,} ranks, first {row['rank']}"} for row in merged.values()]
+    for row in rows:
+        time = f", {in_ms(row['affected_ns'])} ms" if row["affected_ns"] else ""
+        lines = [f"affects: {', '.join(row['affects'])}"]
+        lines += [f"first: {row['example']}"] if row["example"] else []
+        lines += [row["detail"]] if row["detail"] else []
+        console.print(f"rank {row['rank']}: {row['count']:,} {CHECKS[row['check']][0]}{time} ({row['check']})")
+        console.print(Padding(escape("\n".join(lines)), (0, 0, 0, 4)))
 
 
 def print_advice(advice, console: Console) -> None:

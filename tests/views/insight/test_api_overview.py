@@ -2,12 +2,14 @@
 the analysis functions' for the same tables, times of day relative to the run's first instant."""
 from __future__ import annotations
 
+import pyarrow.compute as pc
 import pytest
 
 from perfsight.analysis.advisor import advise, evidence_refs
 from perfsight.analysis.breakdown import step_breakdown, step_breakdown_average, temporal_breakdown
 from perfsight.analysis.data import data_verdict
 from perfsight.analysis.flops import model_flops, model_flops_total
+from perfsight.analysis.health import CHECKS, trace_health
 from perfsight.analysis.ops import op_instances, type_shares
 from perfsight.analysis.steps import step_phases, step_trace
 from perfsight.analysis.summary import run_start_ns, run_summary, timeline_summary
@@ -34,6 +36,9 @@ def test_overview_is_the_analyses(served_runs, prefix):
     advice = advise(tables)
     assert body["advice"] == expected(advice) and body["evidence"] == expected(evidence_refs(advice))
     assert body["warnings"] == run_summary(tables)["warnings"]
+    health = trace_health(tables)
+    assert body["health"] == expected(health.filter(pc.greater(health.column("count"), 0)))
+    assert body["health_checks"] == {check: what for check, (what, _) in CHECKS.items()}
     view = "device" if prefix == "gpu/" else "host"
     assert body["ops_view"] == view
     instances = op_instances(tables, kinds=None if view == "device" else ("cpu_op",))

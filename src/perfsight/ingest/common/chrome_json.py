@@ -48,6 +48,9 @@ MIN_INFLATED_LIMIT = 64 << 20  # the default limit is never lower (small hand-ma
 MB = 1 << 20
 NOT_OBJECTS = "elements of traceEvents that are not event objects"
 TOO_DEEP = "elements of traceEvents nested too deeply to decode (past Python's recursion limit)"
+#: the trace keys where Kineto writes the lines it logged while tracing, by level (libkineto's LoggerCollector:
+#: "Record counts: Out-of-range = ..., CUPTI stopped early? = 0" at INFO, lost records at WARNING)
+PROFILER_LOG_LEVELS = ("INFO", "WARNING", "ERROR")
 GZIP_MAGIC = b"\x1f\x8b"
 UTF8_BOM = b"\xef\xbb\xbf"
 
@@ -77,6 +80,9 @@ class _Header(msgspec.Struct, gc=False):
     baseTimeNanoseconds: Any = None  # noqa: N815
     distributedInfo: Any = None  # noqa: N815
     deviceProperties: msgspec.Raw = ABSENT  # noqa: N815
+    INFO: Any = None  # Kineto's own log lines of the trace, by level (its LoggerCollector)
+    WARNING: Any = None
+    ERROR: Any = None
 
 
 _EVENTS_DECODER = msgspec.json.Decoder(list[Event], float_hook=str)
@@ -113,6 +119,7 @@ class TraceStream:
         self.base_time_ns: int | None = None
         self.distributed_info: dict | None = None
         self.device_properties: str | None = None  # JSON text, verbatim
+        self.profiler_log: dict[str, list[str]] = {}  # Kineto's log lines by level (PROFILER_LOG_LEVELS)
         self.warnings: list[str] = []
         self._offset = 0  # file offset (in the JSON text) of the first byte not yet decoded
         self._damages = 0  # damaged stretches skipped so far
@@ -389,6 +396,9 @@ class TraceStream:
         self.base_time_ns = base
         self.distributed_info = header.distributedInfo if isinstance(header.distributedInfo, dict) else None
         self.device_properties = bytes(header.deviceProperties).decode("utf-8", "replace") or None
+        self.profiler_log = {level: [line for line in lines if isinstance(line, str)]
+                             for level in PROFILER_LOG_LEVELS
+                             if isinstance(lines := getattr(header, level), list) and lines}
         return True
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfsight.core.tables import BEYOND_CLOCK_WARNING, LONG_DURATION_WARNING, NEGATIVE_DURATION_WARNING
 from perfsight.ingest.common.chrome_json import ABSENT, Event, TraceStream
 from perfsight.ingest.common.columns import ZERO, int_column, micros_to_ns, raw_text_column, scalar_text, text_column
 
@@ -30,6 +31,12 @@ MAX_TIME_NS = 1 << 62
 MAX_DURATION_NS = 1 << 50
 MAX_BYTES = 1 << 50
 MEMORY_EVENT = "[memory]"
+#: Kineto's instants bounding its capture window: a trace span's start ("Iteration Start: PyTorch Profiler",
+#: the profiler's start) and the window's end (device activity ending after it was dropped by Kineto)
+WINDOW_START_PREFIX = "Iteration Start: "
+WINDOW_END = "Record Window End"
+#: the category of Kineto's trace spans (``PyTorch Profiler (0)`` on pid ``Spans``), kept as slices too
+TRACE_SPAN_CATEGORY = "Trace"
 _EMPTY_ARGS = pa.array(["{}", "null"], pa.string())
 
 
@@ -83,6 +90,7 @@ class EventTables:
     counters: pa.Table
     metadata: TraceMetadata
     skipped: Counter
+    window: tuple[int, int] | None = None  # Kineto's capture window (``capture_window``), ns on the tables' clock
 
 
 #: the EventTables fields that are tables
@@ -91,10 +99,10 @@ GROUPS = ("slices", "flows", "memory", "counters")
 
 def event_tables(stream: TraceStream) -> EventTables:
     """Read ``stream`` batch by batch into per-group tables."""
-    metadata, skipped = TraceMetadata(), Counter[str]()
+    metadata, skipped, marks = TraceMetadata(), Counter[str](), list[Event]()  # marks: capture_window's
     parts = {group: [build([], skipped)] for group, build in _BUILDERS.items()}  # the schemas
     for batch in stream.batches():
-        for group, events in _split(batch, metadata, skipped).items():
+        for group, events in _split(batch, metadata, skipped, marks).items():
             if events:
                 parts[group].append(_BUILDERS[group](events, skipped))
     base = stream.base_time_ns or 0
@@ -102,7 +110,25 @@ def event_tables(stream: TraceStream) -> EventTables:
         stream.warnings.append(f"{stream.path.name}: ignored baseTimeNanoseconds {base} (beyond +-2^62 ns)")
         base = 0
     tables = {group: _on_the_clock(pa.concat_tables(tables), base, skipped) for group, tables in parts.items()}
-    return EventTables(**tables, metadata=metadata, skipped=skipped)
+    return EventTables(**tables, metadata=metadata, skipped=skipped, window=capture_window(marks, base))
+
+
+def capture_window(marks: list[Event], base: int) -> tuple[int, int] | None:
+    """Kineto's capture window from its marks (``base`` added): from the earliest ``Iteration Start: ...``
+    instant or trace span (category ``Trace``, the ``PyTorch Profiler (N)`` rows) start to the latest ``Record
+    Window End`` instant or trace span end (a span may end a few us after the window: Kineto stops its clock
+    first); None without a ``Record Window End``, with unusable times, or with the end before the start."""
+    spans = [e for e in marks if e.ph == "X"]
+    starts, _ = micros_to_ns([e.ts for e in marks if e.name != WINDOW_END])
+    ends, _ = micros_to_ns([e.ts for e in marks if e.name == WINDOW_END])
+    span_ends = pc.add(micros_to_ns([e.ts for e in spans])[0], pc.fill_null(micros_to_ns([e.dur for e in spans])[0], 0))
+    start, end = pc.min(starts).as_py(), pc.max(ends).as_py()
+    if start is None or end is None:
+        return None
+    end = max(end, pc.max(span_ends).as_py() or end)
+    if end < start or max(abs(start + base), abs(end + base)) > MAX_TIME_NS:
+        return None
+    return start + base, end + base
 
 
 def _on_the_clock(table: pa.Table, base: int, skipped: Counter) -> pa.Table:
@@ -117,8 +143,8 @@ def _on_the_clock(table: pa.Table, base: int, skipped: Counter) -> pa.Table:
     within &= dur <= MAX_TIME_NS - np.clip(ts + base, -MAX_TIME_NS, MAX_TIME_NS)
     short = dur <= MAX_DURATION_NS
     if not (within & short).all():
-        _count(skipped, "events beyond +-2^62 ns (146 years) from the clock's zero (skipped)", int((~within).sum()))
-        _count(skipped, "complete events lasting more than 2^50 ns (13 days) (skipped)", int((within & ~short).sum()))
+        _count(skipped, BEYOND_CLOCK_WARNING, int((~within).sum()))
+        _count(skipped, LONG_DURATION_WARNING, int((within & ~short).sum()))
         table = table.filter(pa.array(within & short))
     if not base:
         return table
@@ -126,8 +152,10 @@ def _on_the_clock(table: pa.Table, base: int, skipped: Counter) -> pa.Table:
     return table.set_column(column, "ts_ns", pc.add(table["ts_ns"], pa.scalar(base, pa.int64())))
 
 
-def _split(events: list[Event], metadata: TraceMetadata, skipped: Counter) -> dict[str, list[Event]]:
-    """The events of each group (metadata goes into ``metadata``, other phases are counted as skipped)."""
+def _split(events: list[Event], metadata: TraceMetadata, skipped: Counter,
+           marks: list[Event]) -> dict[str, list[Event]]:
+    """The events of each group (metadata goes into ``metadata``, Kineto's window instants into ``marks``, other
+    phases are counted as skipped)."""
     groups = _group_by_phase(events)
     events.clear()
     complete = groups.pop("X", [])
@@ -136,6 +164,9 @@ def _split(events: list[Event], metadata: TraceMetadata, skipped: Counter) -> di
     counters = groups.pop("C", [])
     metadata.update(_metadata(groups.pop("M", [])))
     groups.pop("t", None)  # flow steps: perfsight links only the two ends
+    marks += [e for e in instants if isinstance(e.name, str) and (e.name == WINDOW_END
+                                                                   or e.name.startswith(WINDOW_START_PREFIX))]
+    marks += [e for e in complete if e.cat == TRACE_SPAN_CATEGORY]
     for phase, unsupported in groups.items():
         skipped[f"events of unsupported phase {phase!r}"] += len(unsupported)
     return {"slices": complete, "flows": flows, "memory": [e for e in instants if e.name == MEMORY_EVENT],
@@ -203,7 +234,7 @@ def _slice_table(events: list[Event], skipped: Counter) -> pa.Table:
 def _durations(values: list, skipped: Counter) -> pa.Array:
     dur_ns, _ = micros_to_ns(values)
     _count(skipped, "complete events without a usable dur (set to 0)", dur_ns.null_count)
-    _count(skipped, "complete events with a negative dur (set to 0)", pc.sum(pc.less(dur_ns, ZERO)).as_py() or 0)
+    _count(skipped, NEGATIVE_DURATION_WARNING, pc.sum(pc.less(dur_ns, ZERO)).as_py() or 0)
     return pc.max_element_wise(pc.fill_null(dur_ns, ZERO), ZERO)
 
 

@@ -165,6 +165,15 @@ def _combine(sources: list[_Source]) -> EventTables:
     return EventTables(**groups, metadata=metadata, skipped=skipped)
 
 
+def _profiler_log(sources: list[_Source]) -> dict[str, list[str]]:
+    """Kineto's log lines of every file, by level (``TraceStream.profiler_log``)."""
+    log: dict[str, list[str]] = {}
+    for source in sources:
+        for level, lines in source.stream.profiler_log.items():
+            log.setdefault(level, []).extend(lines)
+    return log
+
+
 def _first_fact(sources: list[_Source], key: str):
     """The first ``distributedInfo`` value of ``key`` that is an int32 (ranks and sizes are), else None."""
     for source in sources:
@@ -365,4 +374,6 @@ def _meta(sources: list[_Source], rank: int | None, skipped: Counter) -> pa.Tabl
         "world_size": _first_fact(sources, "world_size"),
         "distributed_info": next((s.stream.distributed_info for s in sources if s.stream.distributed_info), None),
         "parse_warnings": warnings,
+        "profiling_windows": [list(s.events.window) for s in sources if s.events.window] or None,
+        "profiler_log": _profiler_log(sources) or None,
     })

@@ -3,8 +3,9 @@
 ``GET /api/runs/{id}/overview``: everything the overview draws, from ``summary.run_summary`` (the mean
 step breakdown with the profiled steps' median, the headline; overlap, memory peak, data verdict, advice,
 warnings) and the per-step breakdown, the device's temporal breakdown, the model FLOPS over the steps, host
-usage, the top operator types (``ops.type_shares`` of the run's first operator view), the timeline summary
-and the advice's evidence references (``advisor.evidence_refs``).
+usage, the top operator types (``ops.type_shares`` of the run's first operator view), the timeline summary,
+the advice's evidence references (``advisor.evidence_refs``) and the trace health findings (``health``, with
+``health_checks``: what each check finds).
 
 ``GET /api/runs/{id}/steps``: the step trace (``steps.step_trace``), its phases per step and on average
 (``steps.step_phases``) and, for a run without steps, why (``steps.no_steps_reason``).
@@ -16,6 +17,7 @@ from fastapi import APIRouter, Depends
 from perfsight.analysis.advisor import evidence_refs
 from perfsight.analysis.breakdown import CATEGORIES, step_breakdown, temporal_breakdown
 from perfsight.analysis.flops import model_flops, model_flops_total
+from perfsight.analysis.health import CHECKS
 from perfsight.analysis.ops import type_shares
 from perfsight.analysis.resources import host_usage_summary
 from perfsight.analysis.steps import no_steps_reason, step_phases, step_trace
@@ -49,6 +51,8 @@ def overview(loaded: LoadedRun) -> dict:
         "timeline": relative(loaded, computed(timeline_summary, loaded.tables)),
         "advice": summary["advice"],
         "evidence": evidence_refs(summary["advice"]),
+        "health": summary["health"],
+        "health_checks": {check: what for check, (what, _) in CHECKS.items()},
     }
 
 

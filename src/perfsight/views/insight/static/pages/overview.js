@@ -1,6 +1,7 @@
 /* The Overview page (MindSpore Insight's 性能数据总览): step time breakdown per step and on average,
    utilisation cards, the top operator types, the data-preparation verdict, the timeline summary and
-   the advisor's advice with links to the pages that show its evidence. Draws GET <api>/overview. */
+   the advisor's advice with links to the pages that show its evidence, and the trace health findings.
+   Draws GET <api>/overview. */
 "use strict";
 (() => {
   const CATEGORY_LABELS = {compute: "compute", communication: "communication", memory: "memory copies",
@@ -128,6 +129,19 @@
       evidenceLinks(a.rule, data.evidence.filter(e => e.rule === a.rule), data, ctx))));
   }
 
+  /* the trace health findings of one rank: what is damaged in its data and which analyses it touches */
+  function health(data, rank) {
+    const rows = data.health.filter(r => r.rank === rank);
+    if (!rows.length) return PS.message("Trace health: no problems found.");
+    return PS.table(rows, [
+      {key: "check", label: "finding", format: v => data.health_checks[v] || v},
+      {key: "count", label: "count", format: PS.fmtNum, cls: "num"},
+      {key: "affected_ns", label: "time", format: v => v ? PS.fmtNs(v) : "", cls: "num"},
+      {key: "example", label: "first", format: v => v || ""},
+      {key: "affects", label: "affects", format: v => v.join(", ")},
+      {key: "detail", label: "detail", format: v => v || ""}], {id: "overview-health"});
+  }
+
   PS.pages.overview = {
     async render(container, ctx) {
       const data = await PS.fetchJson(ctx.api + "/overview");
@@ -137,6 +151,7 @@
       const body = await PS.perRank(ctx, rank => [
         cards(data, rank),
         PS.section("Advice", advice(data, ctx)),
+        PS.section("Trace health", health(data, rank)),
         PS.section("Step time breakdown", breakdownCharts(data, rank)),
         PS.el("div", {class: "row"},
           PS.section("Top operator types", topOps(data, rank, ctx)),
