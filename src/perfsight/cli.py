@@ -303,6 +303,12 @@ def build_parser() -> argparse.ArgumentParser:
     analyse.add_argument("path", help="run directory, trace file, or folder of runs/traces")
     analyse.add_argument("--json", action="store_true", help="print the results as JSON for machines")
     analyse.add_argument("--top", type=_positive_int, default=10, help="operators to list (default 10)")
+    analyse.add_argument("--critical-path", action="store_true",
+                         help="show what bounds each step: its critical path by category, the longest pieces of "
+                              "the median step's path, and what-ifs (communication overlapped, no launch "
+                              "overhead, ...)")
+    analyse.add_argument("--step", type=int, help="with --critical-path: only this step (ProfilerStep#N)")
+    analyse.add_argument("--rank", type=int, help="with --critical-path: only this rank")
     _add_export(sub)
     _add_cluster(sub)
     _add_compare(sub)
@@ -457,6 +463,21 @@ def _analyse_by_rank(args) -> int:
     return 0
 
 
+def _critical_path(run, args) -> int:
+    """``perfsight analyse --critical-path``: ``summary.critical_path_summary``, printed or as JSON."""
+    from perfsight.analysis.summary import critical_path_summary
+    from perfsight.core.memo import computed
+    from perfsight.views import jsonable as json_report
+    from perfsight.views.terminal import print_critical_path
+
+    summary = computed(critical_path_summary, run.tables, step=args.step, rank=args.rank)
+    if args.json:
+        print(json_report.dumps({"path": str(run.path), "ranks": run.ranks, "critical_path": summary}))
+    else:
+        print_critical_path(str(run.path), summary)
+    return 0
+
+
 def cmd_analyse(args) -> int:
     from pathlib import Path
 
@@ -471,6 +492,8 @@ def cmd_analyse(args) -> int:
     if len(find_runs(Path(args.path))) > WHOLE_JOB_RANKS:
         return _analyse_by_rank(args)
     run = _with_progress(args.path, lambda: open_run(args.path))
+    if args.critical_path:
+        return _critical_path(run, args)
     summary = computed(run_summary, run.tables, top=args.top)
     if args.json:
         advice = json_report.with_json_columns(summary["advice"], ["evidence"])

@@ -222,3 +222,23 @@ def test_a_run_replaying_cuda_graphs_is_not_told_to_use_them(shared_data):
     eager = rules(perfsight.open(shared_data / "kineto/hta/trace_diff/control").tables)
     assert all("already replays" not in advice["suggestion"] for advice in eager.values())
     assert "CUDA graphs" in eager["launch_bound"]["suggestion"]
+
+
+def test_estimated_gains_come_from_the_critical_path_what_if():
+    from perfsight.analysis.critical_path import SCENARIOS, what_if
+
+    from . import planted_critical
+    from .planted_gpu import gpu_run
+
+    tables = planted_critical.device_bound()
+    [sync] = [row for row in advise(tables).to_pylist() if row["rule"] == "excessive_synchronisation"]
+    changes, label = SCENARIOS["no_sync_waits"]
+    [replayed] = what_if(tables, changes).to_pylist()
+    # the step waits 8,300 ns in cudaStreamSynchronize for two kernels; without the wait aten::item runs at once
+    assert (sync["what_if"], sync["gain_ns"], sync["gain_pct"]) == (label, replayed["saved_ns"], 83.0) \
+        and replayed["saved_ns"] == 8300
+    gains = {row["rule"]: (row["gain_ns"], row["gain_pct"]) for row in advise(gpu_run()).to_pylist()}
+    # planted_gpu: the all-reduce runs beside nothing, but no host call waits for it: overlapping it saves nothing
+    # of the step; the data loader's 1,000 ns are on the path; halving the host saves half of its 3,600 ns there
+    assert gains == {"communication_not_overlapped": (0, 0.0), "data_loader_bound": (1000, 10.0),
+                     "low_device_utilisation": (1800, 18.0), "host_bound_gaps": (1800, 18.0)}

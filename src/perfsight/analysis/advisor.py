@@ -1,10 +1,18 @@
 """The advisor: rules over the analyses, each giving evidence, its threshold and what to try.
 
 ``advise(tables)`` returns one row per piece of advice (columns: rule, severity, title, finding,
-evidence (JSON text: the steps, ops, ranks and times behind it), threshold, suggestion), most severe
+evidence (JSON text: the steps, ops, ranks and times behind it), threshold, suggestion, and the estimated
+gain: ``what_if`` (what the advice would change, in words), ``gain_ns`` and ``gain_pct``), most severe
 first; ``export summary`` writes it as prof_rule_0.json and ``perfsight analyse`` prints it. A rule is
 a small function of a ``Facts`` object (the analyses, from the run's memo, and facts derived from them)
 that returns an ``Advice`` or None; a new rule is one function added to ``RULES``.
+
+The estimated gain of a piece of advice comes from the critical path's what-if
+(``critical_path.what_if``): the rule names the change its suggestion would make (a scenario of
+``critical_path.SCENARIOS``: communication overlapped, launches free, no synchronisation waits, ...; or its own,
+e.g. the fp32 matmul kernels it found twice as fast), the steps are replayed with it, and ``gain_ns`` is
+the mean time saved per step (over every rank's profiled steps; the whole trace without steps),
+``gain_pct`` its share of the mean step. A rule with no such change (uneven ranks, memory) has no gain.
 """
 from __future__ import annotations
 
@@ -22,7 +30,8 @@ from perfsight.core.tables import RunTables
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 ADVICE = pa.schema([("rule", pa.string()), ("severity", pa.string()), ("title", pa.string()),
                     ("finding", pa.string()), ("evidence", pa.string()), ("threshold", pa.string()),
-                    ("suggestion", pa.string())])
+                    ("suggestion", pa.string()), ("what_if", pa.string()), ("gain_ns", pa.int64()),
+                    ("gain_pct", pa.float64())])
 
 UNEVEN_RANKS_RATIO = 0.10         # slowest rank's mean step >= 10% above the fastest's
 SYNC_SHARE = 0.05                 # time in device synchronisation >= 5% of the profiled steps
@@ -36,6 +45,22 @@ MEMORY_CAPACITY_SHARE = 0.90      # peak reserved memory >= 90% of the device's 
 
 
 @dataclass(frozen=True)
+class WhatIf:
+    """The change a piece of advice would make, for ``critical_path.what_if``: what it is, in words, and its
+    changes (a category or slice name -> how many times faster)."""
+    label: str
+    changes: dict[str, float]
+
+
+def _scenario(name: str) -> WhatIf:
+    """One of ``critical_path.SCENARIOS``."""
+    from perfsight.analysis.critical_path import SCENARIOS
+
+    changes, label = SCENARIOS[name]
+    return WhatIf(label, changes)
+
+
+@dataclass(frozen=True)
 class Advice:
     rule: str
     severity: str
@@ -44,6 +69,7 @@ class Advice:
     evidence: dict
     threshold: str
     suggestion: str
+    what_if: WhatIf | None = None
 
 
 def _rounded(value: float | None) -> float | None:
@@ -182,7 +208,7 @@ def _excessive_sync(facts: Facts) -> Advice | None:
         f"synchronisation >= {SYNC_SHARE:.0%} of the profiled steps",
         "Remove host reads of device values inside the step (.item(), .cpu(), .tolist(), printing losses, "
         "torch.nonzero, boolean masks) and copies to pageable memory (pin_memory=True, non_blocking=True); "
-        "accumulate metrics on the device and read them every N steps.")
+        "accumulate metrics on the device and read them every N steps.", _scenario("no_sync_waits"))
 
 
 def _recompilations(facts: Facts) -> Advice | None:
@@ -213,6 +239,9 @@ TENSOR_CORE_KERNEL_NAMES = r"s1688|s16816|tf32|tensorop|h884|h1688|h16816|hmma|x
 #: NCHW <-> NHWC layout transposes cuDNN inserts around convolutions of the other layout
 LAYOUT_TRANSPOSE_NAMES = r"nchwtonhwc|nhwctonchw"
 TOP_KERNELS = 5                   # kernels named in an advice's evidence
+#: how much faster the AMP advice's estimate assumes its fp32 kernels get on Tensor Cores: deliberately low
+#: (dense bf16/fp16 Tensor Core peaks are 8-16x fp32's; memory-bound kernels gain far less)
+FP32_KERNEL_SPEEDUP = 2.0
 
 _DEVICE_KERNELS_SQL = """
 SELECT name, launch_op, dur_ns, input_dtypes,
@@ -262,7 +291,9 @@ def _amp_unused(facts: Facts) -> Advice | None:
         {"ops": ops, "top_kernels": _top_kernels(fp32)},
         f"fp32 matmul/conv kernels >= {FP32_MATMUL_SHARE:.0%} of device kernel time",
         "Wrap the forward pass in torch.autocast('cuda', dtype=torch.bfloat16) (or float16 with a GradScaler); "
-        "at least set torch.backends.cuda.matmul.allow_tf32 = True / torch.set_float32_matmul_precision('high').")
+        "at least set torch.backends.cuda.matmul.allow_tf32 = True / torch.set_float32_matmul_precision('high').",
+        WhatIf("its fp32 matmul and convolution kernels twice as fast",
+               dict.fromkeys(sorted(set(fp32.column("name").to_pylist())), FP32_KERNEL_SPEEDUP)))
 
 
 _CHANNELS_LAST_SUGGESTION = (
@@ -337,7 +368,7 @@ def _data_loader_bound(facts: Facts) -> Advice | None:
                                     "bottleneck_steps": r["bottleneck_steps"]} for r in bound}},
         f"data wait >= {worst['moderately_threshold_percent']:.0f}% of step time (moderately), "
         f">= {worst['highly_threshold_percent']:.0f}% (highly)",
-        worst["suggestions"])
+        worst["suggestions"], _scenario("no_data_wait"))
 
 
 def _low_device_utilisation(facts: Facts) -> Advice | None:
@@ -356,7 +387,7 @@ def _low_device_utilisation(facts: Facts) -> Advice | None:
         f"device idle >= {LOW_UTILISATION_IDLE_PCT:.0f}% of the span from its first to its last task",
         "See the idle-time breakdown: kernel-wait gaps point at synchronisation; host-wait gaps need less "
         "Python/CPU work per step. " + facts.graphs_or("Larger batches, torch.compile or CUDA graphs, fewer small "
-                                                        "ops."))
+                                                        "ops."), _scenario("host_twice_as_fast"))
 
 
 def _launch_bound(facts: Facts) -> Advice | None:
@@ -385,7 +416,7 @@ def _launch_bound(facts: Facts) -> Advice | None:
         "launched one by one",
         facts.graphs_or("Fuse small operations: torch.compile (mode='reduce-overhead' adds CUDA graphs), fused "
                         "optimizers (foreach=True / fused=True), larger batches, or torch.cuda.graphs for static "
-                        "steps."))
+                        "steps."), _scenario("no_launch_overhead"))
 
 
 def _host_bound_gaps(facts: Facts) -> Advice | None:
@@ -410,7 +441,7 @@ def _host_bound_gaps(facts: Facts) -> Advice | None:
         {"ranks": {str(r["rank"]): {"host_wait_ns": r["host_wait_ns"], "idle_ns": r["idle_ns"]} for r in bound}},
         f"host-wait >= {HOST_WAIT_SHARE:.0%} of device idle time",
         "Reduce host work between launches: move preprocessing to the data loader (num_workers), avoid Python "
-        "loops over tensors. " + facts.graphs_or("Use torch.compile or CUDA graphs."))
+        "loops over tensors. " + facts.graphs_or("Use torch.compile or CUDA graphs."), _scenario("host_twice_as_fast"))
 
 
 def _communication_not_overlapped(facts: Facts) -> Advice | None:
@@ -430,7 +461,8 @@ def _communication_not_overlapped(facts: Facts) -> Advice | None:
                    for r in totals}},
         f"pure communication >= {UNOVERLAPPED_COMM_SHARE:.0%} of the device span",
         "Let DDP overlap gradient all-reduce with backward (bucket_cap_mb, gradient_as_bucket_view=True, no "
-        "find_unused_parameters), use FSDP prefetching, or compress gradients; check for a slow rank first.")
+        "find_unused_parameters), use FSDP prefetching, or compress gradients; check for a slow rank first.",
+        _scenario("overlap_communication"))
 
 
 def _memory_near_capacity(facts: Facts) -> Advice | None:
@@ -479,12 +511,28 @@ RULES: list[Callable[[Facts], Advice | None]] = [
 
 
 def advise(tables: RunTables) -> pa.Table:
-    """Every rule's advice for this run, most severe first (schema ``ADVICE``)."""
+    """Every rule's advice for this run, most severe first (schema ``ADVICE``), each with its estimated gain
+    (module docstring)."""
     facts = Facts(tables)
     found = [advice for rule in RULES if (advice := rule(facts)) is not None]
     found.sort(key=lambda a: SEVERITY_ORDER[a.severity])
     return pa.Table.from_pylist(
-        [{**a.__dict__, "evidence": json.dumps(a.evidence, sort_keys=True)} for a in found], schema=ADVICE)
+        [{**a.__dict__, "evidence": json.dumps(a.evidence, sort_keys=True), **_gain(tables, a.what_if)}
+         for a in found], schema=ADVICE)
+
+
+def _gain(tables: RunTables, change: WhatIf | None) -> dict:
+    """``what_if``, ``gain_ns`` and ``gain_pct`` of a piece of advice (module docstring)."""
+    from perfsight.analysis.critical_path import what_if
+
+    if change is None:
+        return {"what_if": None, "gain_ns": None, "gain_pct": None}
+    rows = computed(what_if, tables, change.changes).to_pylist()
+    if not rows:
+        return {"what_if": change.label, "gain_ns": None, "gain_pct": None}
+    saved = sum(r["saved_ns"] for r in rows) // len(rows)
+    baseline = sum(r["baseline_ns"] for r in rows) / len(rows)
+    return {"what_if": change.label, "gain_ns": saved, "gain_pct": 100.0 * saved / baseline if baseline else None}
 
 
 EVIDENCE_REFS = pa.schema([("rule", pa.string()), ("kind", pa.string()), ("value", pa.string())])

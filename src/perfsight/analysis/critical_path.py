@@ -540,8 +540,8 @@ def _replay(g: Graph, weight: list[float] | None = None) -> tuple[list[float], l
 
 def _graphs(tables: RunTables, step: int | None, rank: int | None, annotation: str | None,
             instance: int | None) -> list[Graph]:
-    return [computed(graph, tables, w) for w in windows(tables, step=step, rank=rank, annotation=annotation,
-                                                         instance=instance)]
+    return [computed(graph, tables, w) for w in computed(windows, tables, step=step, rank=rank,
+                                                         annotation=annotation, instance=instance)]
 
 
 def _path(g: Graph) -> list[dict]:
@@ -612,7 +612,7 @@ def _changed_weights(g: Graph, faster: Mapping[str, float]) -> list[float]:
         if key in _CATEGORY:
             edges = np.flatnonzero(g.category == _CATEGORY[key])
         else:
-            chosen = np.array([fnmatch.fnmatchcase(name, key) for name in g.slice_names], dtype=bool)
+            chosen = np.array([_named(name, key) for name in g.slice_names], dtype=bool)
             chosen = _with_descendants(chosen, g.slice_parent)
             own_time = (g.kind == _EDGE["host"]) | (g.kind == _EDGE["device"])
             edges = np.flatnonzero(own_time & (g.slice_index >= 0) & chosen[np.maximum(g.slice_index, 0)])
@@ -620,6 +620,12 @@ def _changed_weights(g: Graph, faster: Mapping[str, float]) -> list[float]:
         for e in edges.tolist():
             weight[e] = -math.inf if gone and g.kind[e] == _EDGE["sync"] else (0.0 if gone else weight[e] / factor)
     return weight
+
+
+def _named(name: str, key: str) -> bool:
+    """Whether a slice called ``name`` is what a what-if's ``key`` names: the name itself (kernel names hold
+    brackets and stars) or a glob matching it."""
+    return name == key or fnmatch.fnmatchcase(name, key)
 
 
 def _with_descendants(chosen: np.ndarray, parent: np.ndarray) -> np.ndarray:
@@ -640,7 +646,7 @@ def check_changes(faster: Mapping[str, float], names: set[str] | None = None) ->
         if not isinstance(factor, (int, float)) or isinstance(factor, bool) or not factor > 0:
             raise ValueError(f"what_if: {key!r} must be made faster by a number > 0 (2: twice as fast, "
                              f"inf: removed), got {factor!r}")
-        if key not in _CATEGORY and names is not None and not any(fnmatch.fnmatchcase(n, key) for n in names):
+        if key not in _CATEGORY and names is not None and not any(_named(n, key) for n in names):
             raise ValueError(f"what_if: {key!r} is neither a category ({', '.join(PATH_CATEGORIES)}) nor the name "
                              "(or glob) of any slice in the run")
 
@@ -662,3 +668,44 @@ def what_if(tables: RunTables, faster: Mapping[str, float], *, step: int | None 
                      "saved_pct": 100.0 * (baseline - after) / baseline if baseline else None,
                      "dropped_edges": g.dropped_edges})
     return pa.Table.from_pylist(rows, schema=WHAT_IF)
+
+
+#: the what-ifs the reports show and the advice's estimated gains come from: name -> (changes, what they mean)
+SCENARIOS: dict[str, tuple[dict[str, float], str]] = {
+    "overlap_communication": ({"communication": math.inf}, "communication fully overlapped"),
+    "no_launch_overhead": ({"launch": math.inf, "kernel_gap": math.inf}, "no launch latency or kernel gaps"),
+    "no_sync_waits": ({"synchronisation": math.inf}, "no host waits for the device"),
+    "no_data_wait": ({"dataloader": math.inf}, "no waits for the data loader"),
+    "host_twice_as_fast": ({"host_ops": 2, "python": 2, "runtime": 2}, "host work twice as fast"),
+    "compute_twice_as_fast": ({"compute": 2}, "device compute twice as fast"),
+}
+
+WHAT_IF_SUMMARY = pa.schema([
+    ("rank", pa.int32()),
+    ("scenario", pa.string()),
+    ("description", pa.string()),
+    ("windows", pa.int64()),
+    ("baseline_ns", pa.int64()),
+    ("what_if_ns", pa.int64()),
+    ("saved_ns", pa.int64()),
+    ("saved_pct", pa.float64()),
+])
+
+
+def what_if_summary(tables: RunTables, *, step: int | None = None, rank: int | None = None) -> pa.Table:
+    """Per rank and scenario of ``SCENARIOS`` (in its order), ``what_if`` over the rank's windows (the profiled
+    steps, ``step`` only that one; the whole trace without steps) (schema ``WHAT_IF_SUMMARY``): how many
+    windows, the mean ``baseline_ns`` and ``what_if_ns`` per window, the mean ``saved_ns`` and the share it is
+    of the baseline (``saved_pct``)."""
+    rows = []
+    for name, (changes, description) in SCENARIOS.items():
+        by_rank: dict[int, list[dict]] = {}
+        for row in computed(what_if, tables, changes, step=step, rank=rank).to_pylist():
+            by_rank.setdefault(row["rank"], []).append(row)
+        for r, found in sorted(by_rank.items()):
+            baseline = sum(x["baseline_ns"] for x in found) // len(found)
+            after = sum(x["what_if_ns"] for x in found) // len(found)
+            rows.append({"rank": r, "scenario": name, "description": description, "windows": len(found),
+                         "baseline_ns": baseline, "what_if_ns": after, "saved_ns": baseline - after,
+                         "saved_pct": 100.0 * (baseline - after) / baseline if baseline else None})
+    return pa.Table.from_pylist(rows, schema=WHAT_IF_SUMMARY)

@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 from perfsight.analysis import cluster, collectives
 from perfsight.analysis.advisor import advise
 from perfsight.analysis.breakdown import CATEGORIES, median, overlap, step_breakdown, step_breakdown_average
+from perfsight.analysis.critical_path import critical_path, critical_path_breakdown, what_if_summary, windows
 from perfsight.analysis.data import data_verdict
 from perfsight.analysis.flops import model_flops, model_flops_total
 from perfsight.analysis.health import trace_health
@@ -217,3 +218,34 @@ def timeline_summary(tables: RunTables) -> pa.Table:
     con = tables.connect()
     table = con.sql(_TIMELINE_SUMMARY_SQL, params={"device_kinds": list(DEVICE_TASK_KINDS)}).to_arrow_table()
     return table.cast(TIMELINE_SUMMARY)
+
+
+def critical_path_summary(tables: RunTables, *, step: int | None = None, rank: int | None = None,
+                          top: int = 12) -> dict:
+    """What ``perfsight analyse --critical-path`` shows (``critical_path``): ``breakdown``, every window's
+    critical path by category (``critical_path_breakdown``; the profiled steps, ``step`` and ``rank`` only
+    those); ``window``: the one shown in detail, ``step`` if given, else the median window of ``rank`` (else
+    the first rank) by length (the lower of the two middle ones), None without windows; ``on_path``: what
+    that window's path spends its time in, the ``top`` names (slices; idle time and unnamed slices by their
+    category) with their
+    category, number of pieces, time and share of the window, most first; ``what_if``: ``what_if_summary``
+    over the same windows (every scenario, mean per window). ``windows``: how many there are."""
+    found = computed(windows, tables, step=step, rank=rank)
+    breakdown = computed(critical_path_breakdown, tables, step=step, rank=rank)
+    if not found:
+        return {"breakdown": breakdown, "window": None, "on_path": None, "what_if": None, "windows": 0}
+    first_rank = [w for w in found if w.rank == found[0].rank]
+    shown = sorted(first_rank, key=lambda w: (w.end_ns - w.start_ns, w.start_ns))[(len(first_rank) - 1) // 2]
+    path = computed(critical_path, tables, step=shown.step, rank=shown.rank)
+    path = path.filter(pc.equal(path.column("window"), shown.label))
+    con = new_connection()
+    con.register("path", path)
+    on_path = con.sql("""
+        SELECT coalesce(nullif(name, ''), '(' || replace(category, '_', ' ') || ')') AS name, category,
+               count(*) AS pieces, sum(dur_ns)::BIGINT AS dur_ns, sum(share_pct) AS share_pct
+        FROM path GROUP BY ALL ORDER BY dur_ns DESC, name LIMIT $top""", params={"top": top}).to_arrow_table()
+    return {"breakdown": breakdown, "windows": len(found),
+            "window": {"rank": shown.rank, "step": shown.step, "label": shown.label,
+                       "dur_ns": shown.end_ns - shown.start_ns, "pieces": path.num_rows,
+                       "median_of": len(first_rank) if step is None else 1},
+            "on_path": on_path, "what_if": computed(what_if_summary, tables, step=step, rank=shown.rank)}

@@ -20,7 +20,7 @@ from rich.table import Table
 from perfsight.analysis.compare import largest_changes
 from perfsight.analysis.health import CHECKS
 from perfsight.analysis.rank_spread import HIGHER
-from perfsight.views.wording import in_ms, verdict_sentence
+from perfsight.views.wording import gain_sentence, in_ms, verdict_sentence
 
 NAME_WIDTH = 34
 
@@ -442,8 +442,10 @@ def print_advice(advice, console: Console) -> None:
     for row in advice.to_pylist():
         colour = {"high": "red", "medium": "yellow"}.get(row["severity"], "cyan")
         console.print(f"[{colour}]{row['severity']}[/{colour}] [bold]{escape(row['title'])}[/bold] ({row['rule']})")
+        gain = gain_sentence(row)
         console.print(Padding(f"{escape(row['finding'])}\nthreshold: {escape(row['threshold'])}\n"
-                              f"try: {escape(row['suggestion'])}", (0, 0, 0, 4)))
+                              f"try: {escape(row['suggestion'])}" + (f"\n{escape(gain)}" if gain else ""),
+                              (0, 0, 0, 4)))
 
 
 def print_options(options: list[dict], console: Console | None = None) -> None:
@@ -545,20 +547,20 @@ def print_comparison(report: dict, console: Console | None = None, *, top: int =
     console.print(escape(verdict_sentence(steps)), style="bold" if steps["verdict"] in ("slower", "faster") else None,
                   soft_wrap=True)
     breakdown = [row for row in report["breakdown"] if row["base_ns"] or row["new_ns"]]
-    _comparison_table("Step breakdown (ms per step)", ("category", "base", "new", "difference", "share"), [
+    _figures_table("Step breakdown (ms per step)", ("category", "base", "new", "difference", "share"), [
         (row["category"], in_ms(row["base_ns"]), in_ms(row["new_ns"]), _signed_ms(row["difference_ns"]),
          _percent(row["share_pct"])) for row in breakdown], console)
     for title in ("operators", "kernels", "modules"):
         grown, shrunk = largest_changes(report[title], top)
         _print_aligned(f"{title.capitalize()} that grew most (ms per step)", grown, console)
         _print_aligned(f"{title.capitalize()} that shrank most (ms per step)", shrunk, console)
-    _comparison_table("Communication (per rank and step)",
+    _figures_table("Communication (per rank and step)",
                       ("collective", "group", "calls", "MB base", "MB new", "ms base", "ms new"), [
         (escape(_short(row["collective"], 20)), str(row["group_size"] or "?"), _calls(row),
          f"{row['base_bytes_per_step'] / 1e6:,.1f}", f"{row['new_bytes_per_step'] / 1e6:,.1f}",
          in_ms(row["base_per_step_ns"]), in_ms(row["new_per_step_ns"]))
         for row in report["communication"]], console)
-    _comparison_table("Memory allocated by operator (per rank and step)",
+    _figures_table("Memory allocated by operator (per rank and step)",
                       ("operator", "allocations", "base", "new", "difference"), [
         (escape(_short(row["op_type"] or "(no operator)", COMPARE_NAME_WIDTH)),
          f"{row['base_allocations_per_step']:,.1f}->{row['new_allocations_per_step']:,.1f}",
@@ -566,7 +568,7 @@ def print_comparison(report: dict, console: Console | None = None, *, top: int =
          ("+" if row["difference_bytes_per_step"] >= 0 else "-") + _bytes(int(abs(row["difference_bytes_per_step"]))))
         for row in report["memory"][:top]], console)
     _print_rank_difference(report["ranks"], console)
-    _comparison_table("Figures", ("figure", "base", "new", "difference"), [
+    _figures_table("Figures", ("figure", "base", "new", "difference"), [
         (row["figure"], _figure(row["base"], row["unit"]), _figure(row["new"], row["unit"]),
          _signed_pct(row["difference_pct"])) for row in report["figures"]], console)
     gate = report.get("gate")
@@ -601,14 +603,14 @@ def _print_aligned(title: str, rows: list[dict], console: Console) -> None:
             row["status"], "")
         return escape(_short(row["name"], COMPARE_NAME_WIDTH - len(marker)) + marker)
 
-    _comparison_table(title, ("name", "calls/step", "base", "new", "diff", "share"), [
+    _figures_table(title, ("name", "calls/step", "base", "new", "diff", "share"), [
         (named(row), _calls(row), in_ms(row["base_per_step_ns"]), in_ms(row["new_per_step_ns"]),
          _signed_ms(row["difference_per_step_ns"]), _percent(row["share_pct"])) for row in rows], console)
 
 
-def _comparison_table(title: str, headers: tuple[str, ...], rows: list[tuple[str, ...]], console: Console) -> None:
-    """One of ``perfsight compare``'s tables: the first column names (left), the others figures (right); none
-    printed without rows."""
+def _figures_table(title: str, headers: tuple[str, ...], rows: list[tuple[str, ...]], console: Console) -> None:
+    """A table whose first column names (left) and the others are figures (right), as ``perfsight compare``'s
+    and the critical path's; none printed without rows."""
     if not rows:
         return
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
@@ -626,7 +628,7 @@ def _print_rank_difference(rows: list[dict], console: Console) -> None:
     shown = rows if len(rows) <= MAX_RANK_ROWS else sorted(
         rows, key=lambda row: -(row["difference_ns"] if row["difference_ns"] is not None else -1))[:MAX_RANK_ROWS]
     title = "Mean step by rank (ms)" + ("" if shown is rows else f": the {len(shown)} of {len(rows)} that slowed most")
-    _comparison_table(title, ("rank", "base", "new", "difference"), [
+    _figures_table(title, ("rank", "base", "new", "difference"), [
         (str(row["rank"]), in_ms(row["base_step_ns"]), in_ms(row["new_step_ns"]),
          _signed_pct(row["difference_pct"])) for row in shown], console)
 
@@ -641,3 +643,50 @@ def _figure(value: float | None, unit: str) -> str:
     if unit == "%":
         return f"{value:.1f}%"
     return _decimal(value, unit) if unit else f"{value:,.1f}"
+
+
+#: a critical-path category's column header, short enough for the categories to fit 80 columns
+_PATH_HEADERS = {"communication": "comm", "dataloader": "data", "host_ops": "host", "runtime": "rt",
+                 "kernel_gap": "gap", "synchronisation": "sync", "compute": "comp", "memory": "mem"}
+
+
+def print_critical_path(title: str, summary: dict, console: Console | None = None) -> None:
+    """``summary.critical_path_summary``: each window's path by category (% of the window), the shown window's
+    longest pieces in path order, and the what-ifs."""
+    from perfsight.analysis.critical_path import PATH_CATEGORIES
+
+    console = console or Console()
+    console.print(f"[bold]perfsight critical path[/bold] {escape(title)}", soft_wrap=True)
+    window = summary["window"]
+    if window is None:
+        console.print("no step (nor any slice) to find a critical path in")
+        return
+    shares: dict[tuple, dict] = {}
+    for row in summary["breakdown"].to_pylist():
+        shares.setdefault((row["rank"], row["window"]), {"path_ns": row["path_ns"]})[row["category"]] = row["share_pct"]
+    present = [c for c in PATH_CATEGORIES if any(c in entry for entry in shares.values())]
+    listed = list(shares.items())[:MAX_RANK_ROWS]
+    _figures_table("Critical path by category (% of the step)",
+                   ("rank", "window", "ms", *(_PATH_HEADERS.get(c, c) for c in present)),
+                   [(str(rank), label, in_ms(entry["path_ns"]), *(_pct_or_blank(entry.get(c)) for c in present))
+                    for (rank, label), entry in listed], console)
+    if len(shares) > len(listed):
+        console.print(f"... {len(shares) - len(listed)} more windows (--json lists them all)")
+    console.print("categories: " + ", ".join(f"{_PATH_HEADERS.get(c, c)} = {c.replace('_', ' ')}" for c in present
+                                             if _PATH_HEADERS.get(c, c) != c))
+    median = f", the median of {window['median_of']} windows" if window["median_of"] > 1 else ""
+    _figures_table(f"Critical path of {window['label']} (rank {window['rank']}{median}): {in_ms(window['dur_ns'])} "
+                   f"ms in {window['pieces']:,} pieces; what it spends them in",
+                   ("what", "category", "pieces", "ms", "%"),
+                   [(_short(row["name"]), row["category"].replace("_", " "), f"{row['pieces']:,}",
+                     in_ms(row["dur_ns"]), f"{row['share_pct']:.1f}") for row in summary["on_path"].to_pylist()],
+                   console)
+    scenarios = summary["what_if"].to_pylist()
+    mean = f" of {in_ms(scenarios[0]['baseline_ns'])} ms" if scenarios else ""
+    _figures_table(f"What if (rank {window['rank']}, the mean window{mean})", ("if", "then ms", "saved ms", "%"),
+                   [(_short(row["description"], 32), in_ms(row["what_if_ns"]), in_ms(row["saved_ns"]),
+                     f"{row['saved_pct'] or 0:.1f}") for row in scenarios], console)
+
+
+def _pct_or_blank(value: float | None) -> str:
+    return "" if value is None else f"{value:.1f}"

@@ -31,3 +31,15 @@ def verdict_sentence(steps: dict) -> str:
         f"{abs(difference):.1f}% {'slower' if difference > 0 else 'faster'}"
     return (f"NEW is {change} ({means}), but one step on a side leaves the step-to-step noise unknown: profile "
             "more steps for a verdict")
+
+
+def gain_sentence(advice: dict) -> str | None:
+    """A piece of advice's estimated gain (``advisor.advise``: from the critical path's what-if) in words:
+    ``estimated gain 1.234 ms per step (12.3%), if communication fully overlapped with compute``; None for
+    advice without one."""
+    if advice.get("what_if") is None:
+        return None
+    if advice.get("gain_ns") is None:
+        return f"estimated gain unknown (no steps to replay), if {advice['what_if']}"
+    return (f"estimated gain {in_ms(advice['gain_ns'])} ms per step ({advice['gain_pct'] or 0:.1f}%), "
+            f"if {advice['what_if']} (critical-path what-if)")

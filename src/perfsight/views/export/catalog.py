@@ -437,6 +437,9 @@ ADVICE = OutputFile(
         Column("Evidence", "evidence", "the steps, operators, ranks and times behind it (JSON)", "json"),
         Column("Threshold", "threshold", "the rule's threshold that this run crossed"),
         Column("Suggestion", "suggestion", "what to try"),
+        Column("What if", "what_if", "the change the suggestion would make, replayed on the critical path"),
+        Column("Gain (ns)", "gain_ns", "the estimated time saved per step by that change (critical-path what-if)"),
+        Column("Gain (%)", "gain_pct", "that time as a share of the mean step"),
     ),
     stamped=False,
 )

@@ -126,6 +126,9 @@
       PS.el("p", {}, a.finding),
       PS.el("p", {class: "note"}, "Threshold: ", a.threshold),
       PS.el("p", {}, a.suggestion),
+      a.what_if === null ? null : PS.el("p", {class: "gain"}, a.gain_ns === null
+        ? `Estimated gain unknown (no steps to replay), if ${a.what_if}.`
+        : `Estimated gain: ${PS.fmtNs(a.gain_ns)} per step (${PS.fmtPct(a.gain_pct)}), if ${a.what_if} (critical-path what-if).`),
       evidenceLinks(a.rule, data.evidence.filter(e => e.rule === a.rule), data, ctx))));
   }
 
