@@ -1,6 +1,6 @@
 """The canvas timeline (static/timeline.js) in headless Chromium, through its test hook and real input:
 loading, zoom and pan by keys, wheel and drag, stale answers dropped, click for details, shift-drag area
-sums, search with next/previous, flow arrows, group collapse, and trace names that are HTML staying text.
+sums, search with next/previous, flow arrows, group collapse, the critical path outlined, and trace names that are HTML staying text.
 
 The page is tests/views/insight/fixtures/timeline_page.html, served with the real static files and the timeline
 routes over a fake run by uvicorn on loopback."""
@@ -193,9 +193,9 @@ def test_search_next_and_previous(page):
 def test_flow_arrows_toggle_and_group_collapse(page):
     state = hook(page, "zoomTo", 19000, 37000)
     assert state["drawn"]["flows"] == 2 and state["window"]["flows"] == 2
-    page.locator(".pst-toggle input").uncheck()
+    page.locator("input.pst-flows").uncheck()
     assert hook(page, "state")["drawn"]["flows"] == 0
-    page.locator(".pst-toggle input").check()
+    page.locator("input.pst-flows").check()
 
     group = next(r for r in state["rows"] if r["kind"] == "group" and r["name"] == "device streams")
     box = page.locator("canvas.pst-canvas").bounding_box()
@@ -204,6 +204,20 @@ def test_flow_arrows_toggle_and_group_collapse(page):
     assert state["collapsed"] == [group["id"]]
     assert STREAM not in [r["id"] for r in state["rows"] if r["kind"] == "track"]
     assert state["drawn"]["flows"] == 1                                           # the launch's kernel is hidden
+
+
+def test_critical_path_outlines_its_slices(page, server):
+    from perfsight.analysis.critical_path import critical_path
+
+    fake = SlowRun(run(extra=[s(900, EVIL[0], AUTOGRAD, 37000, 2000), s(901, EVIL[1], AUTOGRAD, 39000, 500)]))
+    on_path = {i for i in critical_path(fake.tables).column("slice_id").to_pylist() if i is not None}
+    state = hook(page, "ready")
+    assert state["criticalPath"] is None and state["drawn"]["onPath"] == 0
+    page.locator("input.pst-critical").check()
+    state = hook(page, "ready")
+    assert state["criticalPath"]["slices"] == len(on_path) > 0 and state["drawn"]["onPath"] > 0
+    state = hook(page, "criticalPath", False)
+    assert state["criticalPath"] is None and state["drawn"]["onPath"] == 0
 
 
 def test_html_names_stay_text(page):

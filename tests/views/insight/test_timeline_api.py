@@ -126,3 +126,14 @@ def test_download_streams_the_timeline_and_removes_its_temp_dir(tmp_path, monkey
     assert EVIL in [e.get("name") for e in trace["traceEvents"]]                 # kept verbatim, as JSON text
     assert [e["name"] for e in trace["traceEvents"] if e.get("ph") == "X"] == [EVIL, "ok"]
     assert len(made) == 1 and not made[0].exists()                               # removed once sent
+
+
+def test_critical_path_names_the_slices_on_it_and_its_windows(client, fake):
+    from perfsight.analysis.critical_path import critical_path, windows
+
+    body = client.get("/api/runs/r1/timeline/critical_path").json()
+    expected = {i for i in critical_path(fake.tables).column("slice_id").to_pylist() if i is not None}
+    assert body["slice_ids"] == sorted(expected) and expected
+    assert [(w["label"], w["start_ns"], w["end_ns"]) for w in body["windows"]] == [
+        (w.label, w.start_ns - BASE, w.end_ns - BASE) for w in windows(fake.tables)]
+    assert client.get("/api/runs/r1/timeline/critical_path?step=999").json() == {"slice_ids": [], "windows": []}

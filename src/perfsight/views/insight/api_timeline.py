@@ -1,6 +1,7 @@
 """The timeline's HTTP routes, under ``/api/runs/{run_id}/timeline/``: the track tree, windows at screen
 resolution, search, one slice's details, area sums (all answered by the run's ``TimelineIndex``, built
-once per run through the run's memo, ``core.memo.computed``), and the download of the run's timeline JSON
+once per run through the run's memo, ``core.memo.computed``), the slices on the critical path (to highlight),
+and the download of the run's timeline JSON
 for Perfetto or chrome://tracing (perfsight.views.export's timeline file, written to a temporary directory
 that is removed once sent; never into the run's folder).
 
@@ -90,6 +91,20 @@ def router(get_run: Callable) -> APIRouter:
     def area(run_id: str, t0: int, t1: int, tracks: str = Query(min_length=1),
              limit: int = Query(1000, ge=1, le=10000)) -> Response:
         return answer(index(run_id).area_summary, _track_ids(tracks) or [], _time("t0", t0), _time("t1", t1), limit)
+
+    @api.get("/critical_path")
+    def critical_path(run_id: str, step: int | None = None, rank: int | None = None) -> Response:
+        """The slices on the critical path of the run's windows (``critical_path.critical_path``; ``step``,
+        ``rank`` only those) and the windows, times relative to the run's origin."""
+        from perfsight.analysis.critical_path import critical_path, windows
+
+        run, origin = get_run(run_id), index(run_id).origin_ns
+        path = computed(critical_path, run.tables, step=step, rank=rank)
+        on_path = sorted({i for i in path.column("slice_id").to_pylist() if i is not None})
+        found = computed(windows, run.tables, step=step, rank=rank)
+        return _json({"slice_ids": on_path,
+                      "windows": [{"rank": w.rank, "step": w.step, "label": w.label, "start_ns": w.start_ns - origin,
+                                   "end_ns": w.end_ns - origin} for w in found]})
 
     @api.get("/download")
     def download(run_id: str) -> FileResponse:

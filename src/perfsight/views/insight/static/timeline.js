@@ -91,6 +91,8 @@
       this.showFlows = true;
       this.selected = null;
       this.detail = null;
+      this.pathIds = null;                     // the slices on the critical path, when shown (a Set of ids)
+      this.pathWindows = [];
       this.search = {text: "", total: 0, index: -1, match: null, wrapped: false};
       this.area = null;
       this.areaRange = null;
@@ -114,7 +116,8 @@
       this.searchBox = el("input", {type: "search", class: "pst-search", placeholder: "Search names (Enter: next)",
                                     "aria-label": "Search slice names"});
       this.countLabel = el("span", {class: "pst-count"});
-      this.flowBox = el("input", {type: "checkbox", checked: true});
+      this.flowBox = el("input", {type: "checkbox", class: "pst-flows", checked: true});
+      this.pathBox = el("input", {type: "checkbox", class: "pst-critical"});
       this.status = el("span", {class: "pst-status"});
       this.canvas = el("canvas", {class: "pst-canvas"});
       this.inner = el("div", {class: "pst-inner"}, this.canvas);
@@ -132,6 +135,8 @@
                         onclick: () => this.track(this.step("next"))}, "▶"),
           this.countLabel,
           el("label", {class: "pst-toggle"}, this.flowBox, " flow arrows"),
+          el("label", {class: "pst-toggle", title: "Outline the slices on each step's critical path"},
+             this.pathBox, " critical path"),
           this.stepsButton = el("button", {type: "button", class: "pst-steps", hidden: true,
                                            onclick: () => this.showProfiled()}, "Profiled steps"),
           el("button", {type: "button", class: "pst-reset",
@@ -158,6 +163,7 @@
         this.showCount();
       });
       this.flowBox.addEventListener("change", () => { this.showFlows = this.flowBox.checked; this.draw(); });
+      this.pathBox.addEventListener("change", () => this.track(this.showCriticalPath(this.pathBox.checked)));
       this.root.addEventListener("keydown", (e) => this.onKey(e));
       this.wrap.addEventListener("scroll", () => this.draw());
       this.canvas.addEventListener("wheel", (e) => this.onWheel(e), {passive: false});
@@ -370,7 +376,7 @@
       ctx.clearRect(0, 0, W, H);
       ctx.font = "11px system-ui, sans-serif";
       ctx.textBaseline = "middle";
-      const drawn = {slices: 0, buckets: 0, flows: 0, counters: 0};
+      const drawn = {slices: 0, buckets: 0, flows: 0, counters: 0, onPath: 0};
       const top = this.wrap.scrollTop;
       const positions = new Map();           // slice id -> [x, y, w] as drawn (flow ends)
       ctx.save();
@@ -448,6 +454,17 @@
         drawn.slices++;
       }
       this.fillRects(fills, y + 1, h);
+      if (this.pathIds) {                      // the critical path: an orange outline on its slices
+        ctx.lineWidth = 2; ctx.strokeStyle = "#f97316";
+        for (let i = 0; i < s.id.length; i++) {
+          if (!this.pathIds.has(s.id[i])) continue;
+          const x = LABEL_W + (s.start[i] - t0) * scale, w = Math.max(2, s.dur[i] * scale);
+          if (x + w < LABEL_W || x > this.width) continue;
+          ctx.strokeRect(x + 1, y + 2, Math.max(1, w - 2), h - 2);
+          drawn.onPath++;
+        }
+        ctx.lineWidth = 1;
+      }
       ctx.fillStyle = "#101828";
       for (let k = 0; k < labels.length; k += 3) {
         const i = labels[k], x = labels[k + 1], w = labels[k + 2];
@@ -459,6 +476,17 @@
         const left = Math.max(x, LABEL_W), room = Math.min(x + w, this.width) - left - 6;
         if (w > 28 && room > 12) ctx.fillText(fit(ctx, names[s.name[i]], room), left + 3, y + 1 + h / 2);
       }
+    }
+
+    /* The critical path (server: analysis/critical_path.py) outlined, or not; ``step`` also zooms to that step. */
+    async showCriticalPath(on, step = null) {
+      this.pathBox.checked = on;
+      if (!on) { this.pathIds = null; this.pathWindows = []; this.draw(); return; }
+      const body = await this.get("/critical_path" + (step === null ? "" : "?step=" + step));
+      this.pathIds = new Set(body.slice_ids);
+      this.pathWindows = body.windows;
+      if (step !== null && body.windows.length) this.setView(body.windows[0].start_ns, body.windows[0].end_ns);
+      this.draw();
     }
 
     fillRects(fills, y, h) {                   // fills: style -> [x0, w0, x1, w1, ...]: one path per style
@@ -801,6 +829,7 @@
                  id: this.search.match && this.search.match.id, wrapped: this.search.wrapped,
                  label: this.countLabel.textContent},
         area: this.area, areaRange: this.areaRange, showFlows: this.showFlows,
+        criticalPath: this.pathIds && {slices: this.pathIds.size, windows: this.pathWindows.length},
         window: d && {t0: d.body.t0, t1: d.body.t1, width: d.body.width, lanes: d.body.lanes.length,
                       names: d.names.length, flows: d.body.flows.src.length},
         requests: this.stats.requests, dropped: this.stats.dropped, drawn: {...this.stats.drawn}, error: this.error,
@@ -818,6 +847,7 @@
         prev: () => after(this.step("prev")),
         select: (id) => after(this.select(id)),
         areaSelect: (t0, t1, trackIds) => after(this.areaSelect(t0, t1, trackIds)),
+        criticalPath: (on, step = null) => after(this.showCriticalPath(on, step)),
       };
     }
   }

@@ -128,7 +128,8 @@
       PS.el("p", {}, a.suggestion),
       a.what_if === null ? null : PS.el("p", {class: "gain"}, a.gain_ns === null
         ? `Estimated gain unknown (no steps to replay), if ${a.what_if}.`
-        : `Estimated gain: ${PS.fmtNs(a.gain_ns)} per step (${PS.fmtPct(a.gain_pct)}), if ${a.what_if} (critical-path what-if).`),
+        : `Estimated gain: ${PS.fmtNs(a.gain_ns)} per step (${PS.fmtPct(a.gain_pct)}), if ${a.what_if} (critical-path what-if). `,
+        PS.el("a", {href: PS.runHash(ctx.runId, "timeline", "critical")}, "The critical path on the timeline")),
       evidenceLinks(a.rule, data.evidence.filter(e => e.rule === a.rule), data, ctx))));
   }
 
