@@ -1,6 +1,7 @@
 """The canvas timeline (static/timeline.js) in headless Chromium, through its test hook and real input:
 loading, zoom and pan by keys, wheel and drag, stale answers dropped, click for details, shift-drag area
-sums, search with next/previous, flow arrows, group collapse, the critical path outlined, and trace names that are HTML staying text.
+sums, search with next/previous, flow arrows, group collapse, the critical path outlined, and trace names
+that are HTML staying text.
 
 The page is tests/views/insight/fixtures/timeline_page.html, served with the real static files and the timeline
 routes over a fake run by uvicorn on loopback."""
