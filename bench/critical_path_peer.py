@@ -157,7 +157,7 @@ def markdown(rounds: list[dict], versions: dict, trace: Path) -> str:
               if r["hta"]["status"] == r["perfsight"]["status"] == "ok"]
     size = trace.stat().st_size / 2**20
     lines = [f"{trace.name} ({size:.1f} MiB gzip), rank {SPEED_RANK}, ProfilerStep#{SPEED_STEP}; HTA "
-             f"{versions.get('traceinsight')} (pandas {versions.get('pandas')}, networkx {versions.get('networkx')}); "
+             f"{versions.get('traceinsight')} (pandas {versions.get('pandas')}); "
              f"{len(rounds)} rounds, median (p10-p90).", "",
              "| measurement | perfsight | HTA critical_path_analysis |", "|---|---:|---:|",
              f"| whole process, first run | {cell('perfsight', 'wall_s', 's', 2)} | {cell('hta', 'wall_s', 's', 2)} |",

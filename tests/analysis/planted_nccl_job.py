@@ -29,7 +29,7 @@ _P2P = {"dtype": "Float", "In msg nelems": P2P_FLOATS, "Out msg nelems": P2P_FLO
         "Process Group Name": "pg1", "Process Group Desc": "pp", "Process Group Ranks": "[0, 1]"}
 
 
-def _events(rank: int) -> list[dict]:
+def _events(rank: int, synchronise: bool = False) -> list[dict]:
     shift = SHIFT_US if rank else Decimal(0)
     pid, correlation = 100 + rank, iter(range(1, 100))
 
@@ -51,14 +51,17 @@ def _events(rank: int) -> list[dict]:
     events.append(kernel("ncclDevKernel_SendRecv", 3500, 3600, {**_P2P, "Collective name": "send", "Dst Rank": 1})
                   if rank == 0 else
                   kernel("ncclDevKernel_SendRecv", 3550, 3600, {**_P2P, "Collective name": "recv", "Src Rank": 0}))
+    if synchronise:
+        events.append(x("cuda_runtime", "cudaStreamSynchronize", 2400, 2900, pid, 1, {"correlation": 99}))
     return events
 
 
-def write_nccl_job(folder: Path) -> Path:
-    """The two ranks' traces in ``folder`` (made); returns it."""
+def write_nccl_job(folder: Path, *, synchronise: bool = False) -> Path:
+    """The two ranks' traces in ``folder`` (made); returns it. ``synchronise``: each rank's main thread also
+    calls cudaStreamSynchronize [2400, 2900), which waits for the third all-reduce (ending at 2810)."""
     folder.mkdir(parents=True, exist_ok=True)
     for rank in (0, 1):
-        trace = {"traceEvents": _events(rank), "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 2},
+        trace = {"traceEvents": _events(rank, synchronise), "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 2},
                  "deviceProperties": [{"id": rank, "name": "NVIDIA A100-SXM4-40GB"}]}
         (folder / f"rank{rank}.pt.trace.json").write_text(json.dumps(trace))
     return folder

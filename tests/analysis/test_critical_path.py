@@ -118,3 +118,21 @@ def test_bad_changes_are_named():
         cp.what_if(tables, {"nothing*": 2})
     with pytest.raises(ValueError, match=r"'compute' must be made faster by a number > 0 .* got 0"):
         cp.what_if(tables, {"compute": 0})
+
+
+def test_the_other_ranks_enter_a_rank_s_path_as_its_collective_waits(tmp_path):
+    """tests/analysis/planted_nccl_job.py with each rank synchronising on its third all-reduce: rank 0 arrives
+    300 us before rank 1 at every all-reduce, so 300 us of its kernel are waiting for rank 1, then 500 us of
+    transfer; rank 1, the late one, waits for no one."""
+    import perfsight
+
+    from .planted_nccl_job import write_nccl_job
+
+    run = perfsight.open(write_nccl_job(tmp_path / "job", synchronise=True))
+    us = 1000
+    rank0 = [(r["edge"], r["category"], r["dur_ns"] // us) for r in run.critical_path(rank=0).to_pylist()]
+    assert rank0[5:9] == [("launch", "launch", 5), ("rank_wait", "rank_wait", 300),
+                          ("device", "communication", 500), ("sync", "synchronisation", 90)]
+    assert "rank_wait" not in {r["category"] for r in run.critical_path(rank=1).to_pylist()}
+    saved = {r["rank"]: r["saved_ns"] // us for r in run.what_if({"rank_wait": math.inf}).to_pylist()}
+    assert saved == {0: 300, 1: 0}

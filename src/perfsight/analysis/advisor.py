@@ -170,7 +170,8 @@ def _uneven_ranks(facts: Facts) -> Advice | None:
          "slowest_rank": slowest["rank"]},
         f"slowest rank's mean step >= {UNEVEN_RANKS_RATIO:.0%} above the fastest's",
         "Compare the slow rank's step breakdown with the others: uneven data shards or sequence lengths, a slower "
-        "device or host, or extra work on rank 0 (logging, checkpointing) are the usual causes.")
+        "device or host, or extra work on rank 0 (logging, checkpointing) are the usual causes.",
+        _scenario("no_rank_waits"))
 
 
 #: what the synchronisation rule calls the calls no framework operator encloses

@@ -26,7 +26,10 @@ cannot come earlier than that point plus the edge's weight" (ns). Edges, by ``ed
   engine while the main thread sits in ``loss.backward()``); that gap then weighs 0, its end set by the
   period it waited for. Category ``idle``.
 * ``device``: a device task's start to its end, its duration; category by kernel type (compute, communication,
-  memory: ``kernels.DEVICE_TASKS_SQL``, the one communication rule).
+  memory: ``kernels.DEVICE_TASKS_SQL``, the one communication rule). In a job of several ranks, a collective's
+  task is split where the last member of its instance arrived (``collectives.collective_figures``: its
+  ``wait_ns``, on aligned clocks): ``rank_wait`` (category ``rank_wait``: waiting for the other ranks) to that
+  point, then ``device`` (the transfer). This is how the other ranks enter a rank's path.
 * ``launch``: the launching call's start (``kernels.launch_stats``) to its task's start; ``stream``: the task
   before on the same stream, end to start; ``event_wait``: a ``cudaStreamWaitEvent`` (Kineto's ``Stream Wait
   Event`` with its ``wait_on_stream`` and ``wait_on_cuda_event_record_corr_id``): the last task launched on
@@ -51,12 +54,13 @@ duration and its pieces add up to it exactly. ``critical_path`` lists the pieces
 one slice and kind merged); ``critical_path_breakdown`` sums them by category.
 
 **What-if.** ``what_if`` replays the same graph with chosen edges' weights divided by a factor (``inf``
-removes them; for ``synchronisation``: the waits removed, the host goes on) and gives the window's new
+removes them; for ``synchronisation``: the waits removed, the host goes on; for ``rank_wait``: every rank
+arriving at its collectives together) and gives the window's new
 duration. A change names a category (``PATH_CATEGORIES``) or a glob over slice names (``aten::mm``,
 ``nccl*``): a slice's change applies to its own time (its ``host`` or ``device`` edges, not the latencies of
 its dependencies), and a host slice's to the slices nested in it and the device tasks they launched. What the
-replay cannot know: work that would move to another stream or rank, caches, clocks. One rank at a time: a
-collective's wait for the other ranks is inside its device time.
+replay cannot know: work that would move to another stream or rank, caches, clocks. Each rank's graph is its
+own: the other ranks enter it as its collectives' ``rank_wait``, not as their own paths.
 """
 from __future__ import annotations
 
@@ -78,12 +82,12 @@ from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables
 
 #: the categories of the path's pieces: the step breakdown's, then the dependencies' own
-PATH_CATEGORIES = (*CATEGORIES, "launch", "kernel_gap", "synchronisation", "idle")
+PATH_CATEGORIES = (*CATEGORIES, "rank_wait", "launch", "kernel_gap", "synchronisation", "idle")
 #: the edges' kinds (module docstring)
-EDGE_KINDS = ("host", "device", "launch", "stream", "event_wait", "sync", "handoff", "window")
+EDGE_KINDS = ("host", "device", "rank_wait", "launch", "stream", "event_wait", "sync", "handoff", "window")
 _CATEGORY = {name: i for i, name in enumerate(PATH_CATEGORIES)}
 _EDGE = {name: i for i, name in enumerate(EDGE_KINDS)}
-_EDGE_CATEGORY = {"launch": "launch", "stream": "kernel_gap", "event_wait": "kernel_gap", "sync": "synchronisation",
+_EDGE_CATEGORY = {"rank_wait": "rank_wait", "launch": "launch", "stream": "kernel_gap", "event_wait": "kernel_gap", "sync": "synchronisation",
                   "handoff": "idle", "window": "idle"}
 
 CRITICAL_PATH = pa.schema([
@@ -260,8 +264,10 @@ class _Builder:
         self.source = 2 * (self.n_host + self.n_device)
         self.sink = self.source + 1
         self.sink_ns = window.end_ns - w0
+        self.rank_wait = self._rank_waits()            # task -> (its arrival node, the wait)
+        arrivals = [int(self.d_start[task - self.n_host]) + wait for task, (_, wait) in self.rank_wait.items()]
         self.node_ns = np.concatenate([self.h_start, self.h_end, self.d_start, self.d_end,
-                                       [0, self.sink_ns]]).astype(np.int64)
+                                       [0, self.sink_ns], arrivals]).astype(np.int64)
         self.host_ids = self.host.column("id").to_numpy()
         self.host_index = {int(i): k for k, i in enumerate(self.host_ids)}
         self.depth = self.host.column("depth").to_numpy().astype(np.int64)
@@ -285,6 +291,27 @@ class _Builder:
         observed = int(self.node_ns[dst] - self.node_ns[src]) if weight is None else int(weight)
         category = category if isinstance(category, int) else _CATEGORY[category]
         self.rows.append((src, dst, max(0, observed), _EDGE[kind], category, slice_index))
+
+    def _rank_waits(self) -> dict[int, tuple[int, int]]:
+        """{task: (its arrival node, ns)} of the window's collectives that waited for the other ranks of their
+        instance (``collectives.collective_figures``' ``wait_ns`` inside (0, the task's duration]); only in a
+        job of several ranks."""
+        from perfsight.analysis.collectives import collective_figures
+        from perfsight.analysis.job_summaries import job_of
+        from perfsight.analysis.rank_facts import rank_facts
+
+        if computed(rank_facts, self.tables).num_rows < 2 or not self.n_device:
+            return {}
+        figures = computed(collective_figures, computed(job_of, self.tables))
+        task_of = {int(i): self.n_host + j for j, i in enumerate(self.device.column("id").to_pylist())}
+        waits = {}
+        for rank, slice_id, wait in zip(figures.column("rank").to_pylist(), figures.column("slice_id").to_pylist(),
+                                        figures.column("wait_ns").to_pylist()):
+            task = task_of.get(slice_id) if rank == self.window.rank else None
+            if task is not None and wait and 0 < wait <= self.d_end[task - self.n_host] - self.d_start[
+                    task - self.n_host]:
+                waits[task] = (self.sink + 1 + len(waits), int(wait))
+        return waits
 
     def _launch_calls(self) -> dict[int, int]:
         """{task index: index of its launching call}, for the tasks whose call is a host slice of the window."""
@@ -419,7 +446,13 @@ class _Builder:
         nominal["event_wait"] = nominal["stream"]
         for j in range(self.n_device):
             task = n_host + j
-            self.add(self.start(task), self.end(task), "device", KERNEL_TYPE_CATEGORY[kernel_type[j]], task)
+            category = KERNEL_TYPE_CATEGORY[kernel_type[j]]
+            if task in self.rank_wait:
+                arrival = self.rank_wait[task][0]
+                self.add(self.start(task), arrival, "rank_wait", "rank_wait", task)
+                self.add(arrival, self.end(task), "device", category, task)
+            else:
+                self.add(self.start(task), self.end(task), "device", category, task)
             if binding[j] is None:
                 self.add(self.source, self.start(task), "window", "idle", task)
             for node, ns, kind in candidates[j]:
@@ -464,7 +497,8 @@ class _Builder:
         self.thread_edges(waited)
         self.device_edges()
         self.sync_edges(waited)
-        order = _node_order(self.node_ns, self.n_host, self.n_device, self.depth, self.source, self.sink)
+        order = _node_order(self.node_ns, self.n_host, self.n_device, self.depth, self.source, self.sink,
+                            len(self.rank_wait))
         place = np.empty_like(order)
         place[order] = np.arange(order.size)
         kept = sorted((row for row in self.rows if place[row[0]] < place[row[1]]), key=lambda row: place[row[1]])
@@ -504,14 +538,15 @@ def _busiest(tracks: np.ndarray, durations: np.ndarray) -> int | None:
 
 
 def _node_order(node_ns: np.ndarray, n_host: int, n_device: int, depth: np.ndarray, source: int,
-                sink: int) -> np.ndarray:
-    """Nodes in time order. At one time: the source first and the sink last; ends before starts; a task's end
-    before a call's end (a call waits for a task), a call's start before a task's start (a call launches a
-    task); inner ends before outer ends and outer starts before inner starts."""
-    h, d = np.ones(n_host, dtype=np.int64), np.ones(n_device, dtype=np.int64)
-    is_start = np.concatenate([h, 0 * h, d, 0 * d, [0, 0]])
-    side = np.concatenate([0 * h, h, d, 0 * d, [0, 0]])          # starts: host first; ends: device first
-    nested = np.concatenate([depth, -depth, 0 * d, 0 * d, [0, 0]])
+                sink: int, arrivals: int) -> np.ndarray:
+    """Nodes in time order. At one time: the source first and the sink last; ends before starts; a collective's
+    arrival point before a task's end, a task's end before a call's end (a call waits for a task), a call's
+    start before a task's start (a call launches a task); inner ends before outer ends and outer starts before
+    inner starts."""
+    h, d, a = (np.ones(n, dtype=np.int64) for n in (n_host, n_device, arrivals))
+    is_start = np.concatenate([h, 0 * h, d, 0 * d, [0, 0], 0 * a])
+    side = np.concatenate([0 * h, h, d, 0 * d, [0, 0], -a])       # starts: host first; ends: device first
+    nested = np.concatenate([depth, -depth, 0 * d, 0 * d, [0, 0], 0 * a])
     first_last = np.ones(node_ns.size, dtype=np.int64)
     first_last[source], first_last[sink] = 0, 2
     return np.lexsort((np.arange(node_ns.size), nested, side, is_start, node_ns, first_last))
@@ -678,6 +713,7 @@ SCENARIOS: dict[str, tuple[dict[str, float], str]] = {
     "no_data_wait": ({"dataloader": math.inf}, "no waits for the data loader"),
     "host_twice_as_fast": ({"host_ops": 2, "python": 2, "runtime": 2}, "host work twice as fast"),
     "compute_twice_as_fast": ({"compute": 2}, "device compute twice as fast"),
+    "no_rank_waits": ({"rank_wait": math.inf}, "ranks arriving at collectives together"),
 }
 
 WHAT_IF_SUMMARY = pa.schema([
