@@ -61,7 +61,8 @@ def write_nccl_job(folder: Path, *, synchronise: bool = False) -> Path:
     calls cudaStreamSynchronize [2400, 2900), which waits for the third all-reduce (ending at 2810)."""
     folder.mkdir(parents=True, exist_ok=True)
     for rank in (0, 1):
-        trace = {"traceEvents": _events(rank, synchronise), "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 2},
+        trace = {"traceEvents": _events(rank, synchronise),
+                 "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 2},
                  "deviceProperties": [{"id": rank, "name": "NVIDIA A100-SXM4-40GB"}]}
         (folder / f"rank{rank}.pt.trace.json").write_text(json.dumps(trace))
     return folder

@@ -87,8 +87,8 @@ PATH_CATEGORIES = (*CATEGORIES, "rank_wait", "launch", "kernel_gap", "synchronis
 EDGE_KINDS = ("host", "device", "rank_wait", "launch", "stream", "event_wait", "sync", "handoff", "window")
 _CATEGORY = {name: i for i, name in enumerate(PATH_CATEGORIES)}
 _EDGE = {name: i for i, name in enumerate(EDGE_KINDS)}
-_EDGE_CATEGORY = {"rank_wait": "rank_wait", "launch": "launch", "stream": "kernel_gap", "event_wait": "kernel_gap", "sync": "synchronisation",
-                  "handoff": "idle", "window": "idle"}
+_EDGE_CATEGORY = {"rank_wait": "rank_wait", "launch": "launch", "stream": "kernel_gap", "event_wait": "kernel_gap",
+                  "sync": "synchronisation", "handoff": "idle", "window": "idle"}
 
 CRITICAL_PATH = pa.schema([
     ("rank", pa.int32()),
@@ -304,7 +304,7 @@ class _Builder:
             return {}
         figures = computed(collective_figures, computed(job_of, self.tables))
         task_of = {int(i): self.n_host + j for j, i in enumerate(self.device.column("id").to_pylist())}
-        waits = {}
+        waits: dict[int, tuple[int, int]] = {}
         for rank, slice_id, wait in zip(figures.column("rank").to_pylist(), figures.column("slice_id").to_pylist(),
                                         figures.column("wait_ns").to_pylist()):
             task = task_of.get(slice_id) if rank == self.window.rank else None
