@@ -15,7 +15,7 @@ TRACES = ["hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",           
           "hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"]  # CUDA
 JUNK = [b'"', b"{", b"}", b",", b"null", b"-1e999", b'"ts": "x",', b"99999999999999999999999"]
 #: the analyses that need arguments beyond the run
-NEEDS_ARGUMENTS = {"sql", "alive_at", "alive_by_op_at", "node_links"}
+NEEDS_ARGUMENTS = {"sql", "alive_at", "alive_by_op_at", "node_links", "what_if"}
 
 
 def damaged(raw: bytes, how: str, rng: random.Random) -> bytes:

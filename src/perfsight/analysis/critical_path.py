@@ -647,7 +647,7 @@ def _changed_weights(g: Graph, faster: Mapping[str, float]) -> list[float]:
         if key in _CATEGORY:
             edges = np.flatnonzero(g.category == _CATEGORY[key])
         else:
-            chosen = np.array([_named(name, key) for name in g.slice_names], dtype=bool)
+            chosen = np.array([_named(name, key) for name in g.slice_names] or [False], dtype=bool)  # [False]: none
             chosen = _with_descendants(chosen, g.slice_parent)
             own_time = (g.kind == _EDGE["host"]) | (g.kind == _EDGE["device"])
             edges = np.flatnonzero(own_time & (g.slice_index >= 0) & chosen[np.maximum(g.slice_index, 0)])
