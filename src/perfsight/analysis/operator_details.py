@@ -35,15 +35,23 @@ OPERATOR_DETAILS = pa.schema([
 #: how the frames of a call stack are joined (torch_npu's operator_details.csv)
 STACK_SEPARATOR = ";\n"
 
-_DETAILS_SQL = """
-WITH RECURSIVE launched AS (      -- device time per launching operator
-    SELECT launch_op_id AS id, sum(dur_ns) AS device_ns FROM tasks WHERE launch_op_id IS NOT NULL GROUP BY 1
-), up(launcher, id, hops) AS (    -- each launching operator and every slice enclosing it on its track
-    SELECT id, id, 0 FROM launched
+def enclosing_sql(seeds: str) -> str:
+    """A common table expression of a ``WITH RECURSIVE`` query, ``up(launcher, id, hops)``: each ``id`` of the
+    table ``seeds`` (as ``launcher``) and every slice enclosing it on its track (``hops`` levels up, at most
+    ``$max_depth``): what an operator's device tasks are summed or judged over, its own and its nested
+    operators'."""
+    return f"""up(launcher, id, hops) AS (
+    SELECT id, id, 0 FROM {seeds}
     UNION ALL
     SELECT u.launcher, s.parent_id, u.hops + 1 FROM up u JOIN slices s ON s.id = u.id
     WHERE s.parent_id IS NOT NULL AND u.hops < $max_depth
-), device_total AS (
+)"""
+
+
+_DETAILS_SQL = """
+WITH RECURSIVE launched AS (      -- device time per launching operator
+    SELECT launch_op_id AS id, sum(dur_ns) AS device_ns FROM tasks WHERE launch_op_id IS NOT NULL GROUP BY 1
+), {enclosing}, device_total AS (
     SELECT u.id, sum(l.device_ns) AS device_ns FROM up u JOIN launched l ON l.id = u.launcher GROUP BY u.id
 ), frames(op, id, hops) AS (      -- each operator and every slice enclosing it (when there are stacks)
     SELECT id, id, 0 FROM ops WHERE EXISTS (SELECT 1 FROM slices WHERE kind = 'python')
@@ -62,7 +70,7 @@ LEFT JOIN launched l USING (id)
 LEFT JOIN device_total d USING (id)
 LEFT JOIN stacks st USING (id)
 ORDER BY o.start_ns, o.id
-"""
+""".replace("{enclosing}", enclosing_sql("launched"))
 
 #: the deepest nesting followed upwards (slices.depth is an int16; real stacks are far shallower)
 MAX_DEPTH = 1 << 15
