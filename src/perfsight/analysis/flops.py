@@ -273,7 +273,8 @@ SELECT rank, count(*) AS steps, sum(op_count)::BIGINT AS op_count, TRY_CAST(sum(
        sum(step_ns)::BIGINT AS step_ns, sum(flops) * 1e9 / nullif(sum(step_ns), 0) AS flops_per_s,
        array_to_string(list_sort(list_distinct(flatten(list(string_split(precision, '+'))))), '+') AS precision,
        {MIX_PEAK_SQL} AS peak_flops, {MIX_SOURCE_SQL} AS peak_source
-FROM (SELECT *, peak_flops AS peak FROM model) WHERE step IS NOT NULL AND step_ns IS NOT NULL GROUP BY rank ORDER BY rank
+FROM (SELECT *, peak_flops AS peak FROM model) WHERE step IS NOT NULL AND step_ns IS NOT NULL
+GROUP BY rank ORDER BY rank
 """
 
 

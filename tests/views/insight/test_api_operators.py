@@ -8,8 +8,8 @@ import pytest
 
 from perfsight.analysis.dynamic_shape import op_instance_time_by_step, op_shapes_by_step, op_time_by_step
 from perfsight.analysis.flops import model_flops, model_flops_total, op_flops, scope_flops
-from perfsight.analysis.roofline import roofline
 from perfsight.analysis.ops import call_stack, op_instances, op_statistic, type_shares
+from perfsight.analysis.roofline import roofline
 from perfsight.analysis.summary import run_start_ns
 
 from .conftest import expected
