@@ -343,3 +343,10 @@ def roofline(tables: RunTables, *, peak_flops: float | None = None,
              for op, precision, share in zip(table["op_type"].to_pylist(), table["precision"].to_pylist(),
                                              table["roof_percent"].to_pylist())]
     return table.append_column("peak_note", pa.array(notes, pa.string())).cast(ROOFLINE)
+
+
+def over_roof_warnings(tables: RunTables) -> list[str]:
+    """The ``peak_note`` of every ``roofline`` row above 100% of its roof (each names its operator and
+    precision) with the peak and bandwidth it was measured against, for the run summary's warnings."""
+    return [f"{row['peak_note']} (peak {row['peak_source']}; bandwidth {row['bandwidth_source']})"
+            for row in computed(roofline, tables).to_pylist() if row["peak_note"]]
