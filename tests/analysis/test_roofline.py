@@ -143,3 +143,21 @@ def test_above_the_roof_keeps_its_number_and_names_the_op():
     mm = rows["aten::mm"]                                  # 114,688 bytes in 1 us: 115 GB/s against 1 GB/s
     assert mm["roof_percent"] > 100 and mm["peak_note"] == f"aten::mm (bf16): {rl.OVER_ROOF_NOTE}"
     assert rl.roofline(planted_step())["peak_note"].null_count == len(rows)
+
+
+def test_the_advisor_names_the_operators_furthest_below_their_roof():
+    """The mm's kernel takes 20 us for 74 ns at its roof (0.37%), the layer norm 100 ns for 47 ns (47%): both
+    under 50%, 19,926 + 53 ns beyond their roof, 40% of the 50 us step: high; the mm first."""
+    from perfsight.analysis.advisor import Facts, _below_roof
+
+    tables = planted_step()
+    slices = tables.slices.to_pylist()
+    next(s for s in slices if s["id"] == 3)["dur_ns"] = 20_000
+    slow = tables_from_rows(slices=slices, tracks=TRACKS, meta=A100)
+    advice = _below_roof(Facts(slow))
+    assert (advice.rule, advice.severity) == ("below_roofline", "high")
+    assert list(advice.evidence["ops"]) == ["aten::mm", "aten::layer_norm"]
+    assert advice.evidence["ops"]["aten::mm"] == {"precision": "bf16", "bound": "memory", "op_ns": 20_000,
+                                                  "roof_ns": 74, "below_roof_ns": 19_926, "roof_percent": 0.37}
+    assert "aten::mm (bf16, memory-bound, 0% of its roof)" in advice.finding
+    assert _below_roof(Facts(planted_step())) is None          # 979 ns beyond the roof: 2% of the step
