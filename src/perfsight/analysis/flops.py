@@ -9,9 +9,10 @@ without any (current torch writes none), counts them from the operators' input s
 * The counted operators are the slices with a non-null ``flops``, or with FLOPs from their shapes;
   ``flops_source`` says which (``trace``, ``shapes``; ``mixed`` for a group of both). Their *time*
   (``op_ns``) is the summed duration of the device tasks they launched, themselves or the operators nested
-  in them (``operator_details``' device total time: the task's launch call, or without launch flows its
-  ``external_id``), when there are any, else the slice's own duration. ``time_source`` says which
-  (``device``: tasks, or the slice is itself a device task; ``host``; ``mixed`` for a group of both).
+  in them (``operator_details.operator_device_time``' device total time: the task's launch call, or
+  without launch flows its ``external_id``), when there are any, else the slice's own duration.
+  ``time_source`` says which (``device``: tasks, or the slice is itself a device task; ``host``;
+  ``mixed`` for a group of both).
 * Each counted operator has a precision (``precision.op_precisions``: from its input dtypes, else its
   kernels' names, else fp32) unless ``precision`` is given, which then applies to every operator (what the
   utilisation would be at that precision's peak). ``peak_flops`` and ``peak_source`` of a precision come
@@ -46,7 +47,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from perfsight.analysis.flops_shapes import shape_flops
-from perfsight.analysis.operator_details import operator_details
+from perfsight.analysis.operator_details import operator_device_time
 from perfsight.analysis.peaks import PRECISIONS, device_peak
 from perfsight.analysis.precision import op_precisions
 from perfsight.analysis.step_spans import STEP_SPANS_CTE
@@ -193,14 +194,14 @@ GROUP BY o.rank, o.step ORDER BY o.rank, o.step NULLS LAST
 """
 
 
-def operator_connection(tables: RunTables, peak_flops: float | None = None):
-    """A connection (``RunTables.connect``) with what the operator queries here and in ``roofline`` join:
-    ``shape_flops`` (the FLOPs counted from shapes where the trace has none), ``device_time`` (each
-    operator's device total time, for ``OP_TIME_SQL``), ``precisions`` (each operator's) and ``peaks`` (each
-    precision's peak and its source, or ``peak_flops`` for all)."""
-    con = tables.connect()
+def register_operator_facts(con, tables: RunTables, peak_flops: float | None = None):
+    """Register on ``con`` (a ``RunTables.connect`` connection) what the operator queries here and in
+    ``roofline`` join: ``shape_flops`` (the FLOPs counted from shapes where the trace has none),
+    ``device_time`` (each operator's device total time, for ``OP_TIME_SQL``), ``precisions`` (each
+    operator's) and ``peaks`` (each precision's peak and its source, or ``peak_flops`` for all); returns
+    ``con``."""
     con.register("shape_flops", computed(shape_flops, tables))
-    con.register("device_time", computed(operator_details, tables).select(["id", "device_total_ns"]))
+    con.register("device_time", computed(operator_device_time, tables))
     con.register("precisions", computed(op_precisions, tables))
     meta = tables.meta_dict()
     found = [dict(zip(_PEAK_SCHEMA.names, (p, *device_peak(meta, p, peak_flops)))) for p in PRECISIONS]
@@ -224,7 +225,7 @@ def _finish(table: pa.Table, schema: pa.Schema, what: list[str]) -> pa.Table:
 def _sql(tables: RunTables, query: str, precision: str | None, peak_flops: float | None, **params) -> pa.Table:
     if precision is not None and precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
-    con = operator_connection(tables, peak_flops)
+    con = register_operator_facts(tables.connect(), tables, peak_flops)
     return con.sql(query, params={"precision": precision, **params}).to_arrow_table()
 
 

@@ -9,10 +9,10 @@ against.
   cores take the narrow multiplicands, an fp32 bias or accumulator does not widen them), ``int8`` when no
   input is floating and one is int8; none otherwise.
 * From the names of the device kernels it launched (itself or the operators nested in it, as
-  ``operator_details``' device total time), where its dtypes say nothing: ``KERNEL_PRECISIONS``, the first
-  pattern a kernel name matches (cuBLAS/cuDNN/CUTLASS's ``hgemm``, ``h884``, ``s16816``, ``bf16``, ``tf32``,
-  ``s1688``, ``sgemm``, ``dgemm``, ``i8816``, ``e4m3``; rocBLAS/Tensile's type codes ``Cijk_..._HHS_``,
-  ``_BBS_``, ``_SB_``, ``_DB_``, ``_I8I``), the narrowest over its kernels.
+  ``operator_details.operator_device_time``' device total time), where its dtypes say nothing:
+  ``KERNEL_PRECISIONS``, the first pattern a kernel name matches (cuBLAS/cuDNN/CUTLASS's ``hgemm``, ``h884``,
+  ``s16816``, ``bf16``, ``tf32``, ``s1688``, ``sgemm``, ``dgemm``, ``i8816``, ``e4m3``; rocBLAS/Tensile's type
+  codes ``Cijk_..._HHS_``, ``_BBS_``, ``_SB_``, ``_DB_``, ``_I8I``), the narrowest over its kernels.
 * TF32: PyTorch runs fp32 matrix products on TF32 tensor cores only when ``allow_tf32`` /
   ``set_float32_matmul_precision`` says so, which a trace does not record; so an operator with fp32 inputs is
   ``tf32`` only when its kernels' names say TF32 (``tf32``, CUTLASS's ``s1688`` on fp32 data), else ``fp32``.
@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfsight.analysis.operator_details import MAX_DEPTH, enclosing_sql
-from perfsight.analysis.ops import DEVICE_TASK_KINDS, op_instances
+from perfsight.analysis.ops import op_instances
 from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables
 
@@ -119,7 +119,7 @@ def op_precisions(tables: RunTables) -> pa.Table:
     distinct = pc.unique(ops["input_dtypes"].drop_null()).to_pylist()
     by_dtypes = pa.table({"input_dtypes": pa.array(distinct, pa.string()),
                           "precision": pa.array([dtypes_precision(d) for d in distinct], pa.string())})
-    tasks = computed(op_instances, tables, kinds=DEVICE_TASK_KINDS)
+    tasks = computed(op_instances, tables)
     tasks = tasks.filter(pc.and_(pc.equal(tasks["category"], "device"), pc.equal(tasks["kind"], "kernel")))
     con = tables.connect()
     con.register("by_dtypes", by_dtypes)

@@ -61,7 +61,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.analysis.flops import OP_TIME_SQL, operator_connection
+from perfsight.analysis.flops import OP_TIME_SQL, register_operator_facts
 from perfsight.analysis.flops_shapes import (
     ATTENTION_OPS,
     CONVOLUTION,
@@ -334,7 +334,7 @@ def roofline(tables: RunTables, *, peak_flops: float | None = None,
     module docstring): FLOPs, bytes, intensity, the bound, the attainable FLOP/s and the achieved share of
     the roof; the furthest below their roof (most time beyond it) first."""
     bandwidth, bandwidth_source = device_bandwidth(tables.meta_dict(), peak_bandwidth)
-    con = operator_connection(tables, peak_flops)
+    con = register_operator_facts(tables.connect(), tables, peak_flops)
     con.register("op_work", computed(op_work, tables))
     table = con.sql(_ROOFLINE_SQL, params={"bandwidth": bandwidth, "bandwidth_source": bandwidth_source,
                                            "has_device_tasks": computed(has_device_tasks, tables)})
