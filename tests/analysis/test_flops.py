@@ -107,6 +107,9 @@ def test_model_per_step_and_peak_sources():
     (["amx_bf16", "amx_tile", "avx512_bf16", "avx512f"], "bf16", 1024, "AMX"),
     (["avx512_bf16", "avx512f"], "bf16", 128, "AVX-512 BF16"),
     (["avx512f"], "bf16", None, None),                                        # no bf16 instructions
+    (["amx_int8", "amx_tile", "avx512_vnni", "avx512f"], "int8", 2048, "AMX-INT8"),
+    (["avx512_vnni", "avx512f"], "int8", 256, "AVX-512 VNNI"),                # vpdpbusd: 64 int8 lanes x 2
+    (["avx2", "avx_vnni", "fma"], "int8", 128, "AVX-VNNI"),
     (["asimd"], "fp32", 16, "NEON"),
     (None, "fp32", 32, "AVX2+FMA"),                                          # not recorded: assumed, and said
 ])

@@ -16,22 +16,24 @@ says so in the source; fp64, fp8 and int8 have no such stand-in. An MI250/MI250X
 name (case-insensitive; ``Ascend910B`` reads as ``ascend 910b``) wins, so variants come before their
 family. ROCm may name an Instinct GPU just ``AMD Radeon Graphics``: those are known by their architecture
 and compute units (``AMD_BY_COMPUTE_UNITS``). An Ascend NPU whose chip the output does not name
-(torch_npu's text export: ``Ascend NPU``) has no peak. Ascend's published figures vary by SKU (the 910B1
-to 910B4 differ); a name without the SKU takes the highest of its family, so a utilisation is never
-overstated by a guess, and the source says so.
+(torch_npu's text export: ``Ascend NPU``) has no peak. Huawei publishes no per-SKU datasheet for the 910B
+(the 910B1 to 910B4 differ): every 910B takes the figures commonly quoted for the family (``Ascend910B3``
+reads as ``ascend 910b3 910b``), and the source says so; a share above 100% then flags the entry
+(``flops.OVER_PEAK_NOTE``). The cube units of the 910 and 910B run fp16/bf16 and int8; their fp32 rate is
+not published, so fp32 work on them has no peak.
 
-CPUs: no table. ``cpu_peak`` estimates cores x frequency x FLOPs per cycle per core, and the FLOPs per
-cycle come from the instruction sets the collector found (the manifest's ``cpu_flags``, from
-/proc/cpuinfo): ``CPU_ISA_FLOPS`` lists, per instruction set, its vector lanes and the FLOPs one
-instruction does per lane, taken times ``CPU_VECTOR_UNITS`` (2 FMA units per core, the count of current
-server cores; a CPU with one unit reaches half the estimate). The widest set the CPU has for a precision
-wins: AVX-512 gives 2 x 16 fp32 lanes x 2 (FMA) = 64 fp32 FLOP/cycle, AVX2 with FMA 32, AMX's tile unit
-1024 bf16 FLOP/cycle. The frequency is the maximum (turbo) the system gives; where it gives only the
-current clock (as many VMs do), the estimate says so, since the CPU may boost beyond it. A run recorded
-before the collector kept the flags is assumed to have AVX2 with FMA, and the source says that too. The
-estimate is meant as an upper bound: a share of it above 100% means it is wrong, which the FLOPs tables
-say (``flops.OVER_PEAK_NOTE``). Without the core count and the frequency the peak is unknown; a CPU's
-memory bandwidth is not estimated (``device_bandwidth`` is unknown unless given).
+CPUs: no table. ``cpu_peak`` estimates cores x frequency x FLOPs per cycle per core, and the FLOPs per cycle
+come from the instruction sets the collector found (the manifest's ``cpu_flags``, from /proc/cpuinfo):
+``CPU_ISA_FLOPS`` lists, per instruction set, its vector lanes and the FLOPs one instruction does per lane,
+taken times ``CPU_VECTOR_UNITS`` (2 FMA units per core, the count of current server cores; a CPU with one
+unit reaches half the estimate). The widest set the CPU has for a precision wins: AVX-512 gives 2 x 16 fp32
+lanes x 2 (FMA) = 64 fp32 FLOP/cycle, AVX2 with FMA 32, AMX's tile unit 1024 bf16 FLOP/cycle (2048 int8
+OP/cycle), AVX-512 VNNI 2 x 64 int8 lanes x 2 = 256 int8 OP/cycle. The frequency is the maximum (turbo) the
+system gives; where it gives only the current clock (as many VMs do), the estimate says so, since the CPU
+may boost beyond it. A run recorded before the collector kept the flags is assumed to have AVX2 with FMA,
+and the source says that too. The estimate is meant as an upper bound: a share of it above 100% means it is
+wrong, which the FLOPs tables say (``flops.OVER_PEAK_NOTE``). Without the core count and the frequency the
+peak is unknown; a CPU's memory bandwidth is not estimated (``device_bandwidth`` is unknown unless given).
 """
 from __future__ import annotations
 
@@ -134,8 +136,11 @@ CPU_VECTOR_UNITS = 2
 #: widest first; x86-64's baseline SSE2 has no flag of its own here and closes the list
 CPU_ISA_FLOPS: list[tuple[str, tuple[str, ...], dict[str, tuple[int, int]]]] = [
     ("AMX", ("amx_tile", "amx_bf16"), {"bf16": (512, 2)}),           # one tile unit: 1024 bf16 FLOP/cycle
+    ("AMX-INT8", ("amx_tile", "amx_int8"), {"int8": (1024, 2)}),     # one tile unit: 2048 int8 OP/cycle
     ("AVX-512 FP16", ("avx512_fp16",), {"fp16": (32, 2)}),
     ("AVX-512 BF16", ("avx512_bf16",), {"bf16": (32, 2)}),           # vdpbf16ps: 2 products and their sum
+    ("AVX-512 VNNI", ("avx512_vnni",), {"int8": (64, 2)}),           # vpdpbusd: 4 int8 products per 32-bit lane
+    ("AVX-VNNI", ("avx_vnni",), {"int8": (32, 2)}),
     ("AVX-512", ("avx512f",), {"fp32": (16, 2), "fp64": (8, 2)}),
     ("AVX2+FMA", ("avx2", "fma"), {"fp32": (8, 2), "fp64": (4, 2)}),
     ("AVX", ("avx",), {"fp32": (8, 1), "fp64": (4, 1)}),             # separate add and multiply, no FMA
@@ -177,8 +182,9 @@ def cpu_flops_per_cycle(flags: list[str] | None, precision: str = "fp32") -> tup
         have = set(needed) <= set(flags) if flags is not None else isa in (CPU_ISA_ASSUMED, "SSE2")
         if have and precision in rates:
             lanes, per_lane = rates[precision]
-            units = 1 if isa == "AMX" else CPU_VECTOR_UNITS
-            how = f"{units} {'tile unit' if isa == 'AMX' else 'FMA units'} x {lanes} {precision} lanes x {per_lane}"
+            tile = isa.startswith("AMX")
+            units = 1 if tile else CPU_VECTOR_UNITS
+            how = f"{units} {'tile unit' if tile else 'FMA units'} x {lanes} {precision} lanes x {per_lane}"
             assumed = "; assumed, the run did not record its CPU's flags" if flags is None else ""
             return units * lanes * per_lane, f"{isa}: {how}{assumed}"
     return None
