@@ -45,9 +45,10 @@ def test_no_utilisation_above_100_percent_without_its_warning(run):
         if (row["roof_percent"] or 0) > 100:
             assert row["peak_note"] == f"{row['op_type']} ({row['precision']}): {roofline.OVER_ROOF_NOTE}"
             assert any(w.startswith(row["peak_note"]) for w in warnings)
-    for row in checked["ops"].to_pylist():
-        if row["peak_note"]:
-            assert any(w.startswith(row["peak_note"]) for w in warnings)
+    for table in checked.values():
+        for row in table.to_pylist():
+            if row["peak_note"]:
+                assert any(w.startswith(row["peak_note"]) for w in warnings)
 
 
 def _raw_mm_kernels(path):

@@ -103,8 +103,9 @@ def test_model_mfu_against_the_precision_mix():
 def test_above_100_percent_is_kept_named_and_warned():
     """At a 1 TFLOP/s argument every op is far above: each row keeps its number and names itself. On a T4 (no
     bf16 or TF32 units: fp32's 8.1 TFLOP/s) the two bf16 mms (3.432 MFLOP in 200 ns: 17.16 TFLOP/s, 212%) and
-    the TF32 addmm (15.6 TFLOP/s, 193%) cannot be real: the summary's warnings name them; the fp32 bmm (24%)
-    and the model (5.187 MFLOP / 8.1 TFLOP/s = 640.4 ns of the 10 us step) are within the peak."""
+    the TF32 addmm (15.6 TFLOP/s, 193%) cannot be real, nor their scope (all four operators: 640.4 ns of work at
+    the peaks in 400 ns): the summary's warnings name them; the fp32 bmm (24%) and the model (5.187 MFLOP /
+    8.1 TFLOP/s = 640.4 ns of the 10 us step) are within the peak."""
     rows = flops.op_flops(gpu_step(), peak_flops=1e12).to_pylist()
     assert all(r["utilization_percent"] > 100 for r in rows)
     assert [r["peak_note"] for r in rows] == [f"{r['op_type']} ({r['precision']}): {flops.OVER_PEAK_NOTE}"
@@ -114,9 +115,12 @@ def test_above_100_percent_is_kept_named_and_warned():
     assert utilisation == {"aten::mm": pytest.approx(100 * 17.16 / 8.1), "aten::addmm": pytest.approx(100 * 15.6 / 8.1),
                            "aten::bmm": pytest.approx(100 * 1.95 / 8.1)}
     source = "table:Tesla T4 {} (NVIDIA T4 datasheet; no {} units: fp32's rate)"
-    assert flops.over_peak_warnings(t4) == [
+    mix = f"mix: {source.format('bf16', 'bf16')} | table:Tesla T4 fp32 (NVIDIA T4 datasheet) | " \
+          f"{source.format('tf32', 'tf32')}"                     # the sources in text order
+    assert flops.over_peak_warnings(t4) == [         # the operators' 400 ns hold 640 ns of work at the peaks
         f"aten::mm (bf16): {flops.OVER_PEAK_NOTE} (peak {source.format('bf16', 'bf16')})",
-        f"aten::addmm (tf32): {flops.OVER_PEAK_NOTE} (peak {source.format('tf32', 'tf32')})"]
+        f"aten::addmm (tf32): {flops.OVER_PEAK_NOTE} (peak {source.format('tf32', 'tf32')})",
+        f"scope (no scope): {flops.OVER_PEAK_NOTE} (peak {mix})"]
     (total,) = flops.model_flops_total(flops.model_flops(t4)).to_pylist()
     assert total["utilization_percent"] == pytest.approx(100 * 5_187_000 / 8.1e12 / 10e-6)
 

@@ -294,10 +294,10 @@ def model_flops_total(model: pa.Table) -> pa.Table:
 
 
 def over_peak_warnings(tables: RunTables) -> list[str]:
-    """The ``peak_note`` of every operator-type row of ``op_flops`` and rank total of ``model_flops_total``
-    above 100% (each names its operator or rank and the peak it was measured against), for the run
-    summary's warnings."""
-    ops = computed(op_flops, tables)
-    total = model_flops_total(computed(model_flops, tables))
-    return [f"{row['peak_note']} (peak {row['peak_source']})" for table in (ops, total)
+    """The ``peak_note`` of every row above 100% of its peak (each names its operator type, scope, step or
+    rank) of ``op_flops``, ``scope_flops`` (level 1), ``model_flops`` and ``model_flops_total``, with the peak
+    it was measured against, for the run summary's warnings."""
+    model = computed(model_flops, tables)
+    found = (computed(op_flops, tables), computed(scope_flops, tables), model, model_flops_total(model))
+    return [f"{row['peak_note']} (peak {row['peak_source']})" for table in found
             for row in table.to_pylist() if row["peak_note"]]
