@@ -109,6 +109,7 @@ class Run:
     op_flops = _Analysis("flops")
     scope_flops = _Analysis("flops")
     model_flops = _Analysis("flops")
+    roofline = _Analysis("roofline")
     memory_curve = _Analysis("memory")
     memory_peak = _Analysis("memory")
     allocations_by_op = _Analysis("memory")

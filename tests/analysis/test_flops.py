@@ -16,6 +16,7 @@ from .planted import BASE, MAIN, STREAM
 from .planted_host import CPU_TRACE, host_only, raw_events
 
 A100 = {"device_properties": [{"id": 0, "name": "NVIDIA A100-SXM4-40GB"}]}
+A100_FP32 = "table:NVIDIA A100-SXM4-40GB fp32 (NVIDIA A100 Tensor Core GPU datasheet (2021), dense; 40GB)"
 TOTAL = 2_000_000 + 1_000_000 + 1000 + 500 + 2_000_000
 
 
@@ -53,7 +54,7 @@ def test_op_flops_with_device_time_and_a100_peak():
     assert (addmm["count"], addmm["flops"], addmm["op_ns"], addmm["time_source"]) == (2, 4_000_000, 1500, "mixed")
     assert addmm["flops_per_s"] == pytest.approx(4e6 * 1e9 / 1500)
     assert (rows["aten::mm"]["op_ns"], rows["aten::mm"]["time_source"]) == (1000, "host")
-    assert addmm["peak_flops"] == 19.5e12 and addmm["peak_source"] == "table:NVIDIA A100-SXM4-40GB fp32"
+    assert addmm["peak_flops"] == 19.5e12 and addmm["peak_source"] == A100_FP32
     assert addmm["utilization_percent"] == pytest.approx(100 * (4e6 * 1e9 / 1500) / 19.5e12)
     assert sum(r["flops"] for r in rows.values()) == TOTAL
     assert list(rows) == ["aten::addmm", "aten::mm", "aten::mul", "aten::add"]
@@ -80,7 +81,8 @@ def test_model_per_step_and_peak_sources():
     assert [(r["step"], r["op_count"], r["flops"], r["step_ns"]) for r in rows] == [
         (1, 4, 3_001_500, 10000), (2, 1, 2_000_000, 10000)]
     assert rows[0]["flops_per_s"] == pytest.approx(3_001_500 * 1e9 / 10000)
-    assert rows[0]["peak_flops"] == 312e12 and rows[0]["peak_source"].endswith("bf16")
+    assert rows[0]["peak_flops"] == 312e12 and rows[0]["peak_source"].startswith("table:NVIDIA A100-SXM4-40GB bf16 (")
+    assert {r["precision"] for r in rows} == {"bf16"}                   # given: every operator at its peak
     assert rows[0]["utilization_percent"] == pytest.approx(100 * 3_001_500e9 / 10000 / 312e12)
     (given,) = flops.model_flops(planted(), peak_flops=1e12).to_pylist()[:1]
     assert (given["peak_flops"], given["peak_source"], given["utilization_percent"]) == (
@@ -105,6 +107,9 @@ def test_model_per_step_and_peak_sources():
     (["amx_bf16", "amx_tile", "avx512_bf16", "avx512f"], "bf16", 1024, "AMX"),
     (["avx512_bf16", "avx512f"], "bf16", 128, "AVX-512 BF16"),
     (["avx512f"], "bf16", None, None),                                        # no bf16 instructions
+    (["amx_int8", "amx_tile", "avx512_vnni", "avx512f"], "int8", 2048, "AMX-INT8"),
+    (["avx512_vnni", "avx512f"], "int8", 256, "AVX-512 VNNI"),                # vpdpbusd: 64 int8 lanes x 2
+    (["avx2", "avx_vnni", "fma"], "int8", 128, "AVX-VNNI"),
     (["asimd"], "fp32", 16, "NEON"),
     (None, "fp32", 32, "AVX2+FMA"),                                          # not recorded: assumed, and said
 ])
@@ -128,9 +133,11 @@ def test_the_cpu_estimate_of_this_projects_machine_is_an_upper_bound():
 
 def test_a_utilisation_above_100_percent_says_the_peak_is_wrong():
     rows = flops.model_flops(planted(), peak_flops=1e9).to_pylist()           # 300 GFLOP/s against 1 GFLOP/s
-    assert rows[0]["utilization_percent"] > 100 and rows[0]["peak_note"] == flops.OVER_PEAK_NOTE
+    assert rows[0]["utilization_percent"] > 100 and rows[0]["peak_note"] == f"rank 0 step 1: {flops.OVER_PEAK_NOTE}"
     (total,) = flops.model_flops_total(flops.model_flops(planted(), peak_flops=1e9)).to_pylist()
-    assert total["peak_note"] == flops.OVER_PEAK_NOTE
+    assert total["peak_note"] == f"rank 0 model: {flops.OVER_PEAK_NOTE}"
+    ops = {r["op_type"]: r["peak_note"] for r in flops.op_flops(planted(), peak_flops=1e9).to_pylist()}
+    assert ops["aten::addmm"] == f"aten::addmm (fp32): {flops.OVER_PEAK_NOTE}"
     assert {r["peak_note"] for r in flops.op_flops(planted()).to_pylist()} == {None}   # within the A100's peak
 
 
@@ -151,7 +158,9 @@ def test_a_generically_named_amd_gpu_is_known_by_its_compute_units():
     """ROCm 6.2 names the MI250's GCDs "AMD Radeon Graphics" (shared/data's amd_trace): gfx90a with 104 CUs."""
     gcd = {"name": "AMD Radeon Graphics", "computeMajor": 9, "computeMinor": 0, "numSms": 104}
     meta = {"device_properties": json.dumps([gcd])}
-    assert peaks.device_peak(meta, "fp16") == (181e12, "table:AMD Instinct MI210 / MI250 (one GCD) fp16")
+    assert peaks.device_peak(meta, "fp16") == (181e12, "table:AMD Instinct MI210 / MI250 (one GCD) fp16 (AMD "
+                                               "Instinct MI250 datasheet, per GCD (half the OAM's figures; fp64/fp32: "
+                                               "matrix))")
     other = json.dumps([{**gcd, "numSms": 60}])
     assert peaks.device_peak({"device_properties": other}) == (None, "unknown")
 
@@ -162,7 +171,7 @@ def test_model_total_over_the_steps():
     assert (row["rank"], row["steps"], row["op_count"], row["flops"], row["step_ns"]) == (0, 2, 5, 5_001_500, 20000)
     assert row["flops_per_s"] == pytest.approx(rate) and row["peak_flops"] == 19.5e12
     assert row["utilization_percent"] == pytest.approx(100 * rate / 19.5e12)
-    assert row["peak_source"] == "table:NVIDIA A100-SXM4-40GB fp32"
+    assert row["peak_source"] == A100_FP32
     unknown = flops.model_flops(planted({"device_properties": [{"name": "Quadro RTX 8000"}]}))
     assert flops.model_flops_total(unknown)["utilization_percent"].to_pylist() == [None]
 

@@ -12,6 +12,7 @@ from playwright.sync_api import expect
 from perfsight.analysis.dynamic_shape import op_instance_time_by_step, op_shapes_by_step, op_time_by_step
 from perfsight.analysis.flops import model_flops, model_flops_total, op_flops, scope_flops
 from perfsight.analysis.ops import call_stack, instance_page, op_instances, op_statistic, type_shares
+from perfsight.analysis.roofline import roofline
 from perfsight.analysis.summary import run_start_ns
 
 from .harness import InsightServer, open_view
@@ -113,6 +114,12 @@ def test_flops(flops_dir, page):
         assert cells(page, "#flops-model", 2) == [fmt_ns(r["step_ns"]) for r in model]
         (total,) = model_flops_total(model_flops(tables)).to_pylist()
         expect(page.locator("#flops-cards .card-value").nth(2)).to_have_text(fmt_pct(total["utilization_percent"]))
+        roof = roofline(tables).to_pylist()
+        assert cells(page, "#flops-roofline", 0) == [r["op_type"] for r in roof]
+        shown = traces(page, "chart-roofline")
+        assert sum(t["points"] for t in shown if t["name"].endswith("-bound")) == len(
+            [r for r in roof if r["intensity"] and r["flops_per_s"]])
+        assert {t["name"] for t in shown if t["name"].endswith(" roof")} == {f"{r['precision']} roof" for r in roof}
 
         page.fill("#flops-level", "3")
         page.locator("#flops-level").dispatch_event("change")

@@ -505,9 +505,47 @@ def _device_memory(facts: Facts) -> dict[str, int]:
     return capacity
 
 
+BELOW_ROOF_PERCENT = 50.0        # an operator type reaching under 50% of its roofline ...
+BELOW_ROOF_SHARE = 0.10           # ... and such types' time beyond their roof >= 10% of the profiled steps
+TOP_BELOW_ROOF = 5                # operator types named
+
+
+def _below_roof(facts: Facts) -> Advice | None:
+    """Operator types far below their roofline (``roofline.roofline``: under ``BELOW_ROOF_PERCENT`` of it), when
+    the time they spend beyond their roof's adds up to ``BELOW_ROOF_SHARE`` of the profiled time; names the
+    ``TOP_BELOW_ROOF`` furthest below (most time beyond the roof). Copies are left out: one between host and
+    device is bound by the link, not the roof."""
+    from perfsight.analysis.roofline import COPIES, IN_PLACE_COPIES, roofline
+
+    rows = [r for r in facts.get(roofline).to_pylist() if r["roof_percent"] is not None
+            and r["roof_percent"] < BELOW_ROOF_PERCENT and r["op_type"] not in COPIES + IN_PLACE_COPIES]
+    beyond = sum(r["below_roof_ns"] for r in rows)
+    if not facts.profiled_ns or beyond < BELOW_ROOF_SHARE * facts.profiled_ns:
+        return None
+    top = sorted(rows, key=lambda r: (-r["below_roof_ns"], r["op_type"]))[:TOP_BELOW_ROOF]
+    share = beyond / facts.profiled_ns
+    named = ", ".join(f"{r['op_type']} ({r['precision']}, {r['bound']}-bound, {r['roof_percent']:.0f}% of its roof)"
+                      for r in top)
+    return Advice(
+        "below_roofline", "high" if share >= 0.30 else "medium", "Operators run far below their roofline",
+        f"{len(rows)} operator types reach under {BELOW_ROOF_PERCENT:.0f}% of their roofline and spend "
+        f"{_duration(beyond)} ({share:.0%} of the profiled time) beyond the time at their roof; furthest below: "
+        f"{named}",
+        {"ops": {r["op_type"]: {"precision": r["precision"], "bound": r["bound"], "op_ns": r["op_ns"],
+                                "roof_ns": r["roof_ns"], "below_roof_ns": r["below_roof_ns"],
+                                "roof_percent": _rounded(r["roof_percent"])} for r in top}},
+        f"operator types under {BELOW_ROOF_PERCENT:.0f}% of their roofline with their time beyond it >= "
+        f"{BELOW_ROOF_SHARE:.0%} of the profiled steps",
+        "Memory-bound operators move more bytes than their work needs: fuse element-wise and normalisation "
+        "chains (torch.compile), keep activations in bf16/fp16 (half the bytes), avoid layout copies. "
+        "Compute-bound ones under their roof: give matrix products Tensor-Core-friendly shapes (multiples of "
+        "8/16, larger batches), use bf16/TF32, and check that small kernels are not launch-bound.")
+
+
 RULES: list[Callable[[Facts], Advice | None]] = [
     _data_loader_bound, _low_device_utilisation, _launch_bound, _host_bound_gaps, _communication_not_overlapped,
     _uneven_ranks, _memory_near_capacity, _amp_unused, _channels_last, _excessive_sync, _recompilations,
+    _below_roof,
 ]
 
 

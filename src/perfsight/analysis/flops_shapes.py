@@ -34,9 +34,9 @@ from perfsight.core.tables import RunTables
 
 SHAPE_FLOPS = pa.schema([("id", pa.int64()), ("flops", pa.int64())])
 
-_MATMUL = {"aten::mm": 0, "aten::addmm": 1, "aten::bmm": 0, "aten::baddbmm": 1}  # name -> index of A
-_ATTENTION = re.compile(r"aten::_scaled_dot_product_(flash|efficient|cudnn)_attention(_for_cpu)?(_backward)?$")
-_CONVOLUTION, _CONVOLUTION_BACKWARD = "aten::convolution", "aten::convolution_backward"
+MATMUL_OPS = {"aten::mm": 0, "aten::addmm": 1, "aten::bmm": 0, "aten::baddbmm": 1}  # name -> index of A
+ATTENTION_OPS = re.compile(r"aten::_scaled_dot_product_(flash|efficient|cudnn)_attention(_for_cpu)?(_backward)?$")
+CONVOLUTION, CONVOLUTION_BACKWARD = "aten::convolution", "aten::convolution_backward"
 
 
 def shape_flops(tables: RunTables) -> pa.Table:
@@ -46,20 +46,20 @@ def shape_flops(tables: RunTables) -> pa.Table:
     if slices.num_rows == 0 or pc.count(slices.column("flops")).as_py():
         return SHAPE_FLOPS.empty_table()
     names = slices.column("name")
-    known = pc.or_(pc.is_in(names, pa.array([*_MATMUL, _CONVOLUTION, _CONVOLUTION_BACKWARD])),
-                   pc.match_substring_regex(names, _ATTENTION.pattern))
+    known = pc.or_(pc.is_in(names, pa.array([*MATMUL_OPS, CONVOLUTION, CONVOLUTION_BACKWARD])),
+                   pc.match_substring_regex(names, ATTENTION_OPS.pattern))
     rows = np.flatnonzero(pc.and_(pc.fill_null(known, False), pc.is_valid(slices.column("input_shapes")))
                           .to_numpy(zero_copy_only=False))
     picked = slices.take(pa.array(rows)).select(["name", "input_shapes", "args"]).to_pylist()
-    flops = np.array([_flops(**row) for row in picked], dtype=np.float64)  # nan where the formula does not fit
+    flops = np.array([flops_of(**row) for row in picked], dtype=np.float64)  # nan where the formula does not fit
     counted = ~np.isnan(flops)
     rows, flops = rows[counted], flops[counted]
-    outermost = ~_inside_counted(slices, rows)
+    outermost = ~inside_counted(slices, rows)
     return pa.table({"id": slices.column("id").take(pa.array(rows[outermost])),
                      "flops": pa.array(flops[outermost].astype(np.int64))}, schema=SHAPE_FLOPS)
 
 
-def _inside_counted(slices: pa.Table, rows: np.ndarray) -> np.ndarray:
+def inside_counted(slices: pa.Table, rows: np.ndarray) -> np.ndarray:
     """For each of ``rows``: whether one of its enclosing slices is also among ``rows``."""
     parent_row = pc.fill_null(pc.index_in(slices.column("parent_id"), value_set=slices.column("id")), -1)
     parent_row = parent_row.to_numpy()
@@ -74,16 +74,16 @@ def _inside_counted(slices: pa.Table, rows: np.ndarray) -> np.ndarray:
     return inside
 
 
-def _flops(name: str, input_shapes: str, args: str | None) -> float:
+def flops_of(name: str, input_shapes: str, args: str | None) -> float:
     """The operator's FLOPs, or nan when its shapes do not fit its formula."""
     try:
         shapes = msgspec.json.decode(input_shapes)
-        if name in _MATMUL:
-            return _matmul(shapes[_MATMUL[name]], shapes[_MATMUL[name] + 1])
+        if name in MATMUL_OPS:
+            return _matmul(shapes[MATMUL_OPS[name]], shapes[MATMUL_OPS[name] + 1])
         concrete = msgspec.json.decode(args or "{}").get("Concrete Inputs") or []
-        if name == _CONVOLUTION:
+        if name == CONVOLUTION:
             return _convolution(shapes, concrete)
-        if name == _CONVOLUTION_BACKWARD:
+        if name == CONVOLUTION_BACKWARD:
             return _convolution_backward(shapes, concrete)
         backward = name.endswith("_backward")
         query, key, value = shapes[1:4] if backward else shapes[0:3]
@@ -120,8 +120,14 @@ def _convolution_backward(shapes: list, concrete: list[str]) -> float:
     if len(weight) != len(source) or len(grad_output) != len(source):
         return math.nan
     positions = math.prod(source[2:] if _is_true(concrete[7]) else grad_output[2:])
+    return 2.0 * source[0] * positions * math.prod(weight) * backward_gradients(concrete)
+
+
+def backward_gradients(concrete: list[str]) -> int:
+    """How many of the input and weight gradients an ``aten::convolution_backward`` computes (its
+    ``output_mask``; both when the trace does not say)."""
     mask = msgspec.json.decode(concrete[10].lower()) if len(concrete) > 10 and concrete[10] else [True, True]
-    return 2.0 * source[0] * positions * math.prod(weight) * (bool(mask[0]) + bool(mask[1]))
+    return bool(mask[0]) + bool(mask[1])
 
 
 def _attention(query: list[int], key: list[int], value: list[int]) -> float:

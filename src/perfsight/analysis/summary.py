@@ -13,7 +13,7 @@ from perfsight.analysis.advisor import advise
 from perfsight.analysis.breakdown import CATEGORIES, median, overlap, step_breakdown, step_breakdown_average
 from perfsight.analysis.critical_path import critical_path, critical_path_breakdown, what_if_summary, windows
 from perfsight.analysis.data import data_verdict
-from perfsight.analysis.flops import model_flops, model_flops_total
+from perfsight.analysis.flops import model_flops, model_flops_total, over_peak_warnings
 from perfsight.analysis.health import trace_health
 from perfsight.analysis.job import Job
 from perfsight.analysis.job_summaries import job_of
@@ -21,6 +21,7 @@ from perfsight.analysis.memory import memory_peak
 from perfsight.analysis.ops import DEVICE_TASK_KINDS, op_statistic
 from perfsight.analysis.rank_facts import rank_facts
 from perfsight.analysis.rank_spread import HIGHER, LOWER, rank_spread
+from perfsight.analysis.roofline import over_roof_warnings
 from perfsight.analysis.steps import no_steps_reason, step_phases, step_points, step_trace, unmatched_step_points
 from perfsight.core.memo import computed
 from perfsight.core.tables import DATA_WAIT_SERIES, STEP_TIME_SERIES, RunTables, new_connection
@@ -55,8 +56,10 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
     ranks compared (``cluster_summary``; None for one rank); ``rank_spreads``: a job's per-rank tables
     summarised across ranks (``rank_spreads``; None for one rank); ``health``: the ``health.trace_health``
     rows with findings (count > 0); ``warnings``: what the
-    readers skipped (damaged input), how collection ended when not cleanly, and named fp/bp points that
-    are missing from steps. Every analysis comes from the run's memo (``core.memo``)."""
+    readers skipped (damaged input), how collection ended when not cleanly, named fp/bp points that
+    are missing from steps, and every FLOPS utilisation or roofline share above 100%
+    (``flops.over_peak_warnings``, ``roofline.over_roof_warnings``: the peak entry is likely wrong). Every
+    analysis comes from the run's memo (``core.memo``)."""
     profiled = computed(step_trace, tables, fp_point=fp_point, bp_point=bp_point)
     steps = _series_stats(tables)
     stats = computed(op_statistic, tables)
@@ -68,6 +71,7 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
     if meta.get("collection_status", "complete") not in ("complete", "None"):
         warnings.insert(0, f"collection: {meta['collection_status']}")
     warnings += unmatched_step_points(profiled, *computed(step_points, tables, fp_point, bp_point))
+    warnings += computed(over_peak_warnings, tables) + computed(over_roof_warnings, tables)
     breakdown = step_breakdown_average(computed(step_breakdown, tables))
     whole_span = totals.filter(pc.is_null(totals.column("step")))
     memory = computed(memory_peak, tables)

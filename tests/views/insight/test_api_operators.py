@@ -9,6 +9,7 @@ import pytest
 from perfsight.analysis.dynamic_shape import op_instance_time_by_step, op_shapes_by_step, op_time_by_step
 from perfsight.analysis.flops import model_flops, model_flops_total, op_flops, scope_flops
 from perfsight.analysis.ops import call_stack, op_instances, op_statistic, type_shares
+from perfsight.analysis.roofline import roofline
 from perfsight.analysis.summary import run_start_ns
 
 from .conftest import expected
@@ -87,7 +88,7 @@ def test_call_stack(served_runs):
     ("operators", {"view": "device"}, "view='device': expected one of host"),
     ("operators/shapes", {}, "op_type is required"),
     ("flops", {"level": "0"}, "level=0: expected an integer from 1 to 64"),
-    ("flops", {"precision": "fp64"}, "precision='fp64': expected one of fp32, tf32, fp16, bf16"),
+    ("flops", {"precision": "fp4"}, "precision='fp4': expected one of auto, fp64, fp32, tf32, fp16, bf16, fp8, int8"),
     ("dynamic/instances", {}, "op_type is required"),
     ("dynamic/instances", {"op_type": "aten::addmm", "instances": "0,x"},
      f"instances='x': expected an integer from 0 to {2**63 - 1}"),
@@ -101,13 +102,17 @@ def test_bad_parameters_are_named(served_runs, route, params, message):
 def test_flops_routes(served_flops):
     tables = served_flops.tables("cpu_flops/")
     body = served_flops.get("cpu_flops/", "flops", level=2, precision="bf16")
-    assert (body["level"], body["precision"], body["precisions"]) == (2, "bf16", ["fp32", "tf32", "fp16", "bf16"])
+    assert (body["level"], body["precision"], body["precisions"]) == (
+        2, "bf16", ["auto", "fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8"])
     assert body["ops"] == expected(op_flops(tables, precision="bf16"))
     assert body["scopes"] == expected(scope_flops(tables, level=2, precision="bf16"))
     model = model_flops(tables, precision="bf16")
     assert body["model"] == expected(model) and body["total"] == expected(model_flops_total(model))
     (total,) = body["total"]
     assert total["steps"] == 3 and total["peak_flops"] == 312e12 and total["flops"] > 0
+    assert body["roofline"] == expected(roofline(tables)) and body["roofline"]
+    auto = served_flops.get("cpu_flops/", "flops")            # each operator at its own precision's peak
+    assert auto["precision"] == "auto" and auto["ops"] == expected(op_flops(tables))
 
 
 def test_flops_of_a_run_without_flops(served_runs):

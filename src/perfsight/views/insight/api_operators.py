@@ -10,7 +10,8 @@ default the run's first).
 * ``GET /operators/shapes?view&op_type``: ``op_statistic(by=["op_type", "input_shapes"])`` of one type.
 * ``GET /operators/stack/{slice_id}``: ``ops.call_stack`` of one execution.
 * ``GET /flops?level&precision``: ``flops.op_flops``, ``scope_flops`` at ``level``, ``model_flops`` and
-  ``model_flops_total``.
+  ``model_flops_total``, each operator against its own precision's peak (``precision`` = ``auto``, the
+  default) or every one against the named precision's; and ``roofline.roofline``.
 * ``GET /dynamic?view``: ``dynamic_shape.op_time_by_step``, ``op_shapes_by_step`` and the op type ranking
   (``types``, as ``/operators``).
 * ``GET /dynamic/instances?view&op_type&instances=0,1,..``: ``op_instance_time_by_step`` of some instances
@@ -24,6 +25,7 @@ from perfsight.analysis.dynamic_shape import op_instance_time_by_step, op_shapes
 from perfsight.analysis.flops import model_flops, model_flops_total, op_flops, scope_flops
 from perfsight.analysis.ops import OP_INSTANCES, call_stack, instance_page, op_statistic, type_shares
 from perfsight.analysis.peaks import PRECISIONS
+from perfsight.analysis.roofline import roofline
 from perfsight.core.memo import computed
 from perfsight.views.insight.library import LoadedRun
 from perfsight.views.insight.responses import json_response
@@ -39,6 +41,8 @@ from perfsight.views.insight.results import (
     views,
 )
 
+#: the ``precision`` of /flops that measures each operator against its own precision's peak
+EACH_OPS_OWN = "auto"
 #: operator types in the pie and bar of the operators page (MindSpore's "统计前20个")
 TOP_TYPES = 20
 MAX_PAGE_SIZE = 500
@@ -106,13 +110,14 @@ def router(get_run) -> APIRouter:
     @api.get("/flops")
     def flops(level: str | None = None, precision: str | None = None, loaded: LoadedRun = Depends(get_run)):
         level_number = integer("level", level, 1, 1, MAX_SCOPE_LEVEL)
-        precision = choice("precision", precision, PRECISIONS, "fp32")
-        model = computed(model_flops, loaded.tables, precision=precision)
+        precision = choice("precision", precision, (EACH_OPS_OWN, *PRECISIONS), EACH_OPS_OWN)
+        peak_at = None if precision == EACH_OPS_OWN else precision
+        model = computed(model_flops, loaded.tables, precision=peak_at)
         return json_response({
-            "level": level_number, "precision": precision, "precisions": list(PRECISIONS),
-            "ops": computed(op_flops, loaded.tables, precision=precision),
-            "scopes": computed(scope_flops, loaded.tables, level=level_number, precision=precision),
-            "model": model, "total": model_flops_total(model)})
+            "level": level_number, "precision": precision, "precisions": [EACH_OPS_OWN, *PRECISIONS],
+            "ops": computed(op_flops, loaded.tables, precision=peak_at),
+            "scopes": computed(scope_flops, loaded.tables, level=level_number, precision=peak_at),
+            "model": model, "total": model_flops_total(model), "roofline": computed(roofline, loaded.tables)})
 
     @api.get("/dynamic")
     def dynamic(view: str | None = None, loaded: LoadedRun = Depends(get_run)):
