@@ -222,7 +222,6 @@ WHERE t.kind = 'thread' AND coalesce(t.rank, 0) = $rank AND s.kind IN ('runtime'
 """
 
 
-
 @dataclass
 class Graph:
     """One window's dependency graph (module docstring). Nodes: their observed times (ns since the window's
@@ -248,7 +247,8 @@ class Graph:
 
 class _Builder:
     """Finds a window's nodes and edges (module docstring) and makes the ``Graph``. Slices are indexed host
-    slices first, then device tasks; nodes: host starts, host ends, task starts, task ends, source, sink."""
+    slices first, then device tasks; nodes: host starts, host ends, task starts, task ends, source, sink, then
+    the arrival points of the collectives that waited for other ranks."""
 
     def __init__(self, tables: RunTables, window: Window):
         self.tables, self.window = tables, window
