@@ -199,7 +199,8 @@ def test_a_task_without_winners_says_so_and_shows_why_per_signature(tmp_path, mo
     assert rows["head/linear"] == {"where": "head/linear", "what": "linear 2x16 10x16 10 train",
                                    "update_mode": "unsatisfied", "default_us": 100.0, "best_us": 120.0,
                                    "best": "pretransposed_weight", "winner": None,
-                                   "why": "no candidate beat the default (pretransposed_weight 20.0% slower)"}
+                                   "why": "no candidate beat the default (pretransposed_weight 20.0% slower)",
+                                   "in_step": None}                  # no winner: nothing tried in the step
     assert rows["attn/sdpa"]["why"].endswith("; rejected: sdpa_efficient (cannot run)")
     status = {"report": str(result.report), "bank": str(result.bank), "stages": {"op": {
         "repo_summary": result.repo_summary, "winners": result.winners, "rows": result.rows,

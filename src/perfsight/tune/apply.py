@@ -162,11 +162,13 @@ def apply_bank(model: torch.nn.Module, bank: Bank | None = None) -> AppliedBank:
 class AppliedSubgraphs:
     """What ``apply_subgraphs`` returns: ``installed`` (module paths), ``used`` (calls per winner name),
     ``disable()`` / ``enable()`` to run the modules eagerly for a while (the dispatchers and what they
-    compiled are kept) and ``remove()`` to undo it."""
+    compiled are kept), ``only`` (the bank keys whose winners run, the others' calls eager; None: all; an
+    in-step trial's subsets, tune/prove.py) and ``remove()`` to undo it."""
 
     def __init__(self, model: torch.nn.Module, bank: Bank, compiler: Callable):
         self.used: Counter = Counter()
         self.installed: list[str] = []
+        self.only: frozenset[str] | None = None   # the bank keys whose winners run (None: every one)
         self._dispatchers: list[tuple[torch.nn.Module, Callable]] = []
         winners = subgraph_winners(bank) if _fresh(bank) else {}
         for name, module in model.named_modules():
@@ -191,7 +193,7 @@ class AppliedSubgraphs:
                 key = keys.get(cheap)
                 if key is None:
                     key = keys[cheap] = bank.key("subgraph", region_signature(module, args, kwargs))
-                variant = chosen.get(key)
+                variant = chosen.get(key) if self.only is None or key in self.only else None
                 compiled_with = frozen.get(key)  # parameter versions are walked only for frozen code
                 if variant is not None and (compiled_with is None or compiled_with == versions()):
                     if key not in calls:

@@ -3,16 +3,18 @@ the boot sitecustomize call ``activate_from_env`` when the interpreter starts.
 
 Steps are delimited as ``perfsight run`` delimits them (collect/autostart.py): a step begins at the first
 module forward after the previous optimizer step and ends at the next optimizer step. The first module
-forwarded is the root: it names the operators by module path, and for subgraph tuning (mode subgraph or
-both) the inputs of its first call in the last recorded step are kept. After ``steps`` steps the
-recording stops and the session (``session.tune_recorded``) checks the preconditions and runs the
-stages: the op stage tunes the recorded signatures on synthetic inputs; the subgraph stage tunes the
-regions of the root, running ``replay_step``: the root's forward on a detached copy of those inputs,
-then - when the script's forward ran with grad - the backward of the sum of its floating outputs' means
-(the subgraph stage restores the buffers and gradients it touched, and the random-number state is
-restored after tuning, so the script goes on as it would have). The script continues untuned with every
-hook removed. The outcome goes to the ``status`` file the launcher reads: ``{"report", "bank",
-"stages": {stage: {"repo_summary", "winners", "failed", "rows", "verdict"}}, "preconditions"}`` or
+forwarded is the root: it names the operators by module path, and the inputs of its first call in the last
+recorded step are kept. After ``steps`` steps the recording stops and the session
+(``session.tune_recorded``) checks the preconditions and runs the stages: the op stage tunes the recorded
+signatures on synthetic inputs; the subgraph stage (mode subgraph or both) tunes the regions of the root,
+running ``replay_step``: the root's forward on a detached copy of those inputs, then - when the script's
+forward ran with grad - the backward of the sum of its floating outputs' means. Both stages' winners are
+then proven on ``replay_step`` before the bank gets them (tune/prove.py, tune/proof.py): each is kept only
+if the replayed steps run faster with it. Buffers and gradients the stages and the proof touched are
+restored, and the random-number state too, so the script goes on as it would have. The script continues
+untuned with every hook removed. The outcome goes to the ``status`` file the launcher reads: ``{"report",
+"bank", "stages": {stage: {"repo_summary", "winners", "failed", "rows", "verdict"}}, "proof",
+"preconditions"}`` (``proof``: ``proof_status``) or
 ``{"error"}`` (``rows`` and ``verdict``: ``session.TuneResult``'s). A failure never
 stops the script: it is written there and tuning is abandoned. With ``"verify"`` in PERFSIGHT_TUNE the
 script's steps are timed with and without the bank instead (tune/verify_script.py).
@@ -63,8 +65,7 @@ class TuningDriver:
             self.recording = Recording()
             self.recording.name_modules(module)
             self.root = module
-            if self.config["mode"] != "op":
-                self.handles.append(module.register_forward_pre_hook(self._root_called, with_kwargs=True))
+            self.handles.append(module.register_forward_pre_hook(self._root_called, with_kwargs=True))
         self.recording.begin_step()
         self.in_step = True
 
@@ -110,20 +111,33 @@ class TuningDriver:
         the_plan = plan(self.config["mode"], self.config["bank"], self.config["repeat"], self.config["result_dir"],
                         order=self.config.get("order"))
         options = {} if self.config.get("compile_modes") is None else {"modes": self.config["compile_modes"]}
-        step = None
-        if "subgraph" in the_plan.stages:
-            if self.inputs is None:
-                return {"error": f"the first module the script ran, {type(self.root).__name__}, was not called "
-                                 f"in step {wanted}: subgraph tuning replays its forward, so it must run every step"}
-            step = replay_step(self.root, *copied(self.inputs[:2]), grad=self.inputs[2])
-            self.inputs = None
+        if self.inputs is None:
+            return {"error": f"the first module the script ran, {type(self.root).__name__}, was not called in step "
+                             f"{wanted}: the winners are proven on a replay of its forward (and subgraph tuning "
+                             "tunes its regions on it), so it must run every step"}
+        step = replay_step(self.root, *copied(self.inputs[:2]), grad=self.inputs[2])
+        self.inputs = None
         with torch.enable_grad(), torch.random.fork_rng():
-            result = tune_recorded(captured, the_plan, tuning_name=self.tuning_name, model=self.root, step=step,
-                                   **options)
+            result = tune_recorded(captured, the_plan, tuning_name=self.tuning_name, model=self.root,
+                                   step=step if "subgraph" in the_plan.stages else None, proof_step=step, **options)
         return {"report": str(result.report), "bank": str(result.bank),
                 "stages": {stage: {"repo_summary": r.repo_summary, "winners": r.winners, "failed": r.failed,
                                    "rows": r.rows, "verdict": r.verdict} for stage, r in result.stages.items()},
+                "proof": proof_status(result.proof),
                 "preconditions": [str(c) for c in result.preconditions]}
+
+
+def proof_status(proof) -> dict | None:
+    """The in-step proof (``prove.Ablation``) for the status file: its end-to-end figure (``Verdict.as_dict``
+    and its sentence; None when no winner was kept) and how many winners were kept and rejected."""
+    if proof is None:
+        return None
+    import torch
+
+    verdict = proof.verdict(threads=torch.get_num_threads(), bank=None)
+    return {"kept": len(proof.kept), "rejected": len(proof.rejected()),
+            "end_to_end": None if verdict is None else verdict.as_dict(),
+            "text": "no winner was kept: none made the step faster" if verdict is None else str(verdict)}
 
 
 def replay_step(root, args: tuple, kwargs: dict, *, grad: bool) -> Callable[[], None]:

@@ -20,6 +20,12 @@ distributed run only rank 0 writes; other ranks read and ``put`` reports the mod
                kept with winner None as a record of the attempt, which is not a strategy);
 - hit = update + reserve (strategies found in the bank); total = add + update + reserve + unsatisfied.
 
+A winner the stages found is written only once it won in the training step (tune/prove.py): the stages tune
+into a ``StagedBank``, which keeps their entries in memory over the directory's, and ``commit`` writes them,
+each rejected winner as an entry without a strategy that keeps the candidate and the figures that rejected it
+(``Entry.rejected``): unsatisfied when the bank held no strategy for it before, as the seed counts a
+signature no candidate improved.
+
 Every read of a bank file - tuning into it, applying it (``perfsight.tuned``, ``apply_bank``, TUNE_BANK_PATH
 at run time), ``perfsight tune --verify`` - decodes it here, typed (msgspec), against the shapes above:
 a file that is not JSON or not of its shape (a list for an object, an entry missing a key, a value of
@@ -39,7 +45,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, TypedDict
@@ -86,6 +92,9 @@ class Entry:
     versions: dict = field(default_factory=dict)
     created: str = ""
     updated: str = ""
+    #: a winner its stage found that lost in the training step (``tune/prove.py``): the candidate, its per-call
+    #: times and the in-step trial's figures; the entry then holds no strategy (winner None)
+    rejected: dict | None = None
 
     def winner_record(self) -> dict | None:
         """The winning candidate's record (name, mode, params, timings), or None when the default won."""
@@ -333,6 +342,51 @@ class Bank:
             raise _damaged(path, str(error), _ALLOWED.get(path.name, _ALLOWED["store"])) from None
 
 
+class StagedBank(Bank):
+    """``base`` with the entries ``put`` into it kept in memory, over the directory's (``pending``), until
+    ``commit``; ``view(keys)`` is the same bank with only those pending winners (the others as no winner), for
+    the steps of an in-step trial."""
+
+    def __init__(self, base: Bank):
+        self.__dict__.update(base.__dict__)
+        self.base = base
+        self.pending: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}
+        self.only: frozenset[str] | None = None
+
+    def put(self, entry: Entry, *, repeat: bool) -> str:
+        _check_kind(entry.kind)
+        self.pending[entry.kind][entry.key] = entry
+        return _mode(self.base.get(entry.kind, entry.key), entry, repeat)
+
+    def get(self, kind: str, key: str) -> Entry | None:
+        return self.entries(kind).get(key)
+
+    def entries(self, kind: str) -> dict[str, Entry]:
+        pending = self.pending[kind]
+        if self.only is not None:
+            pending = {k: e if k in self.only else replace(e, winner=None) for k, e in pending.items()}
+        return {**self.base.entries(kind), **pending}
+
+    def view(self, keys: frozenset[str]) -> StagedBank:
+        shown = StagedBank(self.base)
+        shown.pending, shown.only = self.pending, frozenset(keys)
+        return shown
+
+    def commit(self, rejected: dict[str, dict], *, repeat: bool) -> dict[str, str]:
+        """Write every pending entry into ``base``; those whose key is in ``rejected`` without their winner,
+        ``rejected[key]`` (the in-step figures) kept with the candidate's own. Returns key -> update mode."""
+        modes = {}
+        for kind in KINDS:
+            for key, entry in self.pending[kind].items():
+                if key in rejected and entry.winner is not None:
+                    entry = replace(entry, winner=None, winner_us=None, rejected={
+                        "winner": entry.winner, "default_us": entry.default_us, "winner_us": entry.winner_us,
+                        **rejected[key]})
+                modes[key] = self.base.put(entry, repeat=repeat)
+        self.pending = {kind: {} for kind in KINDS}
+        return modes
+
+
 def device_banks(root: Path) -> list[Bank]:
     """This device's banks under ``root`` (read-only), whatever thread count the script will run at: a
     CPU's fingerprint holds torch's intra-op thread count, which a script may set before its first
@@ -364,6 +418,17 @@ def kept_mode(before: Entry | None) -> str:
     """The update mode of a signature whose tuning failed (nothing written): "reserve" when the bank held a
     strategy for it before, else "unsatisfied" (the seed's definitions of the two)."""
     return "reserve" if before is not None and before.strategy() is not None else "unsatisfied"
+
+
+def settled(before: Entry | None) -> str | None:
+    """The update mode of a signature the stages do not tune again without REPEAT_TUNE: "reserve" when the
+    bank holds a strategy for it, "unsatisfied" when it holds a winner rejected in the training step (the
+    record of that trial is its answer), None when it is to be tuned."""
+    if before is None:
+        return None
+    if before.strategy() is not None:
+        return "reserve"
+    return "unsatisfied" if before.rejected else None
 
 
 def _mode(before: Entry | None, after: Entry, repeat: bool) -> str:

@@ -148,7 +148,8 @@ def outcome(where: str, what: str, m: Measurement | None, update_mode: str, *, k
     """One tuned signature as a row of the tuning result (plain JSON): ``where`` it is called (op_name or
     region paths), ``what`` it is (op and shapes), the default's and the best candidate's median times
     (us), the best candidate, the winner (or None), the update mode and why. ``kept``: the bank entry a
-    signature was not re-tuned over (REPEAT_TUNE off); ``error``: why its tuning failed."""
+    signature was not re-tuned over (REPEAT_TUNE off: its winner, or the winner the training step rejected);
+    ``error``: why its tuning failed."""
     row = {"where": where, "what": what, "update_mode": update_mode, "default_us": None, "best_us": None,
            "best": None, "winner": None}
     if error:
@@ -158,6 +159,13 @@ def outcome(where: str, what: str, m: Measurement | None, update_mode: str, *, k
         return {**row, "default_us": round(m.default.median_us, 3), "winner": m.winner.name if m.winner else None,
                 "best_us": round(best.median_us, 3) if best else None, "best": best.name if best else None,
                 "why": m.why()}
+    if kept.rejected:
+        trial = kept.rejected.get("in_step") or {}
+        without, with_ = ((trial.get(k) or 0) / 1e3 for k in ("step_without_us", "step_with_us"))
+        return {**row, "default_us": kept.default_us, "best_us": kept.rejected.get("winner_us"),
+                "best": kept.rejected.get("winner"), "winner": None,
+                "why": f"kept out: its winner {kept.rejected.get('winner')} lost in the training step "
+                       f"({without:.3f} -> {with_:.3f} ms); re-tune with --repeat, REPEAT_TUNE"}
     return {**row, "default_us": kept.default_us, "best_us": kept.winner_us, "best": kept.winner,
             "winner": kept.winner, "why": "kept: the bank holds its winner (re-tune with --repeat, REPEAT_TUNE)"}
 

@@ -20,7 +20,7 @@ from typing import Callable
 
 import torch
 
-from perfsight.tune.bank import Bank, Entry, RepoSummary, kept_mode
+from perfsight.tune.bank import Bank, Entry, RepoSummary, kept_mode, settled
 from perfsight.tune.candidates import DEFAULT, Candidate, candidates_for, run, synthetic_call
 from perfsight.tune.capture import Capture, capture
 from perfsight.tune.measure import EXPECTED_STEPS, Measurement, entry, first_call, measure, outcome, sample
@@ -37,13 +37,14 @@ class OperatorResult:
     measurement: Measurement | None = None  # None when the bank already held a strategy (not re-tuned)
     error: str = ""
     kept: Entry | None = None  # the bank entry that held that strategy
+    in_step: dict | None = None  # its winner's in-step trial (prove.Decision.as_dict), when it had one
 
     def row(self) -> dict:
         """This signature as a row of the tuning result (``measure.outcome``)."""
         tensors = self.signature["tensors"].values()
         what = " ".join([self.signature["op"], *("x".join(map(str, t["shape"])) for t in tensors)])
-        return outcome(self.op_name, what + (" train" if self.signature["train"] else ""), self.measurement,
-                       self.update_mode, kept=self.kept, error=self.error)
+        return {**outcome(self.op_name, what + (" train" if self.signature["train"] else ""), self.measurement,
+                          self.update_mode, kept=self.kept, error=self.error), "in_step": self.in_step}
 
 
 @dataclass
@@ -115,8 +116,9 @@ def tune_captured(captured: Capture, *, bank: Bank, report=None, timer: Callable
     for key, sig in signatures.items():
         op_name = ",".join(dict.fromkeys(where[key])) + "/" + sig["op"]
         before = bank.get("op", key)
-        if before is not None and before.strategy() is not None and not repeat:
-            done = OperatorResult(key, op_name, sig, "reserve", kept=before)
+        kept_as = None if repeat else settled(before)
+        if kept_as is not None:
+            done = OperatorResult(key, op_name, sig, kept_as, kept=before)
         else:
             try:
                 m = tune_signature(sig, calls_per_step=calls[key], expected_steps=expected_steps, timer=timer,

@@ -7,7 +7,10 @@ results arrive. Each task is one top-level ``report_{YYYYMMDDhhmmssmmm}_{tid}`` 
     [{"basic": {"tuning_name": ..., "tuning_time(s)": ...}},     # tuning_time(s) only once finished
      {"OPAT": {...}} or {"SGAT": {...}}]                          # absent while there is nothing to say
 
-A crash leaves the last complete file: ``tuning_time(s)`` absent and, for OPAT, "tuning incomplete".
+A crash leaves the last complete file: ``tuning_time(s)`` absent and, for OPAT, "tuning incomplete". perfsight
+adds ``{"perfsight_in_step": {"signatures": [...], "end_to_end": ...}}`` to a task whose winners were tried in
+the training step (tune/prove.py): per signature its default, best-alone and in-step times and the decision;
+a rejected winner leaves the modified lists and counts in repo_summary as what the bank then holds.
 Keys are written sorted, which is the order of the seed's examples. ``performance_improvement`` is
 (before - after) / after of the unrounded times, truncated to two decimals (times are shown rounded to 3
 decimals in us, 6 in ms): that reproduces the seed's figures (118.71%, 56.28%, 78.15%, 55.11%, and 6.37%
@@ -30,6 +33,8 @@ FAILED = "tuning failed"
 INCOMPLETE = "tuning incomplete"
 STATUSES = (SUCCESSFUL, FAILED, INCOMPLETE)
 MODIFIED = ("add", "update")
+#: perfsight's addition to a task: its winners' in-step trials and the end-to-end one (tune/prove.py)
+IN_STEP = "perfsight_in_step"
 
 _files: dict[tuple[Path, int], _ResultFile] = {}  # (result directory, pid): a forked child gets its own
 _files_lock = threading.Lock()
@@ -88,6 +93,8 @@ class _Report:
             self._file = _files[where]
         self.tuning_name = tuning_name
         self.summary = RepoSummary()
+        self.in_step: list[dict] = []          # perfsight's addition: the winners' in-step trials
+        self.end_to_end: dict | None = None
         self._started = time.monotonic()
         self._seconds: int | None = None
         self.name = self._file.new_report(self._content())
@@ -101,7 +108,28 @@ class _Report:
         if self._seconds is not None:
             basic["tuning_time(s)"] = self._seconds
         section = self._section()
-        return [{"basic": basic}] + ([{self.section: section}] if section is not None else [])
+        proof = {"signatures": self.in_step, "end_to_end": self.end_to_end} if self.in_step else None
+        return [{"basic": basic}] + ([{self.section: section}] if section is not None else []) + (
+            [{IN_STEP: proof}] if proof else [])
+
+    def proven(self, name: str, before: str, after: str, figures: dict) -> None:
+        """The in-step trial of the winner of ``name`` (an op_name or a repo_key): ``figures`` (default,
+        best-alone and in-step times, the decision); a rejected winner's update mode goes from ``before`` to
+        ``after`` in repo_summary and it leaves the modified lists (``_unlist``)."""
+        if before != after:
+            setattr(self.summary, before, getattr(self.summary, before) - 1)
+            self.summary.record(after)
+            self._unlist(name)
+        self.in_step.append({"name": name, "update_mode": after, **figures})
+        self._save()
+
+    def proven_end_to_end(self, figures: dict | None) -> None:
+        """The default against the kept winners together (``verify.Verdict.as_dict``), None when none was kept."""
+        self.end_to_end = figures
+        self._save()
+
+    def _unlist(self, name: str) -> None:
+        raise NotImplementedError
 
     def _section(self) -> dict | None:
         raise NotImplementedError
@@ -140,6 +168,9 @@ class OpatReport(_Report):
                 "performance_improvement": improvement(before_us, after_us),
                 "update_mode": update_mode}
         self._save()
+
+    def _unlist(self, name: str) -> None:
+        self.modified = [r for r in self.modified if r["op_name"] != name]
 
     def failed(self, op_name: str, update_mode: str = "unsatisfied") -> None:
         """An operator whose tuning failed (listed under tuning_failed_operators when the task failed);
@@ -191,6 +222,10 @@ class SgatReport(_Report):
                 "performance_improvement": improvement(before_ms, after_ms),
                 "repo_key": repo_key})
         self._save()
+
+    def _unlist(self, name: str) -> None:
+        self.added = [r for r in self.added if r["repo_key"] != name]
+        self.updated = [r for r in self.updated if r["repo_key"] != name]
 
     def failed(self, update_mode: str = "unsatisfied") -> None:
         """A subgraph whose tuning failed: counted in repo_summary as ``update_mode`` (``bank.kept_mode``);

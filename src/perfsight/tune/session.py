@@ -10,6 +10,16 @@ got a compiled winner are then not operator-tuned (compiled code does not run th
 on steps recorded elsewhere: ``perfsight tune -- python train.py`` records a script's own steps and
 replays its model's forward for the regions (tune/autostart.py).
 
+The stages tune into a ``bank.StagedBank``: nothing is written until their winners are proven in the
+training step (tune/prove.py, tune/proof.py) with ``proof_step`` (``tune``'s: the step it was given, or the
+model's training step on the batch): a winner is kept only if whole steps run faster with it beside those
+kept before it, and the kept set must beat the default end to end. Then the bank gets the kept winners, and
+each rejected one as an entry without a strategy recording its candidate and the figures that rejected it
+(``Entry.rejected``; unsatisfied in repo_summary when the bank had no strategy for it). The stages' rows,
+winners, summaries and result files are brought in line (each row's ``in_step``), and the end-to-end
+figure is the result's ``proof``. Without a ``proof_step`` the winners are written as their stages found
+them (the result says so: ``proof`` None).
+
 The preconditions, after the seed's "before tuning" list; a failed one raises ``TunePreconditionError``
 naming what was found and what is needed, before anything is tuned:
 
@@ -36,6 +46,7 @@ from perfsight.tune.env import OPERATOR, SUBGRAPH, TuneSettings
 MODES = {"op": OPERATOR, "subgraph": SUBGRAPH, "both": None}
 ORDERS = ("subgraph,op", "op,subgraph")
 _SGAT_OPTIONS = ("modes", "compiler", "min_share", "max_share")  # expected_steps goes to both stages
+_PROOF_OPTIONS = ("proof_rounds", "proof_warmup", "proof_margin")
 MIN_FREE_DISK = 1 << 30
 MIN_FREE_MEMORY = 512 << 20
 _ITEM_BYTES = {"float64": 8, "int64": 8, "complex64": 8, "float16": 2, "bfloat16": 2, "int16": 2,
@@ -72,6 +83,8 @@ class TuneResult:
     sgat: object = None
     stages: dict[str, TuneResult] = field(default_factory=dict)
     status: str = ""  # the result file's: tuning successful, failed or incomplete
+    task: object = None   # the stage's result-file task (report.OpatReport or SgatReport)
+    proof: object = None  # the in-step proof (prove.Ablation) the winners passed; None when none ran
 
     @property
     def rows(self) -> list[dict]:
@@ -242,7 +255,7 @@ def tune_capture(captured, the_plan: Plan, bank, *, tuning_name: str, skip: tupl
                if o.measurement is not None and o.measurement.winner is not None}
     failed = {o.op_name: o.error for o in outcome.operators if o.error}
     return TuneResult(report.path, bank.directory, outcome.summary.as_dict(), winners, failed=failed, opat=outcome,
-                      status=report.status)
+                      status=report.status, task=report)
 
 
 def _inside(module: str, paths: tuple[str, ...]) -> bool:
@@ -266,7 +279,7 @@ def tune_regions(model, step, the_plan: Plan, bank, *, tuning_name: str, **optio
                if s.measurement is not None and s.measurement.winner is not None}
     failed = {",".join(s.names): s.error for s in outcome.subgraphs if s.error}
     return TuneResult(report.path, bank.directory, outcome.summary.as_dict(), winners, failed=failed, sgat=outcome,
-                      status=report.status)
+                      status=report.status, task=report)
 
 
 def tune(model=None, batch=None, *, step: Callable[[], object] | None = None, mode: str | None = None,
@@ -277,8 +290,9 @@ def tune(model=None, batch=None, *, step: Callable[[], object] | None = None, mo
     subgraph stage runs a training step in training mode, a forward without grad in eval mode), or of
     ``step()`` (``model`` then only names the operators; the subgraph stage needs it). ``measuring``: the
     timing keywords (timer, warmup, repeats, margin), ``expected_steps`` (what a compile must be repaid
-    over, both stages) and the subgraph stage's (modes, compiler, min_share, max_share; see
-    ``sgat.tune_subgraphs``). Arguments left None come from the
+    over, both stages), the subgraph stage's (modes, compiler, min_share, max_share; see
+    ``sgat.tune_subgraphs``) and the in-step proof's (``proof_rounds``, ``proof_warmup``, ``proof_margin``;
+    ``prove.Ablation``). Arguments left None come from the
     environment (AOE_MODE, TUNE_BANK_PATH, REPEAT_TUNE, ASCEND_WORK_PATH; see tune/env.py)."""
     from perfsight.tune.capture import capture, train_step
     from perfsight.tune.sgat import as_step
@@ -294,16 +308,21 @@ def tune(model=None, batch=None, *, step: Callable[[], object] | None = None, mo
     name = type(model).__name__ if model is not None else getattr(op_step, "__name__", "step")
     captured = capture(op_step, model=model, steps=steps)
     region_step = (step or as_step(model, batch)) if "subgraph" in the_plan.stages else None
-    return tune_recorded(captured, the_plan, model=model, step=region_step, tuning_name=name, **measuring)
+    return tune_recorded(captured, the_plan, model=model, step=region_step, tuning_name=name,
+                         proof_step=step or as_step(model, batch), **measuring)
 
 
 def tune_recorded(captured, the_plan: Plan, *, tuning_name: str, model=None, step: Callable[[], object] | None = None,
-                  **measuring) -> TuneResult:
+                  proof_step: Callable[[], object] | None = None, **measuring) -> TuneResult:
     """Check the preconditions on the recorded steps ``captured``, then run the plan's stages into its bank
     (one result-file task each): the op stage tunes ``captured``'s operators, the subgraph stage the
-    regions of ``model`` run by ``step()``. ``measuring``: as for ``tune``."""
+    regions of ``model`` run by ``step()``; their winners are proven in ``proof_step()`` before any is
+    written (module docstring). ``measuring``: as for ``tune``."""
+    from perfsight.tune.bank import StagedBank
+
     checks = preconditions(captured, the_plan)
-    the_bank = _opened_bank(the_plan)
+    the_bank = StagedBank(_opened_bank(the_plan))
+    proof_options = {k.removeprefix("proof_"): measuring.pop(k) for k in _PROOF_OPTIONS if k in measuring}
     sgat_options = {k: measuring.pop(k) for k in _SGAT_OPTIONS if k in measuring}
     results: dict[str, TuneResult] = {}
     for stage in the_plan.stages:
@@ -315,7 +334,16 @@ def tune_recorded(captured, the_plan: Plan, *, tuning_name: str, model=None, ste
         else:
             results[stage] = tune_regions(model, step, the_plan, the_bank, tuning_name=tuning_name, **measuring,
                                           **sgat_options)
-    result = replace(results.get("op") or results["subgraph"], preconditions=checks, stages=results)
+    proof = None
+    if proof_step is not None:
+        from perfsight.tune.proof import proven
+
+        with compile_workers(the_plan.settings):
+            proof = proven(the_bank, results, proof_step, model, repeat=the_plan.repeat,
+                           timer=measuring.get("timer"), compiler=sgat_options.get("compiler"), **proof_options)
+    else:
+        the_bank.commit({}, repeat=the_plan.repeat)
+    result = replace(results.get("op") or results["subgraph"], preconditions=checks, stages=results, proof=proof)
     if "subgraph" in results:
         result.sgat = results["subgraph"].sgat
         result.winners = {**results["subgraph"].winners, **result.winners}

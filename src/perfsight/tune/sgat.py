@@ -38,7 +38,7 @@ from typing import Callable
 import torch
 
 from perfsight.tune.apply import apply_subgraphs
-from perfsight.tune.bank import Bank, Entry, RepoSummary, kept_mode
+from perfsight.tune.bank import Bank, Entry, RepoSummary, kept_mode, settled
 from perfsight.tune.capture import train_step
 from perfsight.tune.measure import EXPECTED_STEPS, Measurement, entry, first_call, measure, outcome, sample
 from perfsight.tune.regions import Region, find_regions
@@ -80,6 +80,7 @@ class SubgraphResult:
     repays: dict[str, bool] = field(default_factory=dict)
     error: str = ""
     kept: Entry | None = None  # the bank entry that held that strategy
+    in_step: dict | None = None  # its winner's in-step trial (prove.Decision.as_dict), when it had one
 
     def row(self) -> dict:
         """This region signature as a row of the tuning result (``measure.outcome``)."""
@@ -87,7 +88,8 @@ class SubgraphResult:
         shapes = ("x".join(map(str, spec["shape"])) for spec in tensor_specs([sig["inputs"], sig["kwargs"]]))
         what = " ".join([sig["region"].rsplit(".", 1)[-1], *shapes]) + (" train" if sig["train"] else "")
         where = ",".join(name or "(the model)" for name in self.names)
-        return outcome(where, what, self.measurement, self.update_mode, kept=self.kept, error=self.error)
+        return {**outcome(where, what, self.measurement, self.update_mode, kept=self.kept, error=self.error),
+                "in_step": self.in_step}
 
 
 @dataclass
@@ -128,7 +130,8 @@ def _step_ms(step: Callable[[], object], timer: Callable[[], int], warmup: int, 
 
 
 @contextmanager
-def _preserved(model: torch.nn.Module):
+def preserved(model: torch.nn.Module):
+    """The model's buffers and gradients restored on leaving (weights an optimizer in the step moved stay moved)."""
     buffers = [(b, b.detach().clone()) for b in model.buffers()]
     grads = [(p, None if p.grad is None else p.grad.detach().clone()) for p in model.parameters()]
     try:
@@ -167,13 +170,14 @@ def tune_subgraphs(model: torch.nn.Module, step_or_batch, *, bank: Bank, report=
     step = as_step(model, step_or_batch)
     result = SgatResult()
     measuring = {"timer": timer, "warmup": warmup, "repeats": repeats, "margin": margin}
-    with _preserved(model):
+    with preserved(model):
         result.baseline_ms = result.result_ms = _step_ms(step, timer, warmup, repeats)
         for region in find_regions(model, step, min_share=min_share, max_share=max_share):
             key = bank.key("subgraph", region.signature)
             before = bank.get("subgraph", key)
-            if before is not None and before.strategy() is not None and not repeat:
-                done = SubgraphResult(key, region.names, region.signature, "reserve", kept=before)
+            kept_as = None if repeat else settled(before)
+            if kept_as is not None:
+                done = SubgraphResult(key, region.names, region.signature, kept_as, kept=before)
             else:
                 try:
                     done = tune_region(region, expected_steps=expected_steps, modes=modes, compiler=compiler,

@@ -473,7 +473,9 @@ def _us(value) -> str:
 def print_tuning(status: dict, console: Console | None = None) -> None:
     """``perfsight tune``'s outcome (on stderr: the script owns stdout): the result file and the bank, then
     per stage a table of every signature - where it is called and what it is, the default's and the best
-    candidate's median times, the winner, why - what came out, and the seed's repo_summary counters."""
+    candidate's median times, the winner, why (and its trial in the step: the step without and with it,
+    kept or rejected) - what came out, and the seed's repo_summary counters; then the winners kept in the step
+    and the end-to-end figure they were kept on."""
     console = console or Console(stderr=True, width=None if sys.stderr.isatty() else TUNE_WIDTH)
     console.print(f"perfsight: tuning result in {escape(status['report'])}", soft_wrap=True)
     console.print(f"perfsight: tuning bank {escape(status['bank'])}", soft_wrap=True)
@@ -487,13 +489,25 @@ def print_tuning(status: dict, console: Console | None = None) -> None:
         for row in done["rows"]:
             table.add_row(f"{escape(_short(row['where'], 30))}\n[dim]{escape(_short(row['what'], 30))}[/dim]",
                           _us(row["default_us"]), _us(row["best_us"]), escape(_short(row["winner"] or "-", 20)),
-                          escape(row["why"]))
+                          escape(row["why"] + _in_step(row.get("in_step"))))
         console.print(table)
         summary = ", ".join(f"{k}={v}" for k, v in done["repo_summary"].items())
         winners = ", ".join(f"{where or '(the model)'}={name}" for where, name in done["winners"].items())
         console.print(f"perfsight: {TUNE_STAGES[stage]}: {escape(done['verdict'])}", soft_wrap=True)
         console.print(f"perfsight: {TUNE_STAGES[stage]}: {summary}; winners: {escape(winners or 'none')}",
                       soft_wrap=True)
+    proof = status.get("proof")
+    if proof is not None:
+        console.print(f"perfsight: in the step: {proof['kept']} winner(s) kept, {proof['rejected']} rejected; "
+                      f"{escape(proof['text'])}", soft_wrap=True)
+
+
+def _in_step(figures: dict | None) -> str:
+    """A winner's in-step trial, to follow its why: the step's median without and with it and the decision."""
+    if not figures:
+        return ""
+    return (f"; in the step {figures['decision']}: {figures['step_without_us'] / 1e3:.3f} -> "
+            f"{figures['step_with_us'] / 1e3:.3f} ms")
 
 
 def print_cluster_report(report, console: Console | None = None) -> None:
