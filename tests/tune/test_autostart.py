@@ -50,6 +50,12 @@ def test_the_driver_tunes_the_regions_then_the_operators_of_the_recorded_steps(t
     assert status["stages"]["op"]["repo_summary"]["total_num"] == 6  # nothing compiled: every operator tuned
     tasks = list(json.loads(open(status["report"]).read()).values())
     assert [next(iter(t[1])) for t in tasks] == ["SGAT", "OPAT"]
+    # the stages' winners were tried on the replayed step before the bank got them; every row says how
+    proof = status["proof"]
+    proposed = [r for stage in status["stages"].values() for r in stage["rows"] if r["in_step"]]
+    assert proof["kept"] + proof["rejected"] == len(proposed)
+    assert all(r["in_step"]["decision"] in ("kept", "rejected") and r["in_step"]["rounds"] == 10 for r in proposed)
+    assert (proof["end_to_end"] is None) == (proof["kept"] == 0)
     # the script goes on as it would have: same parameters, gradients and random-number state
     assert all(p is q for p, q in zip(params, model.parameters()))
     assert all(p is q for p, q in zip(params, optimizer.param_groups[0]["params"]))

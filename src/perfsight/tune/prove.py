@@ -12,8 +12,10 @@ step:
 2. Each trial times whole steps with the winners kept so far (A) against the same plus the proposal (B),
    interleaved as ``verify.Rounds`` does (``warmup`` untimed rounds, then ``rounds`` rounds of one step of
    each, the first side alternating). The proposal is kept only when B beats A by more than the noise of
-   both plus ``margin`` (``measure.decide``, the rule every tuning decision uses). A proposal is thus
-   judged where it will run: beside the winners already kept, switch costs and interactions included.
+   both plus ``margin`` (``measure.decide``, the rule every tuning decision uses) and B is at least as fast
+   as A in nine rounds of ten (the p10 of the paired ratios A / B >= 1): a winner in the bank runs every
+   step, so one that loses in some rounds is not worth keeping. A proposal is thus judged where it will run:
+   beside the winners already kept, switch costs and interactions included.
 3. With two or more kept, a last trial times the default (no winner) against all of them together; if
    they do not win end to end, none is kept: the bank gets no winner for this model, and says why.
 
@@ -144,7 +146,8 @@ class Ablation:
         if trial.index < len(trial.rounds.order):
             return
         without, with_ = trial.rounds.untuned, trial.rounds.tuned
-        wins = decide(without, [with_], self.margin) is not None
+        ratios = [a / b for a, b in zip(without.samples_ns, with_.samples_ns) if b]
+        wins = decide(without, [with_], self.margin) is not None and quantile(ratios, 0.1) >= 1.0
         decision = Decision(trial.proposal, without, with_, wins, (trial.rounds.load_before, load_average()))
         if trial.proposal is None:
             self.end_to_end = decision
