@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import torch
@@ -68,7 +69,7 @@ def test_winners_that_each_help_are_kept_and_checked_together_against_the_defaul
     assert [p.key for p in ablation.kept] == ["a", "b"]        # c saves nothing in the step: rejected
     final = ablation.end_to_end
     assert final.kept and (round(final.without.median_us), round(final.with_.median_us)) == (1000, 820)
-    verdict = ablation.verdict(threads=1, bank=None)
+    verdict = ablation.verdict(threads=1, bank=Path("bank"))
     assert verdict.wins and verdict.speedup == pytest.approx(1000 / 820, rel=1e-3)
 
 
@@ -87,7 +88,7 @@ def test_a_set_that_loses_end_to_end_keeps_nothing():
                               and config == frozenset("ab") else 0))
     assert ablation.kept == [] and not ablation.end_to_end.kept
     assert set(ablation.rejected()) == {"a", "b"}
-    assert ablation.verdict(threads=1, bank=None) is None
+    assert ablation.verdict(threads=1, bank=Path("bank")) is None
 
 
 def test_nothing_to_prove_asks_for_no_step():

@@ -123,18 +123,18 @@ class TuningDriver:
         return {"report": str(result.report), "bank": str(result.bank),
                 "stages": {stage: {"repo_summary": r.repo_summary, "winners": r.winners, "failed": r.failed,
                                    "rows": r.rows, "verdict": r.verdict} for stage, r in result.stages.items()},
-                "proof": proof_status(result.proof),
+                "proof": proof_status(result.proof, result.bank),
                 "preconditions": [str(c) for c in result.preconditions]}
 
 
-def proof_status(proof) -> dict | None:
+def proof_status(proof, bank) -> dict | None:
     """The in-step proof (``prove.Ablation``) for the status file: its end-to-end figure (``Verdict.as_dict``
     and its sentence; None when no winner was kept) and how many winners were kept and rejected."""
     if proof is None:
         return None
     import torch
 
-    verdict = proof.verdict(threads=torch.get_num_threads(), bank=None)
+    verdict = proof.verdict(threads=torch.get_num_threads(), bank=bank)
     return {"kept": len(proof.kept), "rejected": len(proof.rejected()),
             "end_to_end": None if verdict is None else verdict.as_dict(),
             "text": "no winner was kept: none made the step faster" if verdict is None else str(verdict)}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager, nullcontext
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -91,14 +92,14 @@ def proven(staged: StagedBank, results: dict, step: Callable[[], object], model:
     rejected = {key: decision.as_dict() for key, decision in ablation.rejected().items()}
     rejected.update({key: {**figures, "decision": NOT_RETRIED} for key, figures in again.items()})
     modes = staged.commit({key: {"in_step": figures} for key, figures in rejected.items()}, repeat=repeat)
-    _update(results, ablation, rejected, modes)
+    _update(results, ablation, rejected, modes, staged.directory)
     return ablation
 
 
-def _update(results: dict, ablation: Ablation, rejected: dict[str, dict], modes: dict[str, str]) -> None:
+def _update(results: dict, ablation: Ablation, rejected: dict[str, dict], modes: dict[str, str], bank: Path) -> None:
     """Each stage's outcomes, winners, repo_summary and result-file task after the proof."""
     trial = {d.proposal.key: d.as_dict() for d in ablation.decisions if d.proposal is not None}
-    verdict = ablation.verdict(threads=torch.get_num_threads(), bank=None)
+    verdict = ablation.verdict(threads=torch.get_num_threads(), bank=bank)
     for result in results.values():
         outcomes = [("op", o) for o in (result.opat.operators if result.opat is not None else [])] + [
             ("subgraph", s) for s in (result.sgat.subgraphs if result.sgat is not None else [])]

@@ -145,26 +145,21 @@ class Ablation:
         trial.index += 1
         if trial.index < len(trial.rounds.order):
             return
-        without, with_ = trial.rounds.untuned, trial.rounds.tuned
-        ratios = [a / b for a, b in zip(without.samples_ns, with_.samples_ns) if b]
-        wins = decide(without, [with_], self.margin) is not None and quantile(ratios, 0.1) >= 1.0
-        decision = Decision(trial.proposal, without, with_, wins, (trial.rounds.load_before, load_average()))
+        decision = Decision(trial.proposal, trial.rounds.untuned, trial.rounds.tuned, False,
+                            (trial.rounds.load_before, load_average()))
+        decision.kept = (decide(decision.without, [decision.with_], self.margin) is not None
+                         and quantile(decision.ratios, 0.1) >= 1.0)
         if trial.proposal is None:
             self.end_to_end = decision
-            if not wins:
+            if not decision.kept:
                 self.kept = []
         else:
             self.decisions.append(decision)
-            if wins:
+            if decision.kept:
                 self.kept.append(trial.proposal)
         self._advance()
 
-    @property
-    def steps(self) -> int:
-        """The steps every trial takes (warm-up included): for planning a script's steps."""
-        return 2 * (self.rounds + self.warmup)
-
-    def verdict(self, *, threads: int, bank: Path | None) -> Verdict | None:
+    def verdict(self, *, threads: int, bank: Path) -> Verdict | None:
         """The end-to-end figure: the default against the kept winners together (the last trial, or the one
         trial of a single kept proposal, run against no winner), as ``verify`` reports it; None when nothing
         was kept."""
