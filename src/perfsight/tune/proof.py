@@ -33,10 +33,10 @@ NEW_STRATEGY = ("add", "update")
 NOT_RETRIED = "rejected before"
 
 
-def _found(results: dict) -> list[tuple[str, object]]:
-    """(kind, outcome) of every signature the stages tuned now (operators, then regions)."""
-    return [("op", o) for r in results.values() if r.opat is not None for o in r.opat.operators] + [
-        ("subgraph", s) for r in results.values() if r.sgat is not None for s in r.sgat.subgraphs]
+def _outcomes(result) -> list[tuple[str, object]]:
+    """(kind, outcome) of every signature one stage's result holds."""
+    return [("op", o) for o in (result.opat.operators if result.opat is not None else [])] + [
+        ("subgraph", s) for s in (result.sgat.subgraphs if result.sgat is not None else [])]
 
 
 def _name(kind: str, outcome) -> str:
@@ -47,7 +47,7 @@ def proposals(staged: StagedBank, results: dict) -> list[Proposal]:
     """The winners the stages found now, as proposals (their calls per step from their bank entry's timing
     conditions)."""
     found = []
-    for kind, outcome in _found(results):
+    for kind, outcome in (found for result in results.values() for found in _outcomes(result)):
         m = outcome.measurement
         if m is None or m.winner is None or outcome.update_mode not in NEW_STRATEGY:
             continue
@@ -101,10 +101,8 @@ def _update(results: dict, ablation: Ablation, rejected: dict[str, dict], modes:
     trial = {d.proposal.key: d.as_dict() for d in ablation.decisions if d.proposal is not None}
     verdict = ablation.verdict(threads=torch.get_num_threads(), bank=bank)
     for result in results.values():
-        outcomes = [("op", o) for o in (result.opat.operators if result.opat is not None else [])] + [
-            ("subgraph", s) for s in (result.sgat.subgraphs if result.sgat is not None else [])]
         summary = (result.opat or result.sgat).summary
-        for kind, outcome in outcomes:
+        for kind, outcome in _outcomes(result):
             decision = rejected.get(outcome.key) or trial.get(outcome.key)
             if decision is None:
                 continue
