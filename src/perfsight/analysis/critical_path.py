@@ -713,7 +713,7 @@ SCENARIOS: dict[str, tuple[dict[str, float], str]] = {
     "no_data_wait": ({"dataloader": math.inf}, "no waits for the data loader"),
     "host_twice_as_fast": ({"host_ops": 2, "python": 2, "runtime": 2}, "host work twice as fast"),
     "compute_twice_as_fast": ({"compute": 2}, "device compute twice as fast"),
-    "no_rank_waits": ({"rank_wait": math.inf}, "ranks arriving at collectives together"),
+    "no_rank_waits": ({"rank_wait": math.inf}, "ranks arriving together"),
 }
 
 WHAT_IF_SUMMARY = pa.schema([
