@@ -20,16 +20,12 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
-import platform
-import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from hta_compare import DEFAULT_TRACE, DEFAULT_VENV, ensure_peer, peer_env, peer_python, perfsight_env, run_child
-from stats import load_average, median_cell, spread
+from hta_compare import DEFAULT_TRACE, DEFAULT_VENV, ensure_peer, peer_env, peer_python
+from peer_rounds import interleaved, table
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE_DIFF = ROOT.parent / "shared" / "data" / "kineto" / "hta" / "trace_diff"
@@ -103,65 +99,17 @@ def slower_copy(trace: Path, scratch: Path) -> Path:
     return target
 
 
-def linked(scratch: Path, trace: Path) -> Path:
-    """A fresh folder holding only a link to ``trace`` (a tool's cache then goes there)."""
-    folder = Path(tempfile.mkdtemp(prefix="compare_peer_", dir=scratch))
-    (folder / trace.name).symlink_to(trace.resolve())
-    return folder
-
-
 def speed(args) -> list[dict]:
     versions = ensure_peer(args.peer_venv, quiet=True)
     args.scratch.mkdir(parents=True, exist_ok=True)
     base, new = args.trace, slower_copy(args.trace, args.scratch)
-    limits = {"mem_limit_gb": 16.0, "timeout_s": 900.0}
-    rounds = []
-    for index in range(args.rounds):
-        result: dict = {}
-        for tool in (("perfsight", "hta") if index % 2 == 0 else ("hta", "perfsight")):
-            folders = [linked(args.scratch, base), linked(args.scratch, new)]
-            try:
-                if tool == "perfsight":
-                    argv = [sys.executable, "-c", PERFSIGHT_CHILD, *map(str, folders)]
-                    result["perfsight"] = run_child(argv, perfsight_env(), **limits)
-                    result["rerun"] = run_child(argv, perfsight_env(), **limits)
-                else:
-                    argv = [str(peer_python(args.peer_venv)), "-c", HTA_CHILD, *map(str, folders)]
-                    result["hta"] = run_child(argv, peer_env(), **limits)
-            finally:
-                for folder in folders:
-                    shutil.rmtree(folder, ignore_errors=True)
-        rounds.append(result)
-        print(f"round {index + 1}: " + ", ".join(f"{k} {v['wall_s']:.2f} s {v['peak_rss_mib']:.0f} MiB {v['status']}"
-                                                   for k, v in result.items()), file=sys.stderr)
+    rounds = interleaved(args.rounds, args.scratch, [base, new], PERFSIGHT_CHILD, HTA_CHILD, args.peer_venv)
     if args.markdown:
-        print(markdown(rounds, versions, base, new))
+        size = base.stat().st_size / 2**20
+        print(table(rounds, f"BASE {base.name} ({size:.1f} MiB gzip), NEW the same with every kernel "
+                            f"{KERNEL_FACTOR:g}x longer; HTA {versions.get('traceinsight')} (pandas "
+                            f"{versions.get('pandas')})", "HTA TraceDiff"))
     return rounds
-
-
-def markdown(rounds: list[dict], versions: dict, base: Path, new: Path) -> str:
-    def cell(tool: str, key: str, unit: str, digits: int) -> str:
-        return median_cell([r[tool][key] for r in rounds if r[tool]["status"] == "ok"], unit, digits)
-
-    paired = [r["hta"]["wall_s"] / r["perfsight"]["wall_s"] for r in rounds
-              if r["hta"]["status"] == r["perfsight"]["status"] == "ok"]
-    size = base.stat().st_size / 2**20
-    lines = [f"BASE {base.name} ({size:.1f} MiB gzip), NEW the same with every kernel {KERNEL_FACTOR:g}x longer; "
-             f"HTA {versions.get('traceinsight')} (pandas {versions.get('pandas')}); {len(rounds)} rounds, "
-             "median (p10-p90).", "",
-             "| measurement | perfsight | HTA TraceDiff |", "|---|---:|---:|",
-             f"| whole process, first run | {cell('perfsight', 'wall_s', 's', 2)} | {cell('hta', 'wall_s', 's', 2)} |",
-             f"| whole process, re-run (perfsight's caches present) | {cell('rerun', 'wall_s', 's', 2)} | "
-             f"{cell('hta', 'wall_s', 's', 2)} |",
-             f"| after imports | {cell('perfsight', 'work_s', 's', 2)} | {cell('hta', 'work_s', 's', 2)} |",
-             f"| peak RSS, first run | {cell('perfsight', 'peak_rss_mib', 'MiB', 0)} | "
-             f"{cell('hta', 'peak_rss_mib', 'MiB', 0)} |"]
-    if paired:
-        median, low, high = spread(paired)
-        lines += ["", f"HTA / perfsight, first run, paired by round: {median:.1f}x ({low:.1f}-{high:.1f})."]
-    lines.append(f"Machine: {os.cpu_count()} cores, Python {platform.python_version()}; load average at the end: "
-                 f"{load_average()}.")
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -11,8 +11,8 @@ PyPI, in its own venv: ``hta_compare.ensure_peer``). Two jobs:
   each tool in a fresh process on a fresh folder holding a link to the trace: perfsight's
   ``perfsight.open(DIR).critical_path_breakdown(step=...)`` (first run: no cache; then the re-run, its Parquet
   cache present) and HTA's ``TraceAnalysis`` + ``critical_path_analysis`` on the same ProfilerStep. Rounds
-  interleave the tools (perfsight, HTA, then HTA, perfsight, ...); wall time of the whole process, time after
-  imports and peak RSS (``hta_compare.run_child``).
+  interleave the tools (``peer_rounds.interleaved``); wall time of the whole process, time after imports and
+  peak RSS.
 
     PYTHONPATH=src python bench/critical_path_peer.py reference
     PYTHONPATH=src python bench/critical_path_peer.py speed [--rounds 5] [--markdown]
@@ -21,16 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from hta_compare import DEFAULT_TRACE, DEFAULT_VENV, ensure_peer, peer_env, peer_python, perfsight_env, run_child
-from stats import load_average, median_cell, spread
+from hta_compare import DEFAULT_TRACE, DEFAULT_VENV, ensure_peer, peer_env, peer_python
+from peer_rounds import interleaved, table
 
 ROOT = Path(__file__).resolve().parents[1]
 HTA_TRACES = ROOT.parent / "shared" / "data" / "kineto" / "hta"
@@ -115,63 +111,16 @@ def reference(args) -> None:
         print(f"wrote {out}")
 
 
-def linked(scratch: Path, trace: Path) -> Path:
-    """A fresh folder holding only a link to ``trace`` (a tool's cache then goes there)."""
-    folder = Path(tempfile.mkdtemp(prefix="critical_path_peer_", dir=scratch))
-    (folder / trace.name).symlink_to(trace.resolve())
-    return folder
-
-
 def speed(args) -> list[dict]:
     versions = ensure_peer(args.peer_venv, quiet=True)
-    args.scratch.mkdir(parents=True, exist_ok=True)
-    limits = {"mem_limit_gb": 16.0, "timeout_s": 900.0}
-    rounds = []
-    for index in range(args.rounds):
-        result: dict = {}
-        for tool in (("perfsight", "hta") if index % 2 == 0 else ("hta", "perfsight")):
-            folder = linked(args.scratch, args.trace)
-            try:
-                if tool == "perfsight":
-                    argv = [sys.executable, "-c", PERFSIGHT_CHILD, str(folder), str(SPEED_STEP), str(SPEED_RANK)]
-                    result["perfsight"] = run_child(argv, perfsight_env(), **limits)
-                    result["rerun"] = run_child(argv, perfsight_env(), **limits)
-                else:
-                    argv = [str(peer_python(args.peer_venv)), "-c", HTA_CHILD, str(folder), str(SPEED_RANK)]
-                    result["hta"] = run_child(argv, peer_env(), **limits)
-            finally:
-                shutil.rmtree(folder, ignore_errors=True)
-        rounds.append(result)
-        print(f"round {index + 1}: " + ", ".join(f"{k} {v['wall_s']:.2f} s {v['peak_rss_mib']:.0f} MiB {v['status']}"
-                                                   for k, v in result.items()), file=sys.stderr)
+    rounds = interleaved(args.rounds, args.scratch, [args.trace], PERFSIGHT_CHILD, HTA_CHILD, args.peer_venv,
+                         extra=(str(SPEED_STEP), str(SPEED_RANK)), hta_extra=(str(SPEED_RANK),))
     if args.markdown:
-        print(markdown(rounds, versions, args.trace))
+        size = args.trace.stat().st_size / 2**20
+        print(table(rounds, f"{args.trace.name} ({size:.1f} MiB gzip), rank {SPEED_RANK}, ProfilerStep#{SPEED_STEP}; "
+                            f"HTA {versions.get('traceinsight')} (pandas {versions.get('pandas')})",
+                    "HTA critical_path_analysis"))
     return rounds
-
-
-def markdown(rounds: list[dict], versions: dict, trace: Path) -> str:
-    def cell(tool: str, key: str, unit: str, digits: int) -> str:
-        return median_cell([r[tool][key] for r in rounds if r[tool]["status"] == "ok"], unit, digits)
-
-    paired = [r["hta"]["wall_s"] / r["perfsight"]["wall_s"] for r in rounds
-              if r["hta"]["status"] == r["perfsight"]["status"] == "ok"]
-    size = trace.stat().st_size / 2**20
-    lines = [f"{trace.name} ({size:.1f} MiB gzip), rank {SPEED_RANK}, ProfilerStep#{SPEED_STEP}; HTA "
-             f"{versions.get('traceinsight')} (pandas {versions.get('pandas')}); "
-             f"{len(rounds)} rounds, median (p10-p90).", "",
-             "| measurement | perfsight | HTA critical_path_analysis |", "|---|---:|---:|",
-             f"| whole process, first run | {cell('perfsight', 'wall_s', 's', 2)} | {cell('hta', 'wall_s', 's', 2)} |",
-             f"| whole process, re-run (perfsight's cache present) | {cell('rerun', 'wall_s', 's', 2)} | "
-             f"{cell('hta', 'wall_s', 's', 2)} |",
-             f"| after imports | {cell('perfsight', 'work_s', 's', 2)} | {cell('hta', 'work_s', 's', 2)} |",
-             f"| peak RSS, first run | {cell('perfsight', 'peak_rss_mib', 'MiB', 0)} | "
-             f"{cell('hta', 'peak_rss_mib', 'MiB', 0)} |"]
-    if paired:
-        median, low, high = spread(paired)
-        lines += ["", f"HTA / perfsight, first run, paired by round: {median:.1f}x ({low:.1f}-{high:.1f})."]
-    lines.append(f"Machine: {os.cpu_count()} cores, Python {platform.python_version()}; load average at the end: "
-                 f"{load_average()}.")
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
