@@ -7,7 +7,7 @@ import pytest
 from rich.console import Console
 
 import perfsight
-from perfsight.analysis.health import CHECKS, CLOCK_SKEW_THRESHOLD_NS, affected, trace_health
+from perfsight.analysis.health import CHECKS, CLOCK_SKEW_THRESHOLD_NS, health_by_check, trace_health
 from perfsight.analysis.summary import run_summary
 from perfsight.views.jsonable import dumps
 from perfsight.views.terminal import print_summary
@@ -73,9 +73,10 @@ def test_planted_table_run_overlap_and_unlaunched_memset():
     # 4400, before it ended: one overlap of the memset's 200 ns, and a task without its launch call
     assert _findings(gpu_run()) == {(0, "stream_overlap"): (1, 200, "Memset (Device) (slice 25)"),
                                     (0, "task_without_launch"): (1, 200, "Memset (Device) (slice 25)")}
-    assert affected(gpu_run(), "temporal_breakdown") == [
-        "rank 0: 1 device tasks overlapping an earlier task of their stream"]
-    assert affected(gpu_run(), "memory_peak") == []
+    by_check = health_by_check(trace_health(gpu_run())).to_pylist()
+    assert [(r["check"], r["ranks"], r["first_rank"], r["count"], r["affected_ns"]) for r in by_check] == [
+        ("stream_overlap", 1, 0, 1, 200), ("task_without_launch", 1, 0, 1, 200)]
+    assert "temporal_breakdown" in by_check[0]["affects"] and "memory_peak" not in by_check[0]["affects"]
 
 
 def test_clock_skew_of_a_job(tmp_path):
@@ -149,3 +150,20 @@ def test_real_ascend_job(shared_data):
         (0, "launch_without_task"): 25, (1, "launch_without_task"): 25}
     assert {r["detail"] for r in health if r["check"] == "outside_window"} == {
         "not checked: the source records no profiling window"}
+
+
+def test_a_report_of_many_ranks_shows_one_line_per_check():
+    """17 ranks each with the planted_gpu overlap: the terminal prints the check once, over every rank."""
+    import pyarrow as pa
+    from rich.console import Console
+
+    from perfsight.views.terminal import print_health
+
+    one = trace_health(gpu_run()).to_pylist()
+    health = pa.Table.from_pylist([{**row, "rank": rank} for rank in range(17) for row in one if row["count"]],
+                                  schema=trace_health(gpu_run()).schema)
+    console = Console(record=True, width=100)
+    print_health({"health": health, "health_by_check": health_by_check(health)}, console)
+    shown = console.export_text()
+    assert "rank 17 ranks, first 0: 17 device tasks overlapping an earlier task of their stream, 0.003 ms" in shown
+    assert shown.count("(stream_overlap)") == 1

@@ -45,7 +45,7 @@ names the first affected event (by time), ``affects`` the ``Run`` methods whose 
   dropped for lying outside the window, by design. torch_npu and msprof write no such marker in the files
   perfsight reads.
 
-``affected(tables, analysis)`` gives the notes for one analysis: the findings whose ``affects`` names it.
+``health_by_check`` sums the findings per check over every rank, for a report of many ranks.
 """
 from __future__ import annotations
 
@@ -238,9 +238,28 @@ def _add_drop_markers(row: dict, meta: dict) -> None:
     row["detail"] = "; ".join(said) or None
 
 
-def affected(tables: RunTables, analysis: str) -> list[str]:
-    """Notes for ``analysis`` (a Run method's name): one per rank and check with findings whose ``affects``
-    names it, e.g. ``rank 0: 12 device tasks overlapping an earlier task of their stream``."""
-    health = computed(trace_health, tables)
-    return [f"rank {row['rank']}: {row['count']} {CHECKS[row['check']][0]}"
-            for row in health.to_pylist() if row["count"] and analysis in row["affects"]]
+HEALTH_BY_CHECK = pa.schema([
+    ("check", pa.string()),
+    ("ranks", pa.int64()),
+    ("first_rank", pa.int32()),
+    ("count", pa.int64()),
+    ("affected_ns", pa.int64()),
+    ("example", pa.string()),
+    ("affects", pa.list_(pa.string())),
+])
+
+
+def health_by_check(health: pa.Table) -> pa.Table:
+    """A ``trace_health`` table's findings (count > 0) per check over every rank (schema ``HEALTH_BY_CHECK``):
+    how many ``ranks`` found it, the lowest of them (``first_rank``) and its ``example``, ``count`` and
+    ``affected_ns`` summed; in ``CHECKS``' order. What a report of many ranks shows."""
+    rows: dict[str, dict] = {}
+    for row in health.to_pylist():
+        if row["count"]:
+            into = rows.setdefault(row["check"], {"check": row["check"], "ranks": 0, "first_rank": row["rank"],
+                                                  "count": 0, "affected_ns": 0, "example": row["example"],
+                                                  "affects": row["affects"]})
+            into["ranks"] += 1
+            into["count"] += row["count"]
+            into["affected_ns"] += row["affected_ns"]
+    return pa.Table.from_pylist([rows[c] for c in CHECKS if c in rows], schema=HEALTH_BY_CHECK)

@@ -14,7 +14,7 @@ from perfsight.analysis.breakdown import CATEGORIES, median, overlap, step_break
 from perfsight.analysis.critical_path import critical_path, critical_path_breakdown, what_if_summary, windows
 from perfsight.analysis.data import data_verdict
 from perfsight.analysis.flops import model_flops, model_flops_total, over_peak_warnings
-from perfsight.analysis.health import trace_health
+from perfsight.analysis.health import health_by_check, trace_health
 from perfsight.analysis.job import Job
 from perfsight.analysis.job_summaries import job_of
 from perfsight.analysis.memory import memory_peak
@@ -55,7 +55,8 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
     ``data``: the data-preparation verdict; ``advice``: the advisor's findings; ``cluster``: a job's
     ranks compared (``cluster_summary``; None for one rank); ``rank_spreads``: a job's per-rank tables
     summarised across ranks (``rank_spreads``; None for one rank); ``health``: the ``health.trace_health``
-    rows with findings (count > 0); ``warnings``: what the
+    rows with findings (count > 0), ``health_by_check`` the same per check over every rank; ``warnings``: what
+    the
     readers skipped (damaged input), how collection ended when not cleanly, named fp/bp points that
     are missing from steps, and every FLOPS utilisation or roofline share above 100%
     (``flops.over_peak_warnings``, ``roofline.over_roof_warnings``: the peak entry is likely wrong). Every
@@ -88,6 +89,7 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
                 jobs["spreads"]["ranks"], breakdown=breakdown, profiled_steps=profiled, overlap=whole_span,
                 memory_peak=memory, flops=flops, data=data),
             "health": _findings(computed(trace_health, tables)),
+            "health_by_check": health_by_check(computed(trace_health, tables)),
             "warnings": warnings}
 
 

@@ -134,7 +134,7 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
         _print_rank_lines(summary, console)
     if summary.get("cluster"):
         _print_cluster(summary["cluster"], console)
-    print_health(summary["health"], console)
+    print_health(summary, console)
     print_advice(summary["advice"], console)
 
 
@@ -408,23 +408,19 @@ def _print_overlap(overlap, console: Console) -> None:
                       f"communication {in_ms(row['pure_communication_ns'])}, free {in_ms(row['free_ns'])} ms")
 
 
-def print_health(health, console: Console) -> None:
+def print_health(summary: dict, console: Console) -> None:
     """The trace health findings (``run_summary``'s ``health``): per rank and check its count, the time of the
     affected events, the first of them and the analyses it touches; beyond ``MAX_RANK_ROWS`` ranks one line
-    per check over every rank (ranks with it, counts and times summed, the first rank's example)."""
+    per check over every rank (``health_by_check``)."""
+    health = summary["health"]
     if not health.num_rows:
         console.print("trace health: no problems found")
         return
     console.print("[bold]Trace health[/bold]")
     rows = health.to_pylist()
     if len({row["rank"] for row in rows}) > MAX_RANK_ROWS:
-        merged: dict[str, dict] = {}
-        for row in rows:
-            into = merged.setdefault(row["check"], {**row, "ranks": 0, "count": 0, "affected_ns": 0})
-            into["ranks"] += 1
-            into["count"] += row["count"]
-            into["affected_ns"] += row["affected_ns"]
-        rows = [{**row, "rank": f"{row['ranks']:,} ranks, first {row['rank']}"} for row in merged.values()]
+        rows = [{**row, "rank": f"{row['ranks']:,} ranks, first {row['first_rank']}", "detail": None}
+                for row in summary["health_by_check"].to_pylist()]
     for row in rows:
         time = f", {in_ms(row['affected_ns'])} ms" if row["affected_ns"] else ""
         lines = [f"affects: {', '.join(row['affects'])}"]
