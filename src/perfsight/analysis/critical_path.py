@@ -315,8 +315,7 @@ class _Builder:
 
     def _launch_calls(self) -> dict[int, int]:
         """{task index: index of its launching call}, for the tasks whose call is a host slice of the window."""
-        launches = computed(launch_stats, self.tables)
-        calls = dict(zip(launches.column("kernel_id").to_pylist(), launches.column("runtime_id").to_pylist()))
+        calls = computed(_launching_calls, self.tables)
         found = {}
         for j, task in enumerate(self.device.column("id").to_pylist()):
             call = self.host_index.get(calls.get(task, -1), -1)
@@ -529,6 +528,17 @@ def _nominal(observed: Iterable[tuple[int, str]]) -> dict[str, int]:
 KERNEL_TYPE_CATEGORY = dict(zip(KERNEL_TYPES, ("compute", "communication", "memory")))
 
 
+def _launching_calls(tables: RunTables) -> dict[int, int]:
+    """The run's device task id -> its launching call's id (``kernels.launch_stats``), once per run."""
+    launches = computed(launch_stats, tables)
+    return dict(zip(launches.column("kernel_id").to_pylist(), launches.column("runtime_id").to_pylist()))
+
+
+def _slice_names(tables: RunTables) -> frozenset[str]:
+    """Every slice name of the run, once per run (what a what-if's globs are checked against)."""
+    return frozenset(tables.slices.column("name").unique().to_pylist())
+
+
 def _busiest(tracks: np.ndarray, durations: np.ndarray) -> int | None:
     """The thread track with the most host time, None without any."""
     if not tracks.size:
@@ -674,7 +684,7 @@ def _with_descendants(chosen: np.ndarray, parent: np.ndarray) -> np.ndarray:
     return chosen
 
 
-def check_changes(faster: Mapping[str, float], names: set[str] | None = None) -> None:
+def check_changes(faster: Mapping[str, float], names: frozenset[str] | None = None) -> None:
     """Raise ValueError unless every key of ``faster`` is a path category or (given the run's slice ``names``)
     a glob matching one, and every factor a number > 0 (``inf``: removed)."""
     for key, factor in faster.items():
@@ -693,8 +703,7 @@ def what_if(tables: RunTables, faster: Mapping[str, float], *, step: int | None 
     ``synchronisation``, any factor removes the waits) (schema ``WHAT_IF``): ``baseline_ns`` (the window),
     ``what_if_ns``, ``saved_ns`` and ``saved_pct``, ``dropped_edges`` (dependencies left out as backwards in
     time)."""
-    names = set(tables.slices.column("name").unique().to_pylist())
-    check_changes(faster, names)
+    check_changes(faster, computed(_slice_names, tables))
     rows = []
     for g in _graphs(tables, step, rank, annotation, instance):
         baseline = int(g.node_ns[g.sink])
