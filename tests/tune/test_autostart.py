@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 
+from perfsight.tune import settings
 from perfsight.tune.apply import TunedMode
 from perfsight.tune.autostart import TuningDriver, replay_step
 from perfsight.tune.verify import WINS
@@ -45,7 +46,13 @@ def test_the_driver_tunes_the_regions_then_the_operators_of_the_recorded_steps(t
     entries = json.loads(next(sgat).read_text())["entries"].values()
     regions = {e["signature"]["region"].rsplit(".", 1)[1] for e in entries}
     assert regions == {"Conv2d", "Attention"} and all(e["signature"]["train"] for e in entries)
-    assert {c["name"] for e in entries for c in e["candidates"]} <= {"default", "eager+channels_last"}
+    # and, at 1 thread on more cores, each region at every core: its forward and backward reproduce eager's
+    # outputs and input and parameter gradients (the tuner's check)
+    threads = settings.schedule_threads()
+    assert {c["name"] for e in entries for c in e["candidates"]} <= {"default", "eager+channels_last",
+                                                                      f"threads_{threads}"}
+    assert all(c["ok"] for e in entries for c in e["candidates"] if c["name"] == f"threads_{threads}")
+    assert threads is None or all(f"threads_{threads}" in {c["name"] for c in e["candidates"]} for e in entries)
     assert status["stages"]["subgraph"]["repo_summary"]["total_num"] == len(entries)
     assert status["stages"]["op"]["repo_summary"]["total_num"] == 6  # nothing compiled: every operator tuned
     tasks = list(json.loads(open(status["report"]).read()).values())

@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from perfsight.tune import candidates
+from perfsight.tune import settings
 from perfsight.tune.candidates import (
     COMPILED_MIN_US,
     DEFAULT,
@@ -150,7 +150,7 @@ def test_gpu_schedule_candidates_run_on_a_gpu():
 
 
 def test_only_candidates_that_can_pay_are_offered(monkeypatch):
-    monkeypatch.setattr(candidates, "usable_cores", lambda: 2)
+    monkeypatch.setattr(settings, "usable_cores", lambda: 2)
     torch.set_num_threads(1)
     sig = signature(F.linear, (torch.randn(4, 8), torch.randn(6, 8, requires_grad=True)), {})
 

@@ -7,6 +7,7 @@ import torch
 
 import perfsight.tune
 from perfsight.core.errors import OptionError
+from perfsight.tune import settings
 from perfsight.tune.apply import apply_subgraphs
 from perfsight.tune.bank import Bank
 from perfsight.tune.report import SgatReport
@@ -15,7 +16,7 @@ from perfsight.tune.sgat import tune_subgraphs
 from perfsight.tune.variants import Variant, variants
 
 EAGER_US = 100
-COST_US = {"compile_default": 50, "compile_lite": 80, "compile_default+freezing": 40}
+COST_US = {"compile_default": 50, "compile_lite": 80, "compile_default+freezing": 40, "threads_2": 70}
 COMPILE_S = {"compile_default": 10.0, "compile_lite": 0.001, "compile_default+freezing": 1000.0}
 
 
@@ -62,13 +63,13 @@ def test_a_compiled_variant_wins_only_when_it_repays_its_compile_time(tmp_path, 
     report = SgatReport(tmp_path / "out", "mlp")
     params = list(model.parameters())
     result = tune_subgraphs(model, x, bank=bank, report=report, timer=clock, expected_steps=expected_steps,
-                            modes=["default", "lite"], compiler=faked(model, clock), max_share=1.0,
+                            modes=["default", "lite"], schedule=False, compiler=faked(model, clock), max_share=1.0,
                             warmup=1, repeats=3)
     [sub] = result.subgraphs
     assert sub.names == ["0"] and not sub.signature["train"]
     assert sub.compile_s == pytest.approx({n: s + 1e-6 * (COST_US[n] + 1) for n, s in COMPILE_S.items()})
     # (eager - candidate) * calls_per_step * expected_steps > compile time
-    assert sub.repays == {n: (EAGER_US - COST_US[n]) * 1e-6 * expected_steps > sub.compile_s[n] for n in COST_US}
+    assert sub.repays == {n: (EAGER_US - COST_US[n]) * 1e-6 * expected_steps > sub.compile_s[n] for n in COMPILE_S}
     m = sub.measurement
     assert m.default.median_us == EAGER_US + 1 and (m.winner.name if m.winner else None) == winner
     entry = bank.get("subgraph", sub.key)
@@ -86,12 +87,36 @@ def test_a_compiled_variant_wins_only_when_it_repays_its_compile_time(tmp_path, 
 
 def test_variants_per_signature():
     sig = {"inputs": [{"shape": [2, 3, 8, 8], "device": "cpu"}], "kwargs": {}, "train": True}
-    names = [v.name for v in variants(sig, ["default"])]
+    names = [v.name for v in variants(sig, ["default"], schedule=False)]
     assert names == ["eager+channels_last", "compile_default", "compile_default+channels_last"]
     sig["train"] = False
     assert "compile_default+freezing+channels_last" in [v.name for v in variants(sig, ["default"])]
     assert [v.compile for v in variants(sig)].count("reduce-overhead") == 0  # CUDA graphs: GPU only
     assert Variant("x", "lite").params == {"compile": "lite", "format": "as_given", "freezing": False}
+
+
+def test_a_region_at_another_thread_count_wins_with_no_compile_to_repay_and_runs_there(tmp_path, monkeypatch):
+    """The Schedule variant of a region: offered at 1 thread on 2 cores, it repays at once (no compile), and
+    applied, the region's operators run at 2 threads while the rest of the step stays at 1."""
+    monkeypatch.setattr(settings, "usable_cores", lambda: 2)
+    torch.set_num_threads(1)
+    model, x = mlp()
+    clock = Clock()
+    bank = Bank(tmp_path / "bank", fingerprint="test")
+    result = tune_subgraphs(model, x, bank=bank, timer=clock, expected_steps=10, modes=["lite"],
+                            compiler=faked(model, clock), max_share=1.0, warmup=1, repeats=3)
+    [sub] = result.subgraphs
+    assert [t.name for t in sub.measurement.candidates] == ["compile_lite", "threads_2"]
+    assert sub.measurement.winner.name == "threads_2" and sub.measurement.winner.mode == "Schedule"
+    assert bank.get("subgraph", sub.key).winner_record()["params"]["threads"] == 2
+    seen = []
+    model[0][0].register_forward_hook(lambda *_: seen.append(torch.get_num_threads()))
+    applied = apply_subgraphs(model, bank)
+    with torch.no_grad():  # as tuned: an eval model, inference
+        model(x)
+        applied.remove()
+        model(x)
+    assert seen == [2, 1] and torch.get_num_threads() == 1
 
 
 def tuned_mlp(tmp_path):
@@ -185,8 +210,8 @@ def test_one_real_compile_of_a_small_mlp_in_inference(tmp_path):
     torch.set_num_threads(1)
     model, x = mlp()
     bank = Bank(tmp_path / "bank", fingerprint="test")
-    result = tune_subgraphs(model, x, bank=bank, modes=["default"], max_share=1.0, expected_steps=1000,
-                            warmup=2, repeats=10)
+    result = tune_subgraphs(model, x, bank=bank, modes=["default"], schedule=False, max_share=1.0,
+                            expected_steps=1000, warmup=2, repeats=10)
     [sub] = result.subgraphs
     m = sub.measurement
     assert [t.name for t in m.candidates] == ["compile_default", "compile_default+freezing"]
@@ -203,7 +228,7 @@ def test_both_stages_in_either_order(tmp_path, order, op_tuned):
     clock = Clock()
     result = perfsight.tune.tune(model, x, mode="both", order=order, bank=tmp_path / "bank",
                                  result_dir=tmp_path / "out", timer=clock, expected_steps=1000, modes=["lite"],
-                                 compiler=faked(model, clock), max_share=1.0, warmup=1, repeats=3)
+                                 schedule=False, compiler=faked(model, clock), max_share=1.0, warmup=1, repeats=3)
     # subgraph first: the linears inside the compiled region are not operator-tuned
     assert len(result.opat.operators) == op_tuned and result.winners["0"] == "compile_lite"
     tasks = json.loads(result.report.read_text()).values()
@@ -300,8 +325,8 @@ def test_candidates_of_a_region_with_dropout_are_checked_from_one_random_state(t
     as eager does passes the check (each call drew other dropout masks: "result 0 differs")."""
     model, x = with_dropout()
     bank = Bank(tmp_path / "bank", fingerprint="test")
-    result = tune_subgraphs(model, x, bank=bank, timer=Clock(), modes=["default", "lite"], compiler=lambda fn, v: fn,
-                            max_share=1.0, warmup=1, repeats=3)
+    result = tune_subgraphs(model, x, bank=bank, timer=Clock(), modes=["default", "lite"], schedule=False,
+                            compiler=lambda fn, v: fn, max_share=1.0, warmup=1, repeats=3)
     [sub] = result.subgraphs
     assert sub.signature["train"] and sub.signature["module_training"]
     assert [(t.name, t.ok, t.reason) for t in sub.measurement.candidates] == [
@@ -315,7 +340,8 @@ def test_real_compiles_of_a_region_with_dropout_in_training_pass_the_check(tmp_p
     torch.set_num_threads(1)
     model, x = with_dropout()
     bank = Bank(tmp_path / "bank", fingerprint="test")
-    result = tune_subgraphs(model, x, bank=bank, modes=["default"], max_share=1.0, warmup=1, repeats=3)
+    result = tune_subgraphs(model, x, bank=bank, modes=["default"], schedule=False, max_share=1.0, warmup=1,
+                            repeats=3)
     [sub] = result.subgraphs
     assert [(t.name, t.ok, t.reason) for t in sub.measurement.candidates] == [("compile_default", True, "")]
     entry = bank.get("subgraph", sub.key)

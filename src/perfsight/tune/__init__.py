@@ -9,14 +9,19 @@ Modules:
 - report:     the result files aoe_result_opat_{timestamp}_{pid}.json, rewritten as tuning goes
 - capture:    the operators of real training steps (ATen ops with shapes, strides, module names; the
               tunable calls; the static-shape check)
+- settings:   the backend settings a tuned call runs under (threads, oneDNN, SDPA backend, ...), forward
+              and backward
 - candidates: per tunable signature, the Format / Impl / Schedule alternatives and how to run them
 - intercept:  the tunable functions patched where torch calls them, only while a bank (or capture) needs it
 - measure:    interleaved serial timing, correctness against the default, the decision and repay rules
 - opat:       operator tuning: capture -> candidates -> measure -> bank -> report
 - regions:    the regions of subgraph tuning (module subtrees with enough FLOPs) and their bank keys
-- variants:   the ways to run a region or a compiled candidate (eager formats, torch.compile modes, freezing),
-              compiled so their random numbers are eager's
-- sgat:       subgraph tuning: regions -> eager vs torch.compile variants -> measure -> repay rule -> bank
+- variants:   the ways to run a region or a compiled candidate (eager formats, torch.compile modes, freezing,
+              the region at another thread count), compiled so their random numbers are eager's
+- sgat:       subgraph tuning: regions -> eager vs torch.compile and thread-count variants -> measure ->
+              repay rule -> bank
+- prove:      the stages' winners tried in whole training steps (greedy forward selection, interleaved)
+- proof:      that trial run between the stages and the bank: only winners that win in the step are written
 - apply:      the bank applied to a training run without rewriting the model (``tuned()``, ``apply_bank``,
               ``apply_subgraphs``)
 - session:    one tuning task: settings, the seed's preconditions, bank, result file, OPAT and/or SGAT

@@ -39,7 +39,7 @@ from perfsight.tune import intercept
 from perfsight.tune.bank import Bank
 from perfsight.tune.candidates import Candidate, Params, call_key, signature
 from perfsight.tune.regions import region_signature
-from perfsight.tune.variants import Variant, own_code, variant_call
+from perfsight.tune.variants import Variant, region_runner, variant_call
 
 
 def default_bank() -> Bank:
@@ -197,7 +197,7 @@ class AppliedSubgraphs:
                 compiled_with = frozen.get(key)  # parameter versions are walked only for frozen code
                 if variant is not None and (compiled_with is None or compiled_with == versions()):
                     if key not in calls:
-                        calls[key] = compiler(own_code(module._call_impl), variant)
+                        calls[key] = region_runner(compiler, module._call_impl, variant, module)
                         if variant.freezing:
                             frozen[key] = versions()
                     self.used[variant.name] += 1

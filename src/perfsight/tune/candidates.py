@@ -28,18 +28,14 @@ This module owns, for each tunable torch function (``F.conv2d``, ``F.linear``,
 - ``synthetic_call(signature)``: random inputs matching a signature, to time an op away from the model.
 
 A candidate's settings (thread count, oneDNN on/off, SDPA backend, cuDNN benchmark, BLAS library) hold
-for the op's backward too: with autograd recording, the call runs inside ``_UnderSettings``, an
-``autograd.Function`` whose forward records the op's own graph under the settings and whose backward
-runs that graph's backward under them again (once, like a graph without ``retain_graph``; no double
-backward). That costs ~25-35 us per call, forward + backward, measured here; ``SCHEDULE_MIN_US`` counts
-it. Without autograd recording the call just runs under the settings. Format and weight-layout
-candidates change data, not settings: their backward follows autograd (a channels_last forward has a
-channels_last backward); a compiled op's backward is compiled with it.
+for the op's backward too (``settings.run_under``: ~25-35 us per call, forward + backward, which
+``SCHEDULE_MIN_US`` counts). Format and weight-layout candidates change data, not settings: their
+backward follows autograd (a channels_last forward has a channels_last backward); a compiled op's
+backward is compiled with it.
 """
 from __future__ import annotations
 
 import weakref
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Annotated, Callable, Literal
@@ -47,9 +43,8 @@ from typing import Annotated, Callable, Literal
 import msgspec
 import torch
 import torch.nn.functional as F
-from torch.autograd.function import once_differentiable
 
-from perfsight.core.process import usable_cores
+from perfsight.tune.settings import SDPA_FLAGS, blas, changes, run_under, schedule_threads
 from perfsight.tune.variants import compile_call, own_code
 
 # tunable function -> (op name, its parameter names in call order, how many of them lead as tensors)
@@ -71,8 +66,6 @@ FUNCS = {name: func for func, (name, *_) in _PARAMS.items()}
 CALLED_THROUGH = {"conv2d": ((torch, "conv2d"), (F, "conv2d")), "linear": ((F, "linear"),),
                   "sdpa": ((F, "scaled_dot_product_attention"),)}
 _DEVICES = ("cpu", "cuda")
-#: SDPA backend -> its torch.backends.cuda flag (they choose the CPU kernels too)
-_SDPA_FLAGS = {"flash": "flash", "efficient": "mem_efficient", "math": "math", "cudnn": "cudnn"}
 
 #: Schedule candidates are offered only for ops whose default takes at least this long (us, forward +
 #: backward when training). Switching the thread count costs ~0.2 us, but the switched call pays a fixed
@@ -96,7 +89,7 @@ class Params(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     onednn: bool | None = None
     weight: Literal["pretransposed"] | None = None
     compiled: bool | None = None
-    backend: Literal[tuple(_SDPA_FLAGS)] | None = None
+    backend: Literal[tuple(SDPA_FLAGS)] | None = None
     threads: Annotated[int, msgspec.Meta(ge=1)] | None = None
     cudnn_benchmark: bool | None = None
     blas: Literal["cublas", "cublaslt"] | None = None
@@ -188,10 +181,6 @@ def call_key(func, args, kwargs) -> tuple | None:
         return None
 
 
-def _blas() -> str:
-    return torch.backends.cuda.preferred_blas_library().name.lower()
-
-
 def _conv_candidates(current: str, device: str) -> list[Candidate]:
     other = "contiguous" if current == "channels_last" else "channels_last"
     if device == "cuda":
@@ -222,17 +211,17 @@ def candidates_for(sig: dict, *, default_us: float | None = None, calls: float |
     elif op == "linear" and len(tensors["weight"]["shape"]) == 2:
         out.append(Candidate("pretransposed_weight", "Impl", {"weight": "pretransposed"}))
         if device == "cuda":
-            blas = "cublas" if _blas() == "cublaslt" else "cublaslt"
-            out.append(Candidate(f"blas_{blas}", "Schedule", {"blas": blas}))
+            other = "cublas" if blas() == "cublaslt" else "cublaslt"
+            out.append(Candidate(f"blas_{other}", "Schedule", {"blas": other}))
     elif op == "sdpa":
-        for backend in _SDPA_FLAGS:
+        for backend in SDPA_FLAGS:
             if backend != "cudnn" or device == "cuda":
                 out.append(Candidate(f"sdpa_{backend}", "Impl", {"backend": backend}))
     if _pays(default_us, calls, COMPILED_MIN_US, COMPILE_MIN_S):
         out.append(Candidate("compiled", "Impl", {"compiled": True}))
-    cores = usable_cores()
-    if device == "cpu" and cores != torch.get_num_threads() and _pays(default_us, calls, SCHEDULE_MIN_US):
-        out.append(Candidate(f"threads_{cores}", "Schedule", {"threads": cores}))
+    threads = schedule_threads(device)
+    if threads is not None and _pays(default_us, calls, SCHEDULE_MIN_US):
+        out.append(Candidate(f"threads_{threads}", "Schedule", {"threads": threads}))
     return out
 
 
@@ -248,73 +237,6 @@ def _pays(default_us: float | None, calls: float | None, min_us: float, one_off_
 
 _WT_CACHE: dict[int, tuple[weakref.ref, int, torch.Tensor]] = {}
 _COMPILED: dict[tuple, Callable] = {}  # call_key -> the op compiled for that call
-
-def _sdpa_backends() -> tuple[bool, ...]:
-    return tuple(getattr(torch.backends.cuda, f"{flag}_sdp_enabled")() for flag in _SDPA_FLAGS.values())
-
-
-def _enable_sdpa(value) -> None:
-    """Enable one SDPA backend by name and disable the others, or restore what ``_sdpa_backends`` read."""
-    flags = value if isinstance(value, tuple) else tuple(name == value for name in _SDPA_FLAGS)
-    for flag, on in zip(_SDPA_FLAGS.values(), flags):
-        getattr(torch.backends.cuda, f"enable_{flag}_sdp")(on)
-
-
-# candidate parameter -> (read the setting, write it): what a candidate sets around its call and backward
-_SETTINGS = {
-    "threads": (torch.get_num_threads, torch.set_num_threads),
-    "onednn": (lambda: torch.backends.mkldnn.enabled, partial(setattr, torch.backends.mkldnn, "enabled")),
-    "backend": (_sdpa_backends, _enable_sdpa),
-    "cudnn_benchmark": (lambda: torch.backends.cudnn.benchmark, partial(setattr, torch.backends.cudnn, "benchmark")),
-    "blas": (_blas, lambda name: torch.backends.cuda.preferred_blas_library(name)),
-}
-
-
-def _changes(params: dict) -> list[tuple[Callable, Callable, object]]:
-    """(read, write, value) for each setting ``params`` asks for that is not so already."""
-    return [(read, write, params[name]) for name, (read, write) in _SETTINGS.items()
-            if name in params and params[name] != read()]
-
-
-@contextmanager
-def _under(changes: list[tuple[Callable, Callable, object]]):
-    """The settings of ``changes`` for the block, then each back to what it was on entry."""
-    done = []
-    try:
-        for read, write, value in changes:
-            done.append((write, read()))
-            write(value)
-        yield
-    finally:
-        for write, previous in reversed(done):
-            write(previous)
-
-
-class _UnderSettings(torch.autograd.Function):
-    """``call(bound)`` with its backward, both under ``changes`` (see the module docstring)."""
-
-    @staticmethod
-    def forward(ctx, changes, call, bound, *tensors):
-        inner = {k: v.detach().requires_grad_(v.requires_grad) if isinstance(v, torch.Tensor) else v
-                 for k, v in bound.items()}
-        with torch.enable_grad(), _under(changes):
-            out = call(inner)
-        ctx.changes, ctx.out = changes, out
-        ctx.inputs = [v for v in inner.values() if isinstance(v, torch.Tensor)]
-        return out.detach()
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad):
-        if ctx.out is None:
-            raise RuntimeError("perfsight: backward through a tuned op a second time (its graph is freed "
-                               "after the first backward)")
-        wanted = [t for t in ctx.inputs if t.requires_grad]
-        with _under(ctx.changes):
-            grads = iter(torch.autograd.grad(ctx.out, wanted, grad, allow_unused=True))
-        inputs, ctx.out, ctx.inputs = ctx.inputs, None, None
-        return (None, None, None, *(next(grads) if t.requires_grad else None for t in inputs))
-
 
 def _tolayout_of(t: torch.Tensor, layout: str) -> torch.Tensor:
     fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
@@ -377,14 +299,7 @@ def run(candidate: Candidate, func, args, kwargs):
         return func(*args, **(kwargs or {}))
     _, bound = _bind(func, args, kwargs)
     call = _call(params, func, args, kwargs)
-    changes = _changes(params)
-    if not changes:
-        return call(bound)
-    tensors = [v for v in bound.values() if isinstance(v, torch.Tensor)]
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return _UnderSettings.apply(changes, call, bound, *tensors)
-    with _under(changes):
-        return call(bound)
+    return run_under(changes(params), lambda **bound: call(bound), (), bound)
 
 
 def synthetic_call(sig: dict, seed: int = 0):

@@ -1,7 +1,11 @@
-"""Subgraph auto-tuning (SGAT): regions -> eager vs torch.compile variants -> measure -> repay rule -> bank.
+"""Subgraph auto-tuning (SGAT): regions -> eager vs torch.compile and thread-count variants -> measure -> repay
+rule -> bank.
 
 ``tune_subgraphs(model, step_or_batch, bank=...)`` finds the regions (tune/regions.py) and, for each
 distinct region signature, times on the region's real inputs (copied from one step):
+
+- eager at every usable core, when torch runs another number of threads (the Schedule mode for a whole
+  region: one switch on entering it, forward and backward; variants.py);
 
 - eager with channels_last inputs (regions with 4-D inputs);
 - ``torch.compile`` in each mode this PyTorch has among default, max-autotune-no-cudagraphs and lite
@@ -42,7 +46,7 @@ from perfsight.tune.bank import Bank, Entry, RepoSummary, kept_mode, settled
 from perfsight.tune.capture import train_step
 from perfsight.tune.measure import EXPECTED_STEPS, Measurement, entry, first_call, measure, outcome, sample
 from perfsight.tune.regions import Region, find_regions
-from perfsight.tune.variants import own_code, tensor_specs, variant_call, variants
+from perfsight.tune.variants import region_runner, tensor_specs, variant_call, variants
 
 
 def _outputs(value) -> list[torch.Tensor]:
@@ -100,7 +104,7 @@ class SgatResult:
     result_ms: float = 0.0
 
 
-def tune_region(region: Region, *, expected_steps: int, modes: list[str] | None = None,
+def tune_region(region: Region, *, expected_steps: int, modes: list[str] | None = None, schedule: bool = True,
                 compiler: Callable = variant_call, timer: Callable[[], int] = time.perf_counter_ns,
                 warmup: int = 3, repeats: int = 15, margin: float = 0.03) -> SubgraphResult:
     """Measure eager and every variant of one region; the winner must repay its compile time."""
@@ -114,8 +118,9 @@ def tune_region(region: Region, *, expected_steps: int, modes: list[str] | None 
         eager = _runner(region.module, region, grad_outs)
     result = SubgraphResult("", region.names, sig, "")
     candidates = []
-    for variant in variants(sig, modes):
-        runner, seconds = first_call(_runner(compiler(own_code(region.module), variant), region, grad_outs), timer)
+    for variant in variants(sig, modes, schedule):
+        runner, seconds = first_call(_runner(region_runner(compiler, region.module, variant, region.module), region,
+                                             grad_outs), timer)
         result.compile_s[variant.name] = seconds if variant.compile else 0.0
         candidates.append((variant.name, variant.mode, variant.params, runner))
     m = measure(eager, candidates, timer=timer, warmup=warmup, repeats=repeats, margin=margin,
@@ -161,10 +166,12 @@ def as_step(model: torch.nn.Module, step_or_batch) -> Callable[[], object]:
 
 def tune_subgraphs(model: torch.nn.Module, step_or_batch, *, bank: Bank, report=None,
                    timer: Callable[[], int] | None = None, repeat: bool = False, expected_steps: int = EXPECTED_STEPS,
-                   modes: list[str] | None = None, compiler: Callable = variant_call, min_share: float = 0.05,
-                   max_share: float = 0.5, warmup: int = 3, repeats: int = 15, margin: float = 0.03) -> SgatResult:
+                   modes: list[str] | None = None, schedule: bool = True, compiler: Callable = variant_call,
+                   min_share: float = 0.05, max_share: float = 0.5, warmup: int = 3, repeats: int = 15,
+                   margin: float = 0.03) -> SgatResult:
     """Tune every region of ``model`` (see the module docstring); ``expected_steps`` is how many steps the
     compile time must be repaid over; ``modes`` limits the compile modes (default: all available);
+    ``schedule`` whether regions may also be tried at another thread count (``variants.variants``);
     ``compiler(fn, variant)`` builds a variant's call (``variant_call``; tests pass a fake)."""
     timer = timer or time.perf_counter_ns
     step = as_step(model, step_or_batch)
@@ -180,7 +187,8 @@ def tune_subgraphs(model: torch.nn.Module, step_or_batch, *, bank: Bank, report=
                 done = SubgraphResult(key, region.names, region.signature, kept_as, kept=before)
             else:
                 try:
-                    done = tune_region(region, expected_steps=expected_steps, modes=modes, compiler=compiler,
+                    done = tune_region(region, expected_steps=expected_steps, modes=modes, schedule=schedule,
+                                       compiler=compiler,
                                        **measuring)
                 except Exception as exc:  # one region failing to tune does not stop the others
                     mode = kept_mode(before)

@@ -1,7 +1,13 @@
-"""The ways to run a region (and an operator's compiled candidate): eager with inputs in a memory format, or
-``torch.compile`` in a mode, with inductor freezing for inference; shared by subgraph tuning (sgat.py), which
-times them, operator tuning (candidates.py), and applying a bank (apply.py), which runs exactly what was
-timed.
+"""The ways to run a region (and an operator's compiled candidate): eager with inputs in a memory format,
+``torch.compile`` in a mode, with inductor freezing for inference, or eager at another intra-op thread
+count; shared by subgraph tuning (sgat.py), which times them, operator tuning (candidates.py), and applying
+a bank (apply.py), which runs exactly what was timed (``region_runner``).
+
+The thread-count variant is the Schedule mode applied to a region: the region's forward and backward run
+at every usable core (``settings.schedule_threads``; offered when torch runs another number of threads),
+switched once on entering the region and back on leaving it, rather than op by op, where each switched op
+pays the switch and wakes the thread team again (``settings.run_under``, the region's parameters its
+leaves).
 
 Every compiled variant compiles a code object of its own (``own_code``: instances of one class otherwise
 share compiled code and the recompile limit), with inductor's ``fallback_random`` (``compile_call``): its
@@ -17,6 +23,8 @@ from typing import Callable, Literal
 
 import torch
 
+from perfsight.tune.settings import changes, run_under, schedule_threads
+
 MODES = ("default", "max-autotune-no-cudagraphs", "lite", "reduce-overhead")
 AS_GIVEN, CHANNELS_LAST = "as_given", "channels_last"
 _codes = count()
@@ -24,20 +32,23 @@ _codes = count()
 
 @dataclass(frozen=True)
 class Variant:
-    """One way to run a region: eager or a ``torch.compile`` mode, an input memory format, freezing."""
+    """One way to run a region: eager or a ``torch.compile`` mode, an input memory format, freezing, the
+    intra-op thread count (None: as the caller runs)."""
 
     name: str
     compile: Literal[MODES] | None = None
     format: Literal[AS_GIVEN, CHANNELS_LAST] = AS_GIVEN
     freezing: bool = False
+    threads: int | None = None
 
     @property
     def params(self) -> dict:
-        return {"compile": self.compile, "format": self.format, "freezing": self.freezing}
+        return {"compile": self.compile, "format": self.format, "freezing": self.freezing,
+                **({"threads": self.threads} if self.threads is not None else {})}
 
     @property
     def mode(self) -> str:
-        return "Compile" if self.compile else "Format"
+        return "Schedule" if self.threads is not None else "Compile" if self.compile else "Format"
 
 
 def available_modes(device: str = "cpu") -> list[str]:
@@ -54,8 +65,9 @@ def tensor_specs(described):
             yield from tensor_specs(value)
 
 
-def variants(sig: dict, modes: list[str] | None = None) -> list[Variant]:
-    """The non-eager-default variants of a region signature."""
+def variants(sig: dict, modes: list[str] | None = None, schedule: bool = True) -> list[Variant]:
+    """The non-eager-default variants of a region signature: ``modes`` the compile modes (None: every one
+    available), ``schedule`` whether the thread-count variant may be offered."""
     specs = list(tensor_specs([sig["inputs"], sig["kwargs"]]))
     device = next((s["device"] for s in specs), "cpu")
     formats = [AS_GIVEN] + ([CHANNELS_LAST] if any(len(s["shape"]) == 4 for s in specs) else [])
@@ -65,6 +77,9 @@ def variants(sig: dict, modes: list[str] | None = None) -> list[Variant]:
     if not sig["train"] and (modes is None or "default" in modes):
         out += [Variant("compile_default+freezing" + ("" if f == AS_GIVEN else f"+{f}"), "default", f, True)
                 for f in formats]
+    threads = schedule_threads(device) if schedule else None
+    if threads is not None:
+        out.append(Variant(f"threads_{threads}", threads=threads))
     return out
 
 
@@ -97,6 +112,20 @@ def variant_call(fn: Callable, variant: Variant) -> Callable:
             return out
         return run(*args, **kwargs)
     return call
+
+
+def region_runner(compiler: Callable, fn: Callable, variant: Variant, module: torch.nn.Module) -> Callable:
+    """What runs a region under ``variant``: ``compiler(own_code(fn), variant)`` (``variant_call``, or a
+    test's fake) at the variant's thread count, forward and backward, ``module``'s parameters its leaves.
+    The tuner times exactly this and ``apply`` runs exactly this."""
+    call = compiler(own_code(fn), variant)
+    if variant.threads is None:
+        return call
+    wanted = {"threads": variant.threads}
+
+    def run(*args, **kwargs):
+        return run_under(changes(wanted), call, args, kwargs, [p for p in module.parameters() if p.requires_grad])
+    return run
 
 
 def own_code(fn: Callable) -> Callable:
