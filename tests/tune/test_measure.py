@@ -57,6 +57,40 @@ def test_no_winner_within_the_noise():
     assert decide(default, [faster]) is faster
 
 
+def test_a_burst_that_slows_both_sides_of_a_round_cancels_out():
+    """Interleaved, a busy moment slows the default and the candidate of the same round: their per-round
+    differences are all 10 us, so the 10 us gain beats no noise + the 3.6 us margin, although each side
+    alone spreads by 40 us. Independent jitter of the same size does not cancel: no winner."""
+    default = Timing("default", {}, "default", [100_000, 140_000] * 4)
+    together = Timing("a", {}, "Impl", [90_000, 130_000] * 4)
+    assert decide(default, [together]) is together
+    apart = Timing("a", {}, "Impl", [130_000, 90_000] * 4)
+    assert decide(default, [apart]) is None
+
+
+def test_an_undecided_measurement_is_timed_on_and_a_clear_one_is_not():
+    """a is 15% faster, but two of the default's first six timed calls catch a busy moment (60 us slower):
+    after 6 rounds a is ahead at the median but within the noise (half the IQR, 22.5 us), so 6 more rounds
+    run; the burst over, the noise is 0 and a wins on 12. b is not ahead at all: it stops at 6 rounds.
+    (More rounds help against bursts; a steady spread stays as wide however long it is timed.)"""
+    clock = Clock()
+    calls = {"default": 0, "a": 0}
+
+    def noisy(name, cost_us, slow_calls):
+        def go():
+            calls[name] += 1
+            clock.now += int((cost_us + (60 if slow_calls(calls[name]) else 0)) * 1000)
+            return (REF,)
+        return go
+    # calls 1 and 2 are the check and the warm-up; timed rounds start at call 3
+    default = noisy("default", 100, lambda n: n in (3, 6))
+    cand = [("a", "Impl", {}, noisy("a", 85, lambda n: False))]
+    m = measure(default, cand, timer=lambda: clock.now, warmup=1, repeats=6)
+    assert len(m.default.samples_ns) == 12 and m.winner is not None and m.winner.name == "a"
+    m, _ = run({"b": 100}, warmup=1, repeats=6)
+    assert len(m.default.samples_ns) == 6 and m.winner is None
+
+
 def test_wrong_output_or_failing_candidate_is_rejected_and_never_timed():
     def broken():
         raise RuntimeError("no kernel")

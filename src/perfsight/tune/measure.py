@@ -10,8 +10,15 @@ This module owns the measuring rules of the tuner:
   within the dtype's tolerance, else it is rejected with the reason. The default and each candidate are
   checked from one random-number state (``from_one_random_state``), so that calls with dropout draw the
   same masks and can be compared;
-- ``decide``: the fastest valid candidate wins only if it beats the default by more than the noise of
-  both plus a minimum margin (3% by default); otherwise there is no winner;
+- ``decide``: the fastest valid candidate wins only if it beats the default by more than the noise plus
+  a minimum margin (3% by default); otherwise there is no winner. The noise (``noise_between``) is half
+  the interquartile range of the per-round differences, since the two were timed in the same rounds: a
+  busy moment of a shared machine slows both sides of a round and cancels out, while independent jitter
+  of either side still counts. ``measure`` decides
+  sequentially: when after ``repeats`` rounds no candidate wins but the fastest is ahead of the default by
+  the margin at the median (undecided: the noise hides what may be a real gain, as on a busy machine),
+  it times ``repeats`` more rounds, up to ``UNDECIDED_ROUNDS`` times as many in all, and decides on all
+  of them;
 - the repay rule, for candidates with a one-off cost (a compile, timed as their first call by
   ``first_call`` and kept out of the samples): such a candidate may win only if what it saves over the
   calls it will serve (calls per step x expected steps) exceeds that cost::
@@ -42,6 +49,8 @@ from perfsight.tune.bank import Entry
 # rtol per dtype; atol is rtol times the reference's largest magnitude (sums reorder across impls)
 _RTOL = {torch.float64: 1e-7, torch.float32: 1e-4, torch.bfloat16: 2e-2, torch.float16: 2e-3}
 EXPECTED_STEPS = 10_000  # the steps a one-off cost is repaid over unless the caller says
+#: an undecided measurement is timed on, up to this many times its ``repeats`` rounds (``measure``)
+UNDECIDED_ROUNDS = 3
 _RAISED = re.compile(r"[A-Za-z_]\w*: ")  # a rejection reason that is an exception (failure_reason), not a mismatch
 
 
@@ -106,7 +115,7 @@ class Measurement:
             return 1 - t.median_us / self.default.median_us if self.default.median_us else 0.0
 
         def beyond(t: Timing) -> str:
-            return f"the noise ({max(self.default.noise_us, t.noise_us):.1f} us) + {self.margin:.0%}"
+            return f"the noise ({noise_between(self.default, t):.1f} us) + {self.margin:.0%}"
 
         best, fastest = self.winner, self.best
         if best is not None:
@@ -271,16 +280,26 @@ def measure(default: Callable, candidates: list[tuple[str, str, dict, Callable]]
     for _ in range(warmup):
         for _t, runner in rotation:
             runner()
-    for _ in range(repeats):
-        for t, runner in rotation:
-            start = timer()
-            runner()
-            t.samples_ns.append(timer() - start)
-    for t in timings:
-        if t.compile_s is not None:
-            t.repays = repays(base, t, calls)
-    winner = decide(base, [t for t in timings if t.repays is not False], margin)
+    for _ in range(UNDECIDED_ROUNDS):
+        for _ in range(repeats):
+            for t, runner in rotation:
+                start = timer()
+                runner()
+                t.samples_ns.append(timer() - start)
+        for t in timings:
+            if t.compile_s is not None:
+                t.repays = repays(base, t, calls)
+        eligible = [t for t in timings if t.repays is not False]
+        winner = decide(base, eligible, margin)
+        if winner is not None or not _ahead(base, eligible, margin):
+            break
     return Measurement(base, timings, winner, torch.get_num_threads(), (load_before, load_average()), margin)
+
+
+def _ahead(default: Timing, candidates: list[Timing], margin: float) -> bool:
+    """Whether the fastest valid candidate beats the default by ``margin`` at the median (noise aside)."""
+    valid = [t.median_us for t in candidates if t.ok and t.samples_ns]
+    return bool(valid and default.samples_ns) and min(valid) < (1 - margin) * default.median_us
 
 
 def repays(default: Timing, candidate: Timing, calls: float) -> bool:
@@ -296,8 +315,18 @@ def decide(default: Timing, candidates: list[Timing], margin: float = 0.03) -> T
         return None
     best = min(valid, key=lambda t: t.median_us)
     gain = default.median_us - best.median_us
-    needed = margin * default.median_us + max(default.noise_us, best.noise_us)
+    needed = margin * default.median_us + noise_between(default, best)
     return best if gain > needed else None
+
+
+def noise_between(default: Timing, t: Timing) -> float:
+    """The noise a gain of ``t`` over ``default`` must beat (us): half the interquartile range of their
+    per-round differences when they were timed in the same rounds (``measure``'s rotation, ``verify.Rounds``),
+    else the larger of their own."""
+    if default.samples_ns and len(default.samples_ns) == len(t.samples_ns):
+        differences = [a - b for a, b in zip(default.samples_ns, t.samples_ns)]
+        return (quantile(differences, 0.75) - quantile(differences, 0.25)) / 2e3
+    return max(default.noise_us, t.noise_us)
 
 
 def entry(key: str, kind: str, signature: dict, m: Measurement, **conditions) -> Entry:

@@ -15,12 +15,16 @@ step:
    both plus ``margin`` (``measure.decide``, the rule every tuning decision uses) and B is at least as fast
    as A in nine rounds of ten (the p10 of the paired ratios A / B >= 1): a winner in the bank runs every
    step, so one that loses in some rounds is not worth keeping. A proposal is thus judged where it will run:
-   beside the winners already kept, switch costs and interactions included.
+   beside the winners already kept, switch costs and interactions included. A trial that is not kept but
+   whose median speed-up is above 1 is undecided rather than lost - on a busy machine a few slow rounds
+   sink the p10 of ten - so it runs ``rounds`` more rounds, up to ``max_rounds`` in all, and is judged on
+   all of them (a sequential test: a clear loss stops at once, a real gain is given the rounds to show).
 3. With two or more kept, a last trial times the default (no winner) against all of them together; if
    they do not win end to end, none is kept: the bank gets no winner for this model, and says why.
 
 Forward rather than backward selection: it measures each proposal in the company it will have, needs one
-trial per proposal (2 x (warmup + rounds) steps each) and never keeps a set it did not time. Every trial's
+trial per proposal (2 x (warmup + rounds) steps each, up to 2 x (warmup + max_rounds)) and never keeps a
+set it did not time. Every trial's
 figures stay with its decision (``Decision``): the step's median without and with the proposal, the
 paired speed-up and its p10-p90. The end-to-end trial is the figure ``perfsight tune --verify`` reports:
 the same ``verify.Rounds`` and ``Verdict``.
@@ -111,11 +115,13 @@ class Ablation:
     rounds: int = 10
     warmup: int = 1
     margin: float = 0.0
+    max_rounds: int | None = None   # None: 3 x rounds
     kept: list[Proposal] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
     end_to_end: Decision | None = None
 
     def __post_init__(self):
+        self._max_rounds = self.max_rounds if self.max_rounds is not None else 3 * self.rounds
         self._queue = sorted(self.proposals, key=lambda p: (-p.expected_us, p.kind, p.key))
         self._trial: _Trial | None = None
         self._final_done = False
@@ -149,6 +155,9 @@ class Ablation:
                             (trial.rounds.load_before, load_average()))
         decision.kept = (decide(decision.without, [decision.with_], self.margin) is not None
                          and quantile(decision.ratios, 0.1) >= 1.0)
+        if not decision.kept and decision.speedup > 1.0 and len(decision.ratios) < self._max_rounds:
+            trial.rounds.extend(min(self.rounds, self._max_rounds - len(decision.ratios)))   # undecided
+            return
         if trial.proposal is None:
             self.end_to_end = decision
             if not decision.kept:
@@ -181,10 +190,11 @@ class Ablation:
 
 def prove(step: Callable[[], object], proposals: Iterable[Proposal],
           under: Callable[[frozenset[str]], AbstractContextManager], *, rounds: int = 10, warmup: int = 1,
-          margin: float = 0.0, timer: Callable[[], int] = time.perf_counter_ns) -> Ablation:
+          margin: float = 0.0, max_rounds: int | None = None,
+          timer: Callable[[], int] = time.perf_counter_ns) -> Ablation:
     """Run ``Ablation`` over ``proposals`` with ``step()`` (one whole training step), each step inside
     ``under(keys)`` (the winners of those proposal keys applied, the others not); return it, done."""
-    ablation = Ablation(list(proposals), rounds, warmup, margin)
+    ablation = Ablation(list(proposals), rounds, warmup, margin, max_rounds)
     while (config := ablation.next_config()) is not None:
         with under(config):
             start = timer()

@@ -7,7 +7,9 @@ This module owns how a model is cut into regions:
   reshapes) are never regions of their own; they are tuned inside a region that contains them;
 - regions: from the root down, a module is split into its children when it is the root or holds more
   than ``max_share`` of the model's FLOPs and has children with FLOPs; otherwise it is a region when it
-  holds at least ``min_share``. Regions never nest; the work outside them stays eager;
+  holds at least ``min_share``. Regions never nest; the work outside them stays eager. With ``whole``,
+  the model itself is a region too (``Region.whole``), around them: what a setting for all of the
+  model's work - its thread count, its inputs' memory format - is tried on, switched once a call;
 - ``region_signature(module, args, kwargs)``: the bank signature of one call, (module class, input
   signature, train/infer) plus the module's train/eval flag and a digest of its structure (``repr``:
   submodules and their hyperparameters), since one class - ``Sequential`` above all - can hold anything.
@@ -32,7 +34,8 @@ from perfsight.tune.candidates import layout_of
 @dataclass
 class Region:
     """One distinct region signature: the instances (module paths) called with it, its calls per step,
-    its share of the model's FLOPs, and the first instance with a copy of its first call's inputs."""
+    its share of the model's FLOPs, and the first instance with a copy of its first call's inputs;
+    ``whole``: the model itself, around the other regions."""
 
     signature: dict
     names: list[str]
@@ -41,6 +44,7 @@ class Region:
     module: torch.nn.Module
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
+    whole: bool = False
 
 
 def _describe(value):
@@ -118,10 +122,14 @@ def _called(children, flops):
 
 
 def find_regions(model: torch.nn.Module, step: Callable[[], object], *, min_share: float = 0.05,
-                 max_share: float = 0.5) -> list[Region]:
-    """Run ``step`` twice (FLOPs, then the regions' calls) and return one Region per distinct signature."""
+                 max_share: float = 0.5, whole: bool = False) -> list[Region]:
+    """Run ``step`` twice (FLOPs, then the regions' calls) and return one Region per distinct signature;
+    with ``whole``, the model's own too (unless it is the one region)."""
     flops = module_flops(model, step)
     names = choose(model, flops, min_share=min_share, max_share=max_share)
+    whole = bool(whole and names and "" not in names)
+    if whole:
+        names.append("")
     modules = dict(model.named_modules())
     total = flops.get("", 0) or 1
     found: dict[str, Region] = {}
@@ -132,7 +140,8 @@ def find_regions(model: torch.nn.Module, step: Callable[[], object], *, min_shar
             text = json.dumps(sig, sort_keys=True)
             region = found.get(text)
             if region is None:
-                region = found[text] = Region(sig, [], 0, 0.0, module, *copied((args, kwargs)))
+                region = found[text] = Region(sig, [], 0, 0.0, module, *copied((args, kwargs)),
+                                              whole=whole and not name)
             region.calls += 1
             if name not in region.names:
                 region.names.append(name)

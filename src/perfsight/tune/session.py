@@ -5,7 +5,8 @@ steps of ``model`` on ``batch`` (or of ``step()``), checks the preconditions, th
 order: ``op`` tunes every tunable operator signature (tune/opat.py), ``subgraph`` every region
 (tune/sgat.py), into the bank and ``aoe_result_opat_*.json`` (one task per stage). ``mode="both"`` runs
 both, by default in the seed's advised order ``order="subgraph,op"``: the operators inside regions that
-got a compiled winner are then not operator-tuned (compiled code does not run them). With
+got a compiled winner are then not operator-tuned (compiled code does not run them), nor those inside a
+region run at another thread count (they would be timed at the caller's). With
 ``order="op,subgraph"`` the regions are tuned against plain eager. ``tune_recorded`` runs the stages
 on steps recorded elsewhere: ``perfsight tune -- python train.py`` records a script's own steps and
 replays its model's forward for the regions (tune/autostart.py).
@@ -46,7 +47,7 @@ from perfsight.tune.env import OPERATOR, SUBGRAPH, TuneSettings
 MODES = {"op": OPERATOR, "subgraph": SUBGRAPH, "both": None}
 ORDERS = ("subgraph,op", "op,subgraph")
 _SGAT_OPTIONS = ("modes", "schedule", "compiler", "min_share", "max_share")  # expected_steps goes to both stages
-_PROOF_OPTIONS = ("proof_rounds", "proof_warmup", "proof_margin")
+_PROOF_OPTIONS = ("proof_rounds", "proof_warmup", "proof_margin", "proof_max_rounds")
 MIN_FREE_DISK = 1 << 30
 MIN_FREE_MEMORY = 512 << 20
 _ITEM_BYTES = {"float64": 8, "int64": 8, "complex64": 8, "float16": 2, "bfloat16": 2, "int16": 2,
@@ -291,9 +292,9 @@ def tune(model=None, batch=None, *, step: Callable[[], object] | None = None, mo
     ``step()`` (``model`` then only names the operators; the subgraph stage needs it). ``measuring``: the
     timing keywords (timer, warmup, repeats, margin), ``expected_steps`` (what a compile must be repaid
     over, both stages), the subgraph stage's (modes, schedule, compiler, min_share, max_share; see
-    ``sgat.tune_subgraphs``) and the in-step proof's (``proof_rounds``, ``proof_warmup``, ``proof_margin``;
-    ``prove.Ablation``). Arguments left None come from the
-    environment (AOE_MODE, TUNE_BANK_PATH, REPEAT_TUNE, ASCEND_WORK_PATH; see tune/env.py)."""
+    ``sgat.tune_subgraphs``) and the in-step proof's (``proof_rounds``, ``proof_warmup``, ``proof_margin``,
+    ``proof_max_rounds``; ``prove.Ablation``). Arguments left None come from the environment (AOE_MODE,
+    TUNE_BANK_PATH, REPEAT_TUNE, ASCEND_WORK_PATH; see tune/env.py)."""
     from perfsight.tune.capture import capture, train_step
     from perfsight.tune.sgat import as_step
 
@@ -327,9 +328,9 @@ def tune_recorded(captured, the_plan: Plan, *, tuning_name: str, model=None, ste
     results: dict[str, TuneResult] = {}
     for stage in the_plan.stages:
         if stage == "op":
-            compiled = tuple(path for s in (results["subgraph"].sgat.subgraphs if "subgraph" in results else ())
-                             if _compiled(the_bank, s.key) for path in s.names)
-            results[stage] = tune_capture(captured, the_plan, the_bank, tuning_name=tuning_name, skip=compiled,
+            settled = tuple(path for s in (results["subgraph"].sgat.subgraphs if "subgraph" in results else ())
+                            if _runs_its_operators_its_way(the_bank, s.key) for path in s.names)
+            results[stage] = tune_capture(captured, the_plan, the_bank, tuning_name=tuning_name, skip=settled,
                                           **measuring)
         else:
             results[stage] = tune_regions(model, step, the_plan, the_bank, tuning_name=tuning_name, **measuring,
@@ -350,8 +351,9 @@ def tune_recorded(captured, the_plan: Plan, *, tuning_name: str, model=None, ste
     return result
 
 
-def _compiled(bank, key: str) -> bool:
-    """Whether the bank's subgraph winner for ``key`` is a compiled variant."""
+def _runs_its_operators_its_way(bank, key: str) -> bool:
+    """Whether the bank's subgraph winner for ``key`` is compiled or sets the thread count, so that its
+    operators are not operator-tuned."""
     entry = bank.get("subgraph", key) if key else None
-    record = entry.winner_record() if entry else None
-    return bool(record and record.get("params", {}).get("compile"))
+    params = (entry.winner_record() or {}).get("params", {}) if entry else {}
+    return bool(params.get("compile") or params.get("threads"))

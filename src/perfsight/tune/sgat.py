@@ -5,7 +5,9 @@ rule -> bank.
 distinct region signature, times on the region's real inputs (copied from one step):
 
 - eager at every usable core, when torch runs another number of threads (the Schedule mode for a whole
-  region: one switch on entering it, forward and backward; variants.py);
+  region: one switch on entering it, forward and backward; variants.py). With ``schedule`` the model
+  itself is a region too (``regions.find_regions(whole=True)``), tried eager only - at that thread count
+  and with channels_last inputs - so that one switch serves all of its forward and backward (CPU);
 
 - eager with channels_last inputs (regions with 4-D inputs);
 - ``torch.compile`` in each mode this PyTorch has among default, max-autotune-no-cudagraphs and lite
@@ -46,6 +48,7 @@ from perfsight.tune.bank import Bank, Entry, RepoSummary, kept_mode, settled
 from perfsight.tune.capture import train_step
 from perfsight.tune.measure import EXPECTED_STEPS, Measurement, entry, first_call, measure, outcome, sample
 from perfsight.tune.regions import Region, find_regions
+from perfsight.tune.settings import schedule_threads
 from perfsight.tune.variants import region_runner, tensor_specs, variant_call, variants
 
 
@@ -179,7 +182,8 @@ def tune_subgraphs(model: torch.nn.Module, step_or_batch, *, bank: Bank, report=
     measuring = {"timer": timer, "warmup": warmup, "repeats": repeats, "margin": margin}
     with preserved(model):
         result.baseline_ms = result.result_ms = _step_ms(step, timer, warmup, repeats)
-        for region in find_regions(model, step, min_share=min_share, max_share=max_share):
+        whole = schedule and schedule_threads() is not None
+        for region in find_regions(model, step, min_share=min_share, max_share=max_share, whole=whole):
             key = bank.key("subgraph", region.signature)
             before = bank.get("subgraph", key)
             kept_as = None if repeat else settled(before)
@@ -187,9 +191,8 @@ def tune_subgraphs(model: torch.nn.Module, step_or_batch, *, bank: Bank, report=
                 done = SubgraphResult(key, region.names, region.signature, kept_as, kept=before)
             else:
                 try:
-                    done = tune_region(region, expected_steps=expected_steps, modes=modes, schedule=schedule,
-                                       compiler=compiler,
-                                       **measuring)
+                    done = tune_region(region, expected_steps=expected_steps, modes=[] if region.whole else modes,
+                                       schedule=schedule, compiler=compiler, **measuring)
                 except Exception as exc:  # one region failing to tune does not stop the others
                     mode = kept_mode(before)
                     result.subgraphs.append(SubgraphResult(key, region.names, region.signature, mode,
