@@ -9,11 +9,12 @@ The models (tiny, for a 2-core CPU; sizes are flags):
                  (F.scaled_dot_product_attention) and an MLP (linear, GELU, linear), linear head; synthetic
                  tokens
 
-For each model: one training step (zero_grad, forward, cross-entropy, backward, SGD step) is tuned with
-``perfsight.tune.tune`` (``--mode``, default both: subgraph tuning, then operator tuning, the seed's order;
-``--compile-modes`` limits the torch.compile modes tried per region) into a fresh temporary bank. The
-tuning time is the wall time of that call: capture, every region and operator candidate (compiles
-included), bank and result files. Then ``perfsight.tune.verify.verify`` times whole training steps with
+For each model and each of ``--modes`` (op, subgraph, both; default both: subgraph tuning, then operator
+tuning, the seed's order): one training step (zero_grad, forward, cross-entropy, backward, SGD step) is
+tuned with ``perfsight.tune.tune`` (``--compile-modes`` limits the torch.compile modes tried per region)
+into a fresh temporary bank. The tuning time is the wall time of that call: capture, every region and
+operator candidate (compiles included), the in-step proof of the winners (reported apart too, with each
+proposed winner's trial), bank and result files. Then ``perfsight.tune.verify.verify`` times whole training steps with
 and without the bank (operator winners and, on the model, subgraph winners), interleaved, torch pinned to
 1 thread. Reported: the untuned and tuned step medians with p10-p90, the speed-up (untuned median over
 tuned median) with the p10-p90 of the per-round paired ratios, the verdict (a win only when the gain beats
@@ -23,6 +24,7 @@ speed-up") measures what running under the bank costs by itself with no winner a
     PYTHONPATH=src python bench/tune_models.py                       # the table (~1 min)
     PYTHONPATH=src python bench/tune_models.py --markdown            # the bench/RESULTS.md section
     PYTHONPATH=src python bench/tune_models.py --append bench/RESULTS.md
+    PYTHONPATH=src python bench/tune_models.py --modes op,subgraph,both --rounds 40 --warmup 3 --markdown
     PYTHONPATH=src python bench/tune_models.py --tiny --rounds 2     # smoke run
 
 This is a benchmark, not a test: nothing here asserts on a time.
@@ -40,7 +42,7 @@ import torch.nn.functional as F
 from collect_overhead import machine_facts  # bench/ scripts import their siblings
 from stats import load_average
 
-TITLE = "## Tuning two bundled models (issue 6)"
+TITLE = "## Tuning two bundled models, winners proven in the training step (issues 6, 20)"
 
 
 class SeparableBlock(torch.nn.Module):
@@ -124,27 +126,35 @@ def run(args) -> list[dict]:
 
     torch.set_num_threads(1)
     rows = []
-    for name, (description, model, inputs, labels) in models(args.tiny).items():
-        step = training_step(model, inputs, labels)
-        with tempfile.TemporaryDirectory(prefix="perfsight_tune_bench_") as tmp:
-            start = time.perf_counter()
-            result = perfsight.tune.tune(model, step=step, mode=args.mode, bank=Path(tmp) / "bank",
-                                         result_dir=Path(tmp) / "out", warmup=args.tune_warmup,
-                                         repeats=args.tune_repeats, modes=args.compile_modes)
-            tuning_s = time.perf_counter() - start
-            verdict = verify(step, bank=Path(tmp) / "bank", model=model, rounds=args.rounds, warmup=args.warmup,
-                             threads=1)
-            empty = verify(step, bank=Path(tmp) / "empty", model=model, rounds=args.rounds, warmup=args.warmup,
-                           threads=1)
-        stages = result.stages
-        rows.append({"model": name, "description": description, "tuning_s": tuning_s,
-                     "summaries": {stage: r.repo_summary for stage, r in stages.items()},
-                     "winners": {f"{where} ({stage})": w
-                                 for stage, r in stages.items() for where, w in r.winners.items()},
-                     "verdict": verdict, "empty": empty})
-        if not args.quiet:
-            print(f"{name}: {verdict}\n{name}, empty bank: {empty}", file=sys.stderr)
+    for mode in args.modes:
+        for name, (description, model, inputs, labels) in models(args.tiny).items():
+            step = training_step(model, inputs, labels)
+            with tempfile.TemporaryDirectory(prefix="perfsight_tune_bench_") as tmp:
+                start = time.perf_counter()
+                result = perfsight.tune.tune(model, step=step, mode=mode, bank=Path(tmp) / "bank",
+                                             result_dir=Path(tmp) / "out", warmup=args.tune_warmup,
+                                             repeats=args.tune_repeats, modes=args.compile_modes)
+                tuning_s = time.perf_counter() - start
+                verdict = verify(step, bank=Path(tmp) / "bank", model=model, rounds=args.rounds,
+                                 warmup=args.warmup, threads=1)
+                empty = verify(step, bank=Path(tmp) / "empty", model=model, rounds=args.rounds,
+                               warmup=args.warmup, threads=1)
+            stages = result.stages
+            rows.append({"model": name, "mode": mode, "description": description, "tuning_s": tuning_s,
+                         "proof_s": result.proof.seconds if result.proof is not None else 0.0,
+                         "trials": _trials(result), "summaries": {stage: r.repo_summary for stage, r in stages.items()},
+                         "winners": {f"{where} ({stage})": w
+                                     for stage, r in stages.items() for where, w in r.winners.items()},
+                         "verdict": verdict, "empty": empty})
+            if not args.quiet:
+                print(f"{name}, {mode}: {verdict}\n{name}, {mode}, empty bank: {empty}", file=sys.stderr)
     return rows
+
+
+def _trials(result) -> list[dict]:
+    """Each winner a stage proposed and its in-step trial: the result rows that carry one (``in_step``)."""
+    return [{"stage": stage, "where": row["where"], "winner": row["winner"], **row["in_step"]}
+            for stage, r in result.stages.items() for row in r.rows if row.get("in_step")]
 
 
 def _ms(timing) -> tuple[str, str]:
@@ -155,37 +165,54 @@ def _ms(timing) -> tuple[str, str]:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| model | tuning s | tuned (per stage) | untuned ms/step | p10-p90 | tuned ms/step | p10-p90 | speed-up "
-             "[p10-p90 paired] | verdict | empty bank speed-up [p10-p90] | winners in the bank |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"]
+    lines = ["| model | mode | tuning s | of which in-step proof s | tuned (per stage) | untuned ms/step | p10-p90 | "
+             "tuned ms/step | p10-p90 | speed-up [p10-p90 paired] | verdict | empty bank speed-up [p10-p90] | "
+             "winners in the bank |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"]
     for row in rows:
         v, empty = row["verdict"], row["empty"]
         low, high = v.speedup_range
         e_low, e_high = empty.speedup_range
         winners = ", ".join(f"{op}: {w}" for op, w in sorted(row["winners"].items())) or "none"
         tuned = " + ".join(str(summary["total_num"]) for summary in row["summaries"].values())
-        lines.append(f"| {row['model']} | {row['tuning_s']:.1f} | {tuned} | "
+        lines.append(f"| {row['model']} | {row['mode']} | {row['tuning_s']:.1f} | {row['proof_s']:.1f} | {tuned} | "
                      f"{' | '.join(_ms(v.untuned))} | {' | '.join(_ms(v.tuned))} | {v.speedup:.3f}x "
                      f"[{low:.3f}, {high:.3f}] | {v.verdict} | {empty.speedup:.3f}x [{e_low:.3f}, {e_high:.3f}] | "
                      f"{winners} |")
     return "\n".join(lines)
 
 
+def trials_table(rows: list[dict]) -> str:
+    """Every winner a stage proposed, and what the training step said of it."""
+    lines = ["| model | mode | stage: where | winner | default -> alone us/call | step without -> with ms | "
+             "in the step [p10-p90 paired] | rounds | decision |",
+             "|---|---|---|---|---:|---:|---:|---:|---|"]
+    for row in rows:
+        for t in row["trials"]:
+            lines.append(f"| {row['model']} | {row['mode']} | {t['stage']}: {t['where']} | {t['winner']} | "
+                         f"{t['default_us']:,.0f} -> {t['best_alone_us']:,.0f} | {t['step_without_us'] / 1e3:.2f} -> "
+                         f"{t['step_with_us'] / 1e3:.2f} | {t['speedup']:.3f}x [{t['speedup_p10']:.3f}, "
+                         f"{t['speedup_p90']:.3f}] | {t['rounds']} | {t['decision']} |")
+    return "\n".join(lines) if len(lines) > 2 else "No stage proposed a winner."
+
+
 def markdown(rows: list[dict], args, load_before: str, wall_s: float) -> str:
     facts = machine_facts(1)
     models_text = "\n".join(f"- `{row['model']}`: {row['description']}" for row in rows)
-    summaries = "; ".join(f"{row['model']} {stage}: " + ", ".join(f"{k}={v}" for k, v in summary.items())
+    summaries = "; ".join(f"{row['model']} ({row['mode']}) {stage}: "
+                          + ", ".join(f"{k}={v}" for k, v in summary.items())
                           for row in rows for stage, summary in row["summaries"].items())
-    applied = "; ".join(f"{row['model']}: " + (", ".join(f"{n} x{c}" for n, c in sorted(row["verdict"].applied.items()))
-                                               or "none") for row in rows)
+    applied = "; ".join(f"{row['model']} ({row['mode']}): "
+                        + (", ".join(f"{n} x{c}" for n, c in sorted(row["verdict"].applied.items())) or "none")
+                        for row in rows)
     command = "PYTHONPATH=src python bench/tune_models.py " + " ".join(args.argv_shown)
-    stage_order = ", subgraph first" if args.mode == "both" else ""
+    stage_order = " (both: subgraph first)" if "both" in args.modes else ""
     return "\n".join([
         TITLE,
         "",
-        f"Tuning (`perfsight.tune.tune`, mode {args.mode}{stage_order}; torch.compile modes tried per region: "
-        f"{', '.join(args.compile_modes)}) of one training step (zero_grad, forward, cross-entropy, backward, SGD "
-        f"step) of two bundled models, each into a fresh temporary bank, then the end-to-end check "
+        f"Tuning (`perfsight.tune.tune`, modes {', '.join(args.modes)}{stage_order}; torch.compile modes tried "
+        f"per region: {', '.join(args.compile_modes)}) of one training step (zero_grad, forward, cross-entropy, "
+        f"backward, SGD step) of two bundled models, each into a fresh temporary bank, then the end-to-end check "
         f"(`perfsight.tune.verify.verify` with the model): whole training steps with and without the bank's "
         f"operator and subgraph winners, {args.rounds} interleaved rounds (the first side alternating) after "
         f"{args.warmup} warm-up round(s), torch pinned to 1 thread. Produced by `bench/tune_models.py`; a "
@@ -194,8 +221,10 @@ def markdown(rows: list[dict], args, load_before: str, wall_s: float) -> str:
         models_text,
         "",
         f"*tuning s* is the wall time of `perfsight.tune.tune` (capture of 2 steps, every candidate of every region "
-        f"and operator signature timed {args.tune_repeats} times after {args.tune_warmup} warm-up run(s), compiles "
-        f"included, bank, result files); *tuned (per stage)* the total_num of each stage, in the order they ran. "
+        f"and operator signature timed {args.tune_repeats} times after {args.tune_warmup} warm-up run(s) - up to 3x "
+        f"as many when undecided - compiles included, the in-step proof of the winners, bank, result files); *of "
+        f"which in-step proof s* the time the proof added; *tuned (per stage)* the total_num of each stage, in the "
+        f"order they ran. "
         f"The speed-up is the untuned median over the tuned median, with the p10-p90 of the per-round paired "
         f"ratios; the bank \"wins end to end\" only when the tuned median beats the untuned one by more than the "
         f"noise of both (half their IQR), the tuner's own rule. *empty bank speed-up* is the same check against "
@@ -203,6 +232,12 @@ def markdown(rows: list[dict], args, load_before: str, wall_s: float) -> str:
         f"patches only the functions the bank has winners for).",
         "",
         table(rows),
+        "",
+        "The winners each stage proposed and their trials in the training step (tune/prove.py: the step "
+        "with the winners kept before it, against the same plus the proposal; 10 interleaved rounds, up to 30 "
+        "when undecided; kept when faster beyond the noise and at the p10 of the paired rounds):",
+        "",
+        trials_table(rows),
         "",
         f"repo_summary: {summaries}. Winner calls applied during the timed and warm-up tuned steps: {applied}.",
         "",
@@ -217,14 +252,23 @@ def markdown(rows: list[dict], args, load_before: str, wall_s: float) -> str:
     ])
 
 
+def _modes(text: str) -> list[str]:
+    modes = text.split(",")
+    wrong = [m for m in modes if m not in ("op", "subgraph", "both")]
+    if wrong:
+        raise argparse.ArgumentTypeError(f"{', '.join(wrong)}: allowed are op, subgraph, both")
+    return modes
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=100, help="timed interleaved rounds of verify (default 100)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed rounds before them (default 5)")
     parser.add_argument("--tune-repeats", type=int, default=15, help="timed repeats per candidate (default 15)")
     parser.add_argument("--tune-warmup", type=int, default=3, help="warm-up runs per candidate (default 3)")
-    parser.add_argument("--mode", choices=("op", "subgraph", "both"), default="both",
-                        help="what to tune (default both: subgraphs, then operators)")
+    parser.add_argument("--modes", type=_modes, default=["both"],
+                        help="what to tune, comma-separated of op, subgraph, both (default both: subgraphs, then "
+                             "operators)")
     parser.add_argument("--compile-modes", type=lambda text: text.split(","), default=["default", "lite"],
                         help="torch.compile modes tried per region, comma-separated (default default,lite)")
     parser.add_argument("--tiny", action="store_true", help="tiny models (smoke runs)")

@@ -30,22 +30,25 @@ def _run(*args, cwd):
 def test_markdown_section_has_both_models_and_is_appended(tmp_path):
     results = tmp_path / "RESULTS.md"
     results.write_text("# earlier\n")
-    out = _run("--markdown", "--append", str(results), cwd=tmp_path)
-    assert out.startswith("## Tuning two bundled models (issue 6)\n")
-    assert "mode both, subgraph first; torch.compile modes tried per region: lite" in out
-    table = out[out.index("| model | tuning s"):].split("\n\n")[0].splitlines()
+    out = _run("--markdown", "--append", str(results), "--modes", "op,both", cwd=tmp_path)
+    assert out.startswith("## Tuning two bundled models, winners proven in the training step (issues 6, 20)\n")
+    assert "modes op, both (both: subgraph first); torch.compile modes tried per region: lite" in out
+    table = out[out.index("| model | mode | tuning s"):].split("\n\n")[0].splitlines()
     rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in table[2:]]
-    assert [row[0] for row in rows] == ["cnn", "transformer"]
+    assert [row[:2] for row in rows] == [["cnn", "op"], ["transformer", "op"], ["cnn", "both"],
+                                         ["transformer", "both"]]
     for row in rows:
-        assert float(row[1]) >= 0                              # tuning time (tiny here: may print 0.0)
-        subgraphs, operators = map(int, row[2].split(" + "))   # tuned per stage, subgraph stage first
-        assert subgraphs >= 0 and operators > 0
-        assert float(row[3]) > 0 and float(row[5]) > 0         # untuned and tuned ms/step
-        speedup = float(row[7].split("x")[0])
-        low, high = ratio_bounds(float(row[3]), float(row[5]))  # untuned over tuned median, as printed
+        assert 0 <= float(row[3]) <= float(row[2])             # the in-step proof is part of the tuning time
+        stages = list(map(int, row[4].split(" + ")))            # tuned per stage, subgraph stage first
+        assert len(stages) == (2 if row[1] == "both" else 1) and stages[-1] > 0
+        assert float(row[5]) > 0 and float(row[7]) > 0         # untuned and tuned ms/step
+        speedup = float(row[9].split("x")[0])
+        low, high = ratio_bounds(float(row[5]), float(row[7]))  # untuned over tuned median, as printed
         assert low - 0.0005 <= speedup <= high + 0.0005
-        assert row[8] == "does not win end to end" or speedup > 1
-        assert row[9].endswith("]") and float(row[9].split("x")[0]) > 0   # the empty bank's speed-up
+        assert row[10] == "does not win end to end" or speedup > 1
+        assert row[11].endswith("]") and float(row[11].split("x")[0]) > 0   # the empty bank's speed-up
+    trials = out[out.index("their trials in the training step"):].split("\n\n")[1]
+    assert trials == "No stage proposed a winner." or trials.startswith("| model | mode | stage: where | winner |")
     assert "PYTHONPATH=src python bench/tune_models.py --tiny --rounds 2" in out
     assert "Load average (1, 5, 15 min) before / after" in out
     assert results.read_text() == "# earlier\n\n" + out.rstrip("\n") + "\n"

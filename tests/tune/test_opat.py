@@ -78,7 +78,7 @@ def test_a_small_real_run(tmp_path):
     assert not any(o.error for o in result.operators)
     for o in result.operators:
         m = o.measurement
-        assert m.default.median_us > 0 and len(m.default.samples_ns) == 5
+        assert m.default.median_us > 0 and len(m.default.samples_ns) in (5, 10, 15)  # more rounds when undecided
         assert o.update_mode == ("add" if m.winner else "unsatisfied")
         if m.winner:  # a winner is valid and beyond noise + margin
             assert m.winner.ok and m.winner.median_us < m.default.median_us * 0.97

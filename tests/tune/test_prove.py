@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from perfsight.tune.prove import KEPT, REJECTED, Ablation, Proposal, prove
+from perfsight.tune.measure import KEPT, REJECTED
+from perfsight.tune.prove import Ablation, Proposal, prove
 
 JITTER_NS = itertools.cycle([0, 1000, -1000, 500, -500])
 
@@ -171,11 +172,40 @@ def test_the_session_writes_only_the_winners_the_step_proves(tmp_path, monkeypat
     assert entry.rejected["in_step"]["decision"] == "rejected"
     assert result.repo_summary["repo_add_num"] == 2 and result.repo_summary["repo_unsatisfied_num"] >= 1
     assert loser.op_name not in result.winners and len([w for w in result.winners if "linear" in w]) == 2
+    rows = {r["where"]: r for r in result.rows}     # the result's rows: the bank's winner, the trial beside it
+    assert rows[loser.op_name]["winner"] is None and rows[loser.op_name]["best"] == "pretransposed_weight"
+    assert all(rows[where]["winner"] == "pretransposed_weight" and rows[where]["in_step"]["decision"] == "kept"
+               for where in result.winners if "linear" in where)
     [task] = json.loads(result.report.read_text()).values()
     proof = task[-1]["perfsight_in_step"]
     assert {s["decision"] for s in proof["signatures"]} == {"kept", "rejected"}
     assert proof["end_to_end"]["wins"] and proof["end_to_end"]["untuned_ms"]["median"] == 1.0
     assert loser.op_name not in {r["op_name"] for r in task[1]["OPAT"]["repo_modified_operators"]}
+
+    # the CLI's table: per signature the default and best-alone times, the bank's winner, the trial's figures
+    from rich.console import Console
+
+    from perfsight.tune.autostart import proof_status
+    from perfsight.views.terminal import print_tuning
+
+    console = Console(record=True, width=100)
+    print_tuning({"report": str(result.report), "bank": str(result.bank), "stages": {"op": {
+        "repo_summary": result.repo_summary, "winners": result.winners, "rows": result.rows,
+        "verdict": result.verdict}}, "proof": proof_status(result.proof, result.bank)}, console)
+    shown = console.export_text()
+    assert all(len(line) <= 100 for line in shown.splitlines() if line[:1] in "┏┃┡│└")
+    trials = shown[shown.index("operator tuning (OPAT): 3 winner(s) tried in the training step"):].splitlines()
+    cells = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]] + [
+             c.strip() for c in next_line.split("│")[2:-1]]
+             for line, next_line in zip(trials, trials[1:]) if line.startswith("│ ") and "/linear" in line}
+    trial = loser.in_step
+    assert cells[loser.op_name] == [
+        "pretransposed_weight", f"{trial['step_without_us'] / 1e3:.2f} -> {trial['step_with_us'] / 1e3:.2f}",
+        f"{trial['speedup']:.3f}x", "4", "rejected",
+        "", "", f"[{trial['speedup_p10']:.3f}-{trial['speedup_p90']:.3f}]", "", ""]
+    assert sorted(c[4] for c in cells.values()) == ["kept", "kept", "rejected"]
+    shown = " ".join(shown.split())
+    assert "perfsight: in the step: 2 winner(s) kept, 1 rejected; the tuning bank wins end to end" in shown
 
     # tuned again without REPEAT_TUNE: the rejected winner's record is its answer, it is not re-tuned
     again = perfsight.tune.tune(model, step=step, mode="op", bank=tmp_path / "bank", result_dir=tmp_path / "out",

@@ -51,6 +51,8 @@ _RTOL = {torch.float64: 1e-7, torch.float32: 1e-4, torch.bfloat16: 2e-2, torch.f
 EXPECTED_STEPS = 10_000  # the steps a one-off cost is repaid over unless the caller says
 #: an undecided measurement is timed on, up to this many times its ``repeats`` rounds (``measure``)
 UNDECIDED_ROUNDS = 3
+#: the decisions on a winner tried in the training step (tune/prove.py)
+KEPT, REJECTED = "kept", "rejected"
 _RAISED = re.compile(r"[A-Za-z_]\w*: ")  # a rejection reason that is an exception (failure_reason), not a mismatch
 
 
@@ -153,19 +155,21 @@ class Measurement:
 
 
 def outcome(where: str, what: str, m: Measurement | None, update_mode: str, *, kept: Entry | None = None,
-            error: str = "") -> dict:
+            error: str = "", in_step: dict | None = None) -> dict:
     """One tuned signature as a row of the tuning result (plain JSON): ``where`` it is called (op_name or
     region paths), ``what`` it is (op and shapes), the default's and the best candidate's median times
-    (us), the best candidate, the winner (or None), the update mode and why. ``kept``: the bank entry a
-    signature was not re-tuned over (REPEAT_TUNE off: its winner, or the winner the training step rejected);
-    ``error``: why its tuning failed."""
+    (us), the best candidate, the winner the bank holds (or None), the update mode, why, and ``in_step``,
+    its winner's trial in the training step (``prove.Decision.as_dict``; a winner it rejected is no
+    winner). ``kept``: the bank entry a signature was not re-tuned over (REPEAT_TUNE off: its winner, or
+    the winner the training step rejected); ``error``: why its tuning failed."""
     row = {"where": where, "what": what, "update_mode": update_mode, "default_us": None, "best_us": None,
-           "best": None, "winner": None}
+           "best": None, "winner": None, "in_step": in_step}
     if error:
         return {**row, "why": f"tuning failed: {error}"}
     if m is not None:
         best = m.best
-        return {**row, "default_us": round(m.default.median_us, 3), "winner": m.winner.name if m.winner else None,
+        winner = m.winner.name if m.winner and (in_step is None or in_step["decision"] == KEPT) else None
+        return {**row, "default_us": round(m.default.median_us, 3), "winner": winner,
                 "best_us": round(best.median_us, 3) if best else None, "best": best.name if best else None,
                 "why": m.why()}
     if kept.rejected:

@@ -43,8 +43,8 @@ class OperatorResult:
         """This signature as a row of the tuning result (``measure.outcome``)."""
         tensors = self.signature["tensors"].values()
         what = " ".join([self.signature["op"], *("x".join(map(str, t["shape"])) for t in tensors)])
-        return {**outcome(self.op_name, what + (" train" if self.signature["train"] else ""), self.measurement,
-                          self.update_mode, kept=self.kept, error=self.error), "in_step": self.in_step}
+        return outcome(self.op_name, what + (" train" if self.signature["train"] else ""), self.measurement,
+                       self.update_mode, kept=self.kept, error=self.error, in_step=self.in_step)
 
 
 @dataclass

@@ -24,7 +24,8 @@ import torch
 
 from perfsight.tune.apply import TunedMode, apply_subgraphs
 from perfsight.tune.bank import StagedBank
-from perfsight.tune.prove import KEPT, Ablation, Proposal, prove
+from perfsight.tune.measure import KEPT
+from perfsight.tune.prove import Ablation, Proposal, prove
 from perfsight.tune.sgat import preserved
 
 #: the update modes of a strategy found now, which must be proven in the step before it is written

@@ -42,10 +42,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfsight.tune.measure import Timing, decide, load_average, quantile
+from perfsight.tune.measure import KEPT, REJECTED, Timing, decide, load_average, quantile
 from perfsight.tune.verify import Rounds, Verdict
-
-KEPT, REJECTED = "kept", "rejected"
 
 
 @dataclass(frozen=True)
@@ -119,6 +117,7 @@ class Ablation:
     kept: list[Proposal] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
     end_to_end: Decision | None = None
+    seconds: float = 0.0   # the wall time of its trials (``prove``)
 
     def __post_init__(self):
         self._max_rounds = self.max_rounds if self.max_rounds is not None else 3 * self.rounds
@@ -195,9 +194,11 @@ def prove(step: Callable[[], object], proposals: Iterable[Proposal],
     """Run ``Ablation`` over ``proposals`` with ``step()`` (one whole training step), each step inside
     ``under(keys)`` (the winners of those proposal keys applied, the others not); return it, done."""
     ablation = Ablation(list(proposals), rounds, warmup, margin, max_rounds)
+    began = time.perf_counter()
     while (config := ablation.next_config()) is not None:
         with under(config):
             start = timer()
             step()
             ablation.record(timer() - start)
+    ablation.seconds = time.perf_counter() - began
     return ablation

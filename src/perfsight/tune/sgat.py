@@ -95,8 +95,8 @@ class SubgraphResult:
         shapes = ("x".join(map(str, spec["shape"])) for spec in tensor_specs([sig["inputs"], sig["kwargs"]]))
         what = " ".join([sig["region"].rsplit(".", 1)[-1], *shapes]) + (" train" if sig["train"] else "")
         where = ",".join(name or "(the model)" for name in self.names)
-        return {**outcome(where, what, self.measurement, self.update_mode, kept=self.kept, error=self.error),
-                "in_step": self.in_step}
+        return outcome(where, what, self.measurement, self.update_mode, kept=self.kept, error=self.error,
+                       in_step=self.in_step)
 
 
 @dataclass

@@ -469,9 +469,10 @@ def _us(value) -> str:
 def print_tuning(status: dict, console: Console | None = None) -> None:
     """``perfsight tune``'s outcome (on stderr: the script owns stdout): the result file and the bank, then
     per stage a table of every signature - where it is called and what it is, the default's and the best
-    candidate's median times, the winner, why (and its trial in the step: the step without and with it,
-    kept or rejected) - what came out, and the seed's repo_summary counters; then the winners kept in the step
-    and the end-to-end figure they were kept on."""
+    candidate's median times alone, the winner the bank holds, why - and a table of the winners it tried in
+    the training step (the step's median without and with each, the paired speed-up and its p10-p90, the
+    rounds, kept or rejected), what came out, and the seed's repo_summary counters; then the winners kept in
+    the step and the end-to-end figure they were kept on."""
     console = console or Console(stderr=True, width=None if sys.stderr.isatty() else TUNE_WIDTH)
     console.print(f"perfsight: tuning result in {escape(status['report'])}", soft_wrap=True)
     console.print(f"perfsight: tuning bank {escape(status['bank'])}", soft_wrap=True)
@@ -479,14 +480,16 @@ def print_tuning(status: dict, console: Console | None = None) -> None:
         table = Table(title=f"{TUNE_STAGES[stage]}: {len(done['rows'])} signatures", title_justify="left")
         table.add_column("signature (where, what)", no_wrap=True)
         table.add_column("default us", justify="right")
-        table.add_column("best us", justify="right")
+        table.add_column("best us\n(alone)", justify="right")
         table.add_column("winner", no_wrap=True)
         table.add_column("why", ratio=1)
         for row in done["rows"]:
-            table.add_row(f"{escape(_short(row['where'], 30))}\n[dim]{escape(_short(row['what'], 30))}[/dim]",
-                          _us(row["default_us"]), _us(row["best_us"]), escape(_short(row["winner"] or "-", 20)),
-                          escape(row["why"] + _in_step(row.get("in_step"))))
+            table.add_row(_signature(row), _us(row["default_us"]), _us(row["best_us"]),
+                          escape(_short(row["winner"] or "-", 20)), escape(row["why"]))
         console.print(table)
+        tried = [row for row in done["rows"] if row.get("in_step")]
+        if tried:
+            console.print(_in_step_table(TUNE_STAGES[stage], tried))
         summary = ", ".join(f"{k}={v}" for k, v in done["repo_summary"].items())
         winners = ", ".join(f"{where or '(the model)'}={name}" for where, name in done["winners"].items())
         console.print(f"perfsight: {TUNE_STAGES[stage]}: {escape(done['verdict'])}", soft_wrap=True)
@@ -498,12 +501,26 @@ def print_tuning(status: dict, console: Console | None = None) -> None:
                       f"{escape(proof['text'])}", soft_wrap=True)
 
 
-def _in_step(figures: dict | None) -> str:
-    """A winner's in-step trial, to follow its why: the step's median without and with it and the decision."""
-    if not figures:
-        return ""
-    return (f"; in the step {figures['decision']}: {figures['step_without_us'] / 1e3:.3f} -> "
-            f"{figures['step_with_us'] / 1e3:.3f} ms")
+def _signature(row: dict) -> str:
+    return f"{escape(_short(row['where'], 30))}\n[dim]{escape(_short(row['what'], 30))}[/dim]"
+
+
+def _in_step_table(stage: str, rows: list[dict]) -> Table:
+    """The winners a stage proposed, as the training step judged them (``prove.Decision.as_dict``)."""
+    table = Table(title=f"{stage}: {len(rows)} winner(s) tried in the training step", title_justify="left")
+    table.add_column("where", no_wrap=True, overflow="ellipsis")
+    table.add_column("winner", no_wrap=True, overflow="ellipsis")
+    table.add_column("step ms\nwithout -> with", justify="right", no_wrap=True)
+    table.add_column("speed-up\n[p10-p90]", justify="right", no_wrap=True)
+    table.add_column("rounds", justify="right", no_wrap=True)
+    table.add_column("decision")
+    for row in rows:
+        trial = row["in_step"]
+        table.add_row(escape(row["where"]), escape(row["best"] or "-"),
+                      f"{trial['step_without_us'] / 1e3:.2f} -> {trial['step_with_us'] / 1e3:.2f}",
+                      f"{trial['speedup']:.3f}x\n[{trial['speedup_p10']:.3f}-{trial['speedup_p90']:.3f}]",
+                      str(trial["rounds"]), escape(trial["decision"]))
+    return table
 
 
 def print_cluster_report(report, console: Console | None = None) -> None:
