@@ -143,7 +143,7 @@ def run(args) -> list[dict]:
             rows.append({"model": name, "mode": mode, "description": description, "tuning_s": tuning_s,
                          "proof_s": result.proof.seconds if result.proof is not None else 0.0,
                          "trials": _trials(result), "summaries": {stage: r.repo_summary for stage, r in stages.items()},
-                         "winners": {f"{where} ({stage})": w
+                         "winners": {f"{where or '(the model)'} ({stage})": w
                                      for stage, r in stages.items() for where, w in r.winners.items()},
                          "verdict": verdict, "empty": empty})
             if not args.quiet:
@@ -153,7 +153,7 @@ def run(args) -> list[dict]:
 
 def _trials(result) -> list[dict]:
     """Each winner a stage proposed and its in-step trial: the result rows that carry one (``in_step``)."""
-    return [{"stage": stage, "where": row["where"], "winner": row["winner"], **row["in_step"]}
+    return [{"stage": stage, "where": row["where"], "winner": row["best"], **row["in_step"]}
             for stage, r in result.stages.items() for row in r.rows if row.get("in_step")]
 
 
@@ -234,7 +234,7 @@ def markdown(rows: list[dict], args, load_before: str, wall_s: float) -> str:
         table(rows),
         "",
         "The winners each stage proposed and their trials in the training step (tune/prove.py: the step "
-        "with the winners kept before it, against the same plus the proposal; 10 interleaved rounds, up to 30 "
+        "with the winners kept before it, against the same plus the proposal; 20 interleaved rounds, up to 60 "
         "when undecided; kept when faster beyond the noise and at the p10 of the paired rounds):",
         "",
         trials_table(rows),

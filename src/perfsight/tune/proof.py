@@ -25,7 +25,7 @@ import torch
 from perfsight.tune.apply import TunedMode, apply_subgraphs
 from perfsight.tune.bank import StagedBank
 from perfsight.tune.measure import KEPT
-from perfsight.tune.prove import Ablation, Proposal, prove
+from perfsight.tune.prove import PROOF_ROUNDS, PROOF_WARMUP, Ablation, Proposal, prove
 from perfsight.tune.sgat import preserved
 
 #: the update modes of a strategy found now, which must be proven in the step before it is written
@@ -60,7 +60,8 @@ def proposals(staged: StagedBank, results: dict) -> list[Proposal]:
 
 
 def proven(staged: StagedBank, results: dict, step: Callable[[], object], model: torch.nn.Module | None, *,
-           repeat: bool, rounds: int = 10, warmup: int = 1, margin: float = 0.0, max_rounds: int | None = None,
+           repeat: bool, rounds: int = PROOF_ROUNDS, warmup: int = PROOF_WARMUP, margin: float = 0.0,
+           max_rounds: int | None = None,
            timer: Callable[[], int] | None = None, compiler: Callable | None = None) -> Ablation:
     """Prove the stages' new winners in ``step()``, commit the bank and update ``results`` (module docstring);
     ``timer`` and ``compiler`` as the stages were given them (tests' fakes), else the real ones."""

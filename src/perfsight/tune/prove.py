@@ -45,6 +45,11 @@ from pathlib import Path
 from perfsight.tune.measure import KEPT, REJECTED, Timing, decide, load_average, quantile
 from perfsight.tune.verify import Rounds, Verdict
 
+#: a trial's timed rounds (more when undecided: up to 3x) and untimed warm-up rounds, unless the caller says.
+#: Twenty: the p10 of the paired ratios then lies between the second and third lowest, so one round caught
+#: by a busy moment of a shared machine neither keeps nor sinks a winner.
+PROOF_ROUNDS, PROOF_WARMUP = 20, 1
+
 
 @dataclass(frozen=True)
 class Proposal:
@@ -83,9 +88,11 @@ class Decision:
         return self.without.median_us / self.with_.median_us if self.with_.median_us else float("nan")
 
     def as_dict(self) -> dict:
-        """The decision's figures (step times in us), for the bank's records and the result file."""
+        """The decision's figures (step times in us) and the winner tried, for the bank's records and the
+        result file."""
         ratios = self.ratios
-        return {"decision": KEPT if self.kept else REJECTED, "step_without_us": round(self.without.median_us, 3),
+        return {**({"winner": self.proposal.winner} if self.proposal is not None else {}),
+                "decision": KEPT if self.kept else REJECTED, "step_without_us": round(self.without.median_us, 3),
                 "step_with_us": round(self.with_.median_us, 3), "speedup": round(self.speedup, 4),
                 "speedup_p10": round(quantile(ratios, 0.1), 4), "speedup_p90": round(quantile(ratios, 0.9), 4),
                 "rounds": len(ratios)}
@@ -110,8 +117,8 @@ class _Trial:
 class Ablation:
     """Greedy forward selection of ``proposals`` in the step (module docstring)."""
     proposals: list[Proposal]
-    rounds: int = 10
-    warmup: int = 1
+    rounds: int = PROOF_ROUNDS
+    warmup: int = PROOF_WARMUP
     margin: float = 0.0
     max_rounds: int | None = None   # None: 3 x rounds
     kept: list[Proposal] = field(default_factory=list)
@@ -188,7 +195,8 @@ class Ablation:
 
 
 def prove(step: Callable[[], object], proposals: Iterable[Proposal],
-          under: Callable[[frozenset[str]], AbstractContextManager], *, rounds: int = 10, warmup: int = 1,
+          under: Callable[[frozenset[str]], AbstractContextManager], *, rounds: int = PROOF_ROUNDS,
+          warmup: int = PROOF_WARMUP,
           margin: float = 0.0, max_rounds: int | None = None,
           timer: Callable[[], int] = time.perf_counter_ns) -> Ablation:
     """Run ``Ablation`` over ``proposals`` with ``step()`` (one whole training step), each step inside

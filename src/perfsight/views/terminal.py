@@ -516,7 +516,7 @@ def _in_step_table(stage: str, rows: list[dict]) -> Table:
     table.add_column("decision")
     for row in rows:
         trial = row["in_step"]
-        table.add_row(escape(row["where"]), escape(row["best"] or "-"),
+        table.add_row(escape(row["where"]), escape(trial.get("winner") or row["best"] or "-"),
                       f"{trial['step_without_us'] / 1e3:.2f} -> {trial['step_with_us'] / 1e3:.2f}",
                       f"{trial['speedup']:.3f}x\n[{trial['speedup_p10']:.3f}-{trial['speedup_p90']:.3f}]",
                       str(trial["rounds"]), escape(trial["decision"]))
