@@ -49,15 +49,19 @@ def test_the_driver_tunes_the_regions_then_the_operators_of_the_recorded_steps(t
     # the model itself too, when it can be tried at another thread count
     assert regions == {"Conv2d", "Attention"} | ({"Sequential"} if threads else set())
     assert all(e["signature"]["train"] for e in entries)
-    # and, at 1 thread on more cores, each region at every core: its forward and backward reproduce eager's
-    # outputs and input and parameter gradients (the tuner's check)
+    # and, at 1 thread on more cores, the model itself at every core (the regions inside it not): its forward
+    # and backward reproduce eager's outputs and input and parameter gradients (the tuner's check)
+    at_threads = {e["signature"]["region"].rsplit(".", 1)[1] for e in entries for c in e["candidates"]
+                  if c["name"] == f"threads_{threads}" and c["ok"]}
+    assert at_threads == ({"Sequential"} if threads else set()), [c for e in entries for c in e["candidates"]]
     assert {c["name"] for e in entries for c in e["candidates"]} <= {"default", "eager+channels_last",
                                                                       f"threads_{threads}"}
-    assert all(c["ok"] for e in entries for c in e["candidates"] if c["name"] == f"threads_{threads}"), [
-        c["reason"] for e in entries for c in e["candidates"]]
-    assert threads is None or all(f"threads_{threads}" in {c["name"] for c in e["candidates"]} for e in entries)
     assert status["stages"]["subgraph"]["repo_summary"]["total_num"] == len(entries)
-    assert status["stages"]["op"]["repo_summary"]["total_num"] == 6  # nothing compiled: every operator tuned
+    # nothing compiled: every operator tuned - unless the model itself won at another thread count in its
+    # stage (kept or rejected in the step after), which leaves none to tune at the caller's count
+    schedule_won = any((e.get("winner") or (e.get("rejected") or {}).get("winner")) == f"threads_{threads}"
+                       for e in entries)
+    assert status["stages"]["op"]["repo_summary"]["total_num"] == (0 if schedule_won else 6)
     tasks = list(json.loads(open(status["report"]).read()).values())
     assert [next(iter(t[1])) for t in tasks] == ["SGAT", "OPAT"]
     # the stages' winners were tried on the replayed step before the bank got them: the bank holds exactly the

@@ -2,17 +2,19 @@
 cuDNN benchmark, the BLAS library - and running a call, forward and backward, under them.
 
 An operator candidate (candidates.py) and a region variant (variants.py) that change a setting hold it
-for the call's backward too. ``run_under(changes, fn, args, kwargs, params)`` runs ``fn`` with the settings
-of ``changes`` (``changes(params)``: only those not so already) and puts them back after; with autograd
-recording, inside ``_UnderSettings``, an ``autograd.Function`` whose forward records ``fn``'s own graph
-under the settings (from detached copies of its tensor inputs) and whose backward runs that graph's
+for the call's backward too. ``run_under(changes, fn, args, kwargs, params)`` runs ``fn`` with the
+settings of ``changes`` (``changes(params)``: only those not so already) and puts them back after; with
+autograd recording, inside ``_UnderSettings``, an ``autograd.Function`` whose forward records ``fn``'s own
+graph under the settings (from detached copies of its tensor inputs) and whose backward runs that graph's
 backward under them again, once (like a graph without ``retain_graph``; no double backward). ``params``
 are the leaves ``fn`` uses besides its arguments (a region's parameters): they are inputs of the function
 too, so their gradients flow to them as they would without it, through ``backward`` and
-``autograd.grad`` alike. A graph that reaches any other leaf needing a gradient (a tensor from outside
-the call, not passed in) is refused with an error naming it, since that leaf's gradient would be lost.
-That costs ~25-35 us per call, forward + backward, measured on one operator (candidates.SCHEDULE_MIN_US
-counts it).
+``autograd.grad`` alike - once the call's whole backward has run, all together (a hook on a parameter,
+such as DDP's bucketed all-reduce, fires then, not layer by layer). A graph that reaches any other leaf
+needing a gradient (a tensor from outside the call, not passed in) is refused with an error naming it,
+since that leaf's gradient would be lost; finding out walks the call's graph, ~0.5 us a node. The
+function costs ~25-35 us per call, forward + backward, measured on one operator
+(candidates.SCHEDULE_MIN_US counts it).
 """
 from __future__ import annotations
 

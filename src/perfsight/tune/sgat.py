@@ -7,7 +7,8 @@ distinct region signature, times on the region's real inputs (copied from one st
 - eager at every usable core, when torch runs another number of threads (the Schedule mode for a whole
   region: one switch on entering it, forward and backward; variants.py). With ``schedule`` the model
   itself is a region too (``regions.find_regions(whole=True)``), tried eager only - at that thread count
-  and with channels_last inputs - so that one switch serves all of its forward and backward (CPU);
+  and with channels_last inputs - so that one switch serves all of its forward and backward (CPU); the
+  regions inside it are then not tried at that count (inside the model at it, theirs would change nothing);
 
 - eager with channels_last inputs (regions with 4-D inputs);
 - ``torch.compile`` in each mode this PyTorch has among default, max-autotune-no-cudagraphs and lite
@@ -192,7 +193,8 @@ def tune_subgraphs(model: torch.nn.Module, step_or_batch, *, bank: Bank, report=
             else:
                 try:
                     done = tune_region(region, expected_steps=expected_steps, modes=[] if region.whole else modes,
-                                       schedule=schedule, compiler=compiler, **measuring)
+                                       schedule=schedule and (region.whole or not whole), compiler=compiler,
+                                       **measuring)
                 except Exception as exc:  # one region failing to tune does not stop the others
                     mode = kept_mode(before)
                     result.subgraphs.append(SubgraphResult(key, region.names, region.signature, mode,
