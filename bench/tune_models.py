@@ -234,8 +234,8 @@ def markdown(rows: list[dict], args, load_before: str, wall_s: float) -> str:
         table(rows),
         "",
         "The winners each stage proposed and their trials in the training step (tune/prove.py: the step "
-        "with the winners kept before it, against the same plus the proposal; 20 interleaved rounds, up to 60 "
-        "when undecided; kept when faster beyond the noise and at the p10 of the paired rounds):",
+        "with the winners kept before it, against the same plus the proposal; 40 interleaved rounds; kept when "
+        "faster beyond the noise and at the p10 of the paired rounds):",
         "",
         trials_table(rows),
         "",

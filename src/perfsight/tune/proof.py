@@ -61,7 +61,6 @@ def proposals(staged: StagedBank, results: dict) -> list[Proposal]:
 
 def proven(staged: StagedBank, results: dict, step: Callable[[], object], model: torch.nn.Module | None, *,
            repeat: bool, rounds: int = PROOF_ROUNDS, warmup: int = PROOF_WARMUP, margin: float = 0.0,
-           max_rounds: int | None = None,
            timer: Callable[[], int] | None = None, compiler: Callable | None = None) -> Ablation:
     """Prove the stages' new winners in ``step()``, commit the bank and update ``results`` (module docstring);
     ``timer`` and ``compiler`` as the stages were given them (tests' fakes), else the real ones."""
@@ -87,7 +86,7 @@ def proven(staged: StagedBank, results: dict, step: Callable[[], object], model:
     try:
         with torch.random.fork_rng(), preserved(model) if model is not None else nullcontext():
             ablation = prove(step, proposed, under, rounds=rounds, warmup=warmup, margin=margin,
-                             max_rounds=max_rounds, timer=timer or time.perf_counter_ns)
+                             timer=timer or time.perf_counter_ns)
     finally:
         if regions is not None:
             regions.remove()

@@ -15,16 +15,14 @@ step:
    both plus ``margin`` (``measure.decide``, the rule every tuning decision uses) and B is at least as fast
    as A in nine rounds of ten (the p10 of the paired ratios A / B >= 1): a winner in the bank runs every
    step, so one that loses in some rounds is not worth keeping. A proposal is thus judged where it will run:
-   beside the winners already kept, switch costs and interactions included. A trial that is not kept but
-   whose median speed-up is above 1 is undecided rather than lost - on a busy machine a few slow rounds
-   sink the p10 of ten - so it runs ``rounds`` more rounds, up to ``max_rounds`` in all, and is judged on
-   all of them (a sequential test: a clear loss stops at once, a real gain is given the rounds to show).
+   beside the winners already kept, switch costs and interactions included. The rounds are fixed in
+   advance (``PROOF_ROUNDS``): timing on while a trial is undecided and stopping once it passes would keep
+   more losers than the rule says (each extra look is another chance to pass by luck).
 3. With two or more kept, a last trial times the default (no winner) against all of them together; if
    they do not win end to end, none is kept: the bank gets no winner for this model, and says why.
 
 Forward rather than backward selection: it measures each proposal in the company it will have, needs one
-trial per proposal (2 x (warmup + rounds) steps each, up to 2 x (warmup + max_rounds)) and never keeps a
-set it did not time. Every trial's
+trial per proposal (2 x (warmup + rounds) steps each) and never keeps a set it did not time. Every trial's
 figures stay with its decision (``Decision``): the step's median without and with the proposal, the
 paired speed-up and its p10-p90. The end-to-end trial is the figure ``perfsight tune --verify`` reports:
 the same ``verify.Rounds`` and ``Verdict``.
@@ -45,10 +43,10 @@ from pathlib import Path
 from perfsight.tune.measure import KEPT, REJECTED, Timing, decide, load_average, quantile
 from perfsight.tune.verify import Rounds, Verdict
 
-#: a trial's timed rounds (more when undecided: up to 3x) and untimed warm-up rounds, unless the caller says.
-#: Twenty: the p10 of the paired ratios then lies between the second and third lowest, so one round caught
-#: by a busy moment of a shared machine neither keeps nor sinks a winner.
-PROOF_ROUNDS, PROOF_WARMUP = 20, 1
+#: a trial's timed rounds and untimed warm-up rounds, unless the caller says. Forty: the p10 of the paired
+#: ratios then lies between the fourth and fifth lowest, so a round or two caught by a busy moment of a
+#: shared machine neither keeps nor sinks a winner; a trial of a 40 ms step takes ~3.3 s.
+PROOF_ROUNDS, PROOF_WARMUP = 40, 1
 
 
 @dataclass(frozen=True)
@@ -120,14 +118,12 @@ class Ablation:
     rounds: int = PROOF_ROUNDS
     warmup: int = PROOF_WARMUP
     margin: float = 0.0
-    max_rounds: int | None = None   # None: 3 x rounds
     kept: list[Proposal] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
     end_to_end: Decision | None = None
     seconds: float = 0.0   # the wall time of its trials (``prove``)
 
     def __post_init__(self):
-        self._max_rounds = self.max_rounds if self.max_rounds is not None else 3 * self.rounds
         self._queue = sorted(self.proposals, key=lambda p: (-p.expected_us, p.kind, p.key))
         self._trial: _Trial | None = None
         self._final_done = False
@@ -161,9 +157,6 @@ class Ablation:
                             (trial.rounds.load_before, load_average()))
         decision.kept = (decide(decision.without, [decision.with_], self.margin) is not None
                          and quantile(decision.ratios, 0.1) >= 1.0)
-        if not decision.kept and decision.speedup > 1.0 and len(decision.ratios) < self._max_rounds:
-            trial.rounds.extend(min(self.rounds, self._max_rounds - len(decision.ratios)))   # undecided
-            return
         if trial.proposal is None:
             self.end_to_end = decision
             if not decision.kept:
@@ -197,11 +190,11 @@ class Ablation:
 def prove(step: Callable[[], object], proposals: Iterable[Proposal],
           under: Callable[[frozenset[str]], AbstractContextManager], *, rounds: int = PROOF_ROUNDS,
           warmup: int = PROOF_WARMUP,
-          margin: float = 0.0, max_rounds: int | None = None,
+          margin: float = 0.0,
           timer: Callable[[], int] = time.perf_counter_ns) -> Ablation:
     """Run ``Ablation`` over ``proposals`` with ``step()`` (one whole training step), each step inside
     ``under(keys)`` (the winners of those proposal keys applied, the others not); return it, done."""
-    ablation = Ablation(list(proposals), rounds, warmup, margin, max_rounds)
+    ablation = Ablation(list(proposals), rounds, warmup, margin)
     began = time.perf_counter()
     while (config := ablation.next_config()) is not None:
         with under(config):

@@ -47,7 +47,7 @@ from perfsight.tune.env import OPERATOR, SUBGRAPH, TuneSettings
 MODES = {"op": OPERATOR, "subgraph": SUBGRAPH, "both": None}
 ORDERS = ("subgraph,op", "op,subgraph")
 _SGAT_OPTIONS = ("modes", "schedule", "compiler", "min_share", "max_share")  # expected_steps goes to both stages
-_PROOF_OPTIONS = ("proof_rounds", "proof_warmup", "proof_margin", "proof_max_rounds")
+_PROOF_OPTIONS = ("proof_rounds", "proof_warmup", "proof_margin")
 MIN_FREE_DISK = 1 << 30
 MIN_FREE_MEMORY = 512 << 20
 _ITEM_BYTES = {"float64": 8, "int64": 8, "complex64": 8, "float16": 2, "bfloat16": 2, "int16": 2,
@@ -292,8 +292,8 @@ def tune(model=None, batch=None, *, step: Callable[[], object] | None = None, mo
     ``step()`` (``model`` then only names the operators; the subgraph stage needs it). ``measuring``: the
     timing keywords (timer, warmup, repeats, margin), ``expected_steps`` (what a compile must be repaid
     over, both stages), the subgraph stage's (modes, schedule, compiler, min_share, max_share; see
-    ``sgat.tune_subgraphs``) and the in-step proof's (``proof_rounds``, ``proof_warmup``, ``proof_margin``,
-    ``proof_max_rounds``; ``prove.Ablation``). Arguments left None come from the environment (AOE_MODE,
+    ``sgat.tune_subgraphs``) and the in-step proof's (``proof_rounds``, ``proof_warmup``, ``proof_margin``;
+    ``prove.Ablation``). Arguments left None come from the environment (AOE_MODE,
     TUNE_BANK_PATH, REPEAT_TUNE, ASCEND_WORK_PATH; see tune/env.py)."""
     from perfsight.tune.capture import capture, train_step
     from perfsight.tune.sgat import as_step

@@ -88,23 +88,17 @@ def _step_times(t: Timing) -> str:
 class Rounds:
     """The schedule of one verification and its samples: ``order`` says, step by step, whether the step runs
     under the bank - ``warmup`` untimed rounds then ``rounds`` timed ones, each one step of either side, the
-    first side alternating (untuned first in even rounds); ``extend`` adds rounds. ``record(index, ns)``
-    keeps a step's time once the warm-up is over; ``verdict`` judges them."""
+    first side alternating (untuned first in even rounds). ``record(index, ns)`` keeps a step's time once
+    the warm-up is over; ``verdict`` judges them."""
 
     def __init__(self, rounds: int, warmup: int):
         if rounds < 2:
             raise ValueError(f"rounds={rounds}: at least 2 rounds are needed to estimate the noise")
         self.warmup = warmup
-        self.order: list[bool] = []
-        self.extend(warmup + rounds)
+        pairs = ((False, True), (True, False))
+        self.order = [side for i in range(warmup + rounds) for side in pairs[i % 2]]
         self.untuned, self.tuned = Timing("untuned", {}, "default"), Timing("tuned", {}, "bank")
         self.load_before = load_average()
-
-    def extend(self, rounds: int) -> None:
-        """``rounds`` more rounds at the end of the schedule, the first side alternating on."""
-        pairs = ((False, True), (True, False))
-        done = len(self.order) // 2
-        self.order += [side for i in range(done, done + rounds) for side in pairs[i % 2]]
 
     def record(self, index: int, ns: int) -> None:
         if index >= 2 * self.warmup:
