@@ -25,18 +25,47 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from perfsight.tune.scriptbank import ScriptBank
 from perfsight.tune.status import failure, write_status
-from perfsight.tune.verify import Rounds
+from perfsight.tune.verify import Rounds, Verdict
+
+
+class ScriptRounds:
+    """``verify.Rounds`` over a script's own steps: a step runs from one optimizer step to the next. The first
+    (begun before the rounds, or ended where they start) is not timed; before each later one the bank is
+    switched to that step's side. ``stepped(end)`` takes the time an optimizer step ended and returns True
+    once every round is done (the bank left as the last step had it)."""
+
+    def __init__(self, bank: ScriptBank, rounds: int, warmup: int, timer: Callable[[], int]):
+        self.bank, self.timer = bank, timer
+        self.rounds = Rounds(rounds, warmup)
+        self.needed = self.steps_needed(rounds, warmup)
+        self.steps = 0  # optimizer steps seen
+        self.start = 0
+
+    @staticmethod
+    def steps_needed(rounds: int, warmup: int) -> int:
+        """The optimizer steps the rounds take: the untimed first one, then one a side a round."""
+        return 1 + 2 * (warmup + rounds)
+
+    def stepped(self, end: int) -> bool:
+        if self.steps:
+            self.rounds.record(self.steps - 1, end - self.start)
+        self.steps += 1
+        if self.steps == self.needed:
+            return True
+        self.bank.switch(self.rounds.order[self.steps - 1])
+        self.start = self.timer()
+        return False
+
+    def verdict(self) -> Verdict:
+        return self.rounds.verdict(threads=torch.get_num_threads(), applied=self.bank.used,
+                                   bank=self.bank.bank.directory)
 
 
 class ScriptVerifier:
     def __init__(self, config: dict, timer: Callable[[], int] = time.perf_counter_ns):
         self.config = config
         self.timer = timer
-        self.rounds = Rounds(config["rounds"], config["warmup"])
-        self.needed = 1 + len(self.rounds.order)  # optimizer steps: the untimed first one, then the rounds
-        self.bank: ScriptBank | None = None
-        self.steps = 0  # optimizer steps seen since the bank was opened
-        self.start = 0
+        self.check: ScriptRounds | None = None
         self.done = False
         self.handles = [register_module_forward_pre_hook(self._first_forward),
                         register_optimizer_step_post_hook(self._stepped)]
@@ -44,25 +73,20 @@ class ScriptVerifier:
     def _first_forward(self, module, _args) -> None:
         self.handles[0].remove()
         try:
-            self.bank = ScriptBank(module, Path(self.config["bank"]))
+            self.check = ScriptRounds(ScriptBank(module, Path(self.config["bank"])), self.config["rounds"],
+                                      self.config["warmup"], self.timer)
         except Exception as exc:  # verifying never takes the training down
             self.finish(failure(exc))
 
     def _stepped(self, _optimizer, _args, _kwargs) -> None:
         end = self.timer()
-        if self.done or self.bank is None:
+        if self.done or self.check is None:
             return
         try:
-            if self.steps:
-                self.rounds.record(self.steps - 1, end - self.start)
-            self.steps += 1
-            if self.steps == self.needed:
+            if self.check.stepped(end):
                 self.finish()
-                return
-            self.bank.switch(self.rounds.order[self.steps - 1])
         except Exception as exc:
             self.finish(failure(exc))
-        self.start = self.timer()
 
     def finish(self, error: str = "") -> None:
         """Switch the bank off, remove the hooks and write the verdict (at the last step or at exit)."""
@@ -71,19 +95,20 @@ class ScriptVerifier:
         self.done = True
         for handle in self.handles:
             handle.remove()
-        if self.bank is not None:
-            self.bank.switch(False)
-        warmup = 2 * self.rounds.warmup
-        if not error and self.steps < self.needed:
-            error = (f"the script made {self.steps} optimizer steps; --verify needs {self.needed}: the first "
-                     f"(not timed), {warmup} warm-up and {self.needed - 1 - warmup} timed steps: let it train "
-                     "longer or lower --steps")
-        status = {"error": error} if error else self._verdict(warmup)
-        write_status(self.config, status)
+        check = self.check
+        if check is not None:
+            check.bank.switch(False)
+        steps = check.steps if check is not None else 0
+        needed = ScriptRounds.steps_needed(self.config["rounds"], self.config["warmup"])
+        if not error and steps < needed:
+            warmup = 2 * self.config["warmup"]
+            error = (f"the script made {steps} optimizer steps; --verify needs {needed}: the first (not timed), "
+                     f"{warmup} warm-up and {needed - 1 - warmup} timed steps: let it train longer or lower --steps")
+        write_status(self.config, {"error": error} if error else self._verdict(check))
 
-    def _verdict(self, warmup: int) -> dict:
-        verdict = self.rounds.verdict(threads=torch.get_num_threads(), applied=self.bank.used,
-                                      bank=self.bank.bank.directory)
-        timed = self.rounds.order[warmup:]
-        return {"verdict": verdict.as_dict(), "text": str(verdict), "warmup_steps": warmup,
+    @staticmethod
+    def _verdict(check: ScriptRounds) -> dict:
+        verdict = check.verdict()
+        timed = check.rounds.order[2 * check.rounds.warmup:]
+        return {"verdict": verdict.as_dict(), "text": str(verdict), "warmup_steps": 2 * check.rounds.warmup,
                 "timed_steps": len(timed), "order": ["tuned" if on else "untuned" for on in timed]}
