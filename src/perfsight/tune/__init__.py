@@ -32,6 +32,8 @@ Modules:
 - autostart:  inside that script: records its first steps, then tunes them (op, the recorded operators;
               subgraph, a replay of its model's forward and backward); TUNE_BANK_PATH under perfsight run
 - scriptbank: a bank's operator and subgraph winners applied to a script's model, switched on and off
+- guard:      a bank applied to a script's run, checked against that run's untuned steps at its start and
+              every 1,000 steps, and switched off while it is slower
 - verify_script: ``--verify`` inside the script: its steps alternately with and without the bank
 - status:     the status file through which the script tells the launcher its outcome
 

@@ -20,7 +20,8 @@ stops the script: it is written there and tuning is abandoned. With ``"verify"``
 script's steps are timed with and without the bank instead (tune/verify_script.py).
 
 ``apply_bank_from_env``: under ``perfsight run`` with TUNE_BANK_PATH set, the script runs under the bank's
-operator and subgraph winners from its first module forward on (tune/scriptbank.py).
+operator and subgraph winners from its first module forward on (tune/scriptbank.py), checked against its
+own untuned steps and switched off while it is slower (tune/guard.py).
 """
 from __future__ import annotations
 
@@ -180,9 +181,10 @@ def activate_from_env(environ=os.environ):
 def apply_bank_from_env(environ=os.environ) -> bool:
     """``perfsight run`` with TUNE_BANK_PATH set (and no tuning under way), once per process: from the
     script's first module forward on, it runs under the bank's operator winners and, on that module's
-    regions, its subgraph winners (tune/scriptbank.py). A missing or stale bank, or one without winners
-    for this model and device, is reported and not applied. At exit, how many calls ran under a winner is
-    printed. Returns whether the bank will be looked at."""
+    regions, its subgraph winners (tune/scriptbank.py), checked against the run's own untuned steps and
+    switched off while it is slower (tune/guard.py). A missing or stale bank, or one without winners for
+    this model and device, is reported and not applied. At exit, how many calls ran under a winner and what
+    the checks did is printed. Returns whether the bank will be looked at."""
     argv = list(getattr(sys, "orig_argv", sys.argv))
     if not environ.get("TUNE_BANK_PATH") or environ.get(VARIABLE) or "applying" in _state or is_helper_process(argv):
         return False
@@ -204,9 +206,12 @@ def apply_bank_from_env(environ=os.environ) -> bool:
         except Exception as exc:  # applying never takes the training down
             print(f"perfsight: {failure(exc)}; the tuning bank is not applied", file=sys.stderr)
             return
-        applied.switch(True)
-        print(f"perfsight: applying {applied.describe()}", file=sys.stderr)
+        from perfsight.tune.guard import CHECK_EVERY, BankGuard
+
+        guard = BankGuard(applied)
+        print(f"perfsight: applying {applied.describe()}, checked against untuned steps of this run at its start "
+              f"and every {CHECK_EVERY} optimizer steps (switched off while it is slower)", file=sys.stderr)
         atexit.register(lambda: print(f"perfsight: tuning bank applied to {sum(applied.used.values())} calls "
-                                      f"({dict(applied.used)})", file=sys.stderr))
+                                      f"({dict(applied.used)}); {guard.describe()}", file=sys.stderr))
     _state["applying"] = register_module_forward_pre_hook(first_forward)
     return True
