@@ -14,12 +14,12 @@ This module owns the measuring rules of the tuner:
   a minimum margin (3% by default); otherwise there is no winner. The noise (``noise_between``) is half
   the interquartile range of the per-round differences, since the two were timed in the same rounds: a
   busy moment of a shared machine slows both sides of a round and cancels out, while independent jitter
-  of either side still counts. ``measure`` decides
-  sequentially: when after ``repeats`` rounds no candidate wins but the fastest is ahead of the default by
-  the margin at the median (undecided: the noise hides what may be a real gain, as on a busy machine),
-  it times ``repeats`` more rounds, up to ``UNDECIDED_ROUNDS`` times as many in all, and decides on all
-  of them. Each further look is one more chance for a lucky pass: a winner here is only proposed, and
-  the training step decides (tune/prove.py, a trial of rounds fixed in advance);
+  of either side still counts. ``measure`` decides sequentially: when after ``repeats`` rounds no
+  candidate wins but the fastest is ahead of the default by the margin at the median (undecided: the
+  noise hides what may be a real gain, as on a busy machine), it times ``repeats`` more rounds, up to
+  ``UNDECIDED_ROUNDS`` times as many in all, and decides on all of them. Each further look is one more
+  chance for a lucky pass: a winner here is only proposed, and the training step decides (tune/prove.py,
+  a trial of rounds fixed in advance);
 - the repay rule, for candidates with a one-off cost (a compile, timed as their first call by
   ``first_call`` and kept out of the samples): such a candidate may win only if what it saves over the
   calls it will serve (calls per step x expected steps) exceeds that cost::

@@ -189,8 +189,7 @@ class Ablation:
 
 def prove(step: Callable[[], object], proposals: Iterable[Proposal],
           under: Callable[[frozenset[str]], AbstractContextManager], *, rounds: int = PROOF_ROUNDS,
-          warmup: int = PROOF_WARMUP,
-          margin: float = 0.0,
+          warmup: int = PROOF_WARMUP, margin: float = 0.0,
           timer: Callable[[], int] = time.perf_counter_ns) -> Ablation:
     """Run ``Ablation`` over ``proposals`` with ``step()`` (one whole training step), each step inside
     ``under(keys)`` (the winners of those proposal keys applied, the others not); return it, done."""

@@ -293,8 +293,8 @@ def tune(model=None, batch=None, *, step: Callable[[], object] | None = None, mo
     timing keywords (timer, warmup, repeats, margin), ``expected_steps`` (what a compile must be repaid
     over, both stages), the subgraph stage's (modes, schedule, compiler, min_share, max_share; see
     ``sgat.tune_subgraphs``) and the in-step proof's (``proof_rounds``, ``proof_warmup``, ``proof_margin``;
-    ``prove.Ablation``). Arguments left None come from the environment (AOE_MODE,
-    TUNE_BANK_PATH, REPEAT_TUNE, ASCEND_WORK_PATH; see tune/env.py)."""
+    ``prove.Ablation``). Arguments left None come from the environment (AOE_MODE, TUNE_BANK_PATH,
+    REPEAT_TUNE, ASCEND_WORK_PATH; see tune/env.py)."""
     from perfsight.tune.capture import capture, train_step
     from perfsight.tune.sgat import as_step
 
@@ -328,9 +328,9 @@ def tune_recorded(captured, the_plan: Plan, *, tuning_name: str, model=None, ste
     results: dict[str, TuneResult] = {}
     for stage in the_plan.stages:
         if stage == "op":
-            settled = tuple(path for s in (results["subgraph"].sgat.subgraphs if "subgraph" in results else ())
-                            if _runs_its_operators_its_way(the_bank, s.key) for path in s.names)
-            results[stage] = tune_capture(captured, the_plan, the_bank, tuning_name=tuning_name, skip=settled,
+            not_op_tuned = tuple(path for s in (results["subgraph"].sgat.subgraphs if "subgraph" in results else ())
+                                 if _runs_its_operators_its_way(the_bank, s.key) for path in s.names)
+            results[stage] = tune_capture(captured, the_plan, the_bank, tuning_name=tuning_name, skip=not_op_tuned,
                                           **measuring)
         else:
             results[stage] = tune_regions(model, step, the_plan, the_bank, tuning_name=tuning_name, **measuring,

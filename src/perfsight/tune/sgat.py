@@ -9,7 +9,6 @@ distinct region signature, times on the region's real inputs (copied from one st
   itself is a region too (``regions.find_regions(whole=True)``), tried eager only - at that thread count
   and with channels_last inputs - so that one switch serves all of its forward and backward (CPU); the
   regions inside it are then not tried at that count (inside the model at it, theirs would change nothing);
-
 - eager with channels_last inputs (regions with 4-D inputs);
 - ``torch.compile`` in each mode this PyTorch has among default, max-autotune-no-cudagraphs and lite
   (reduce-overhead too on a GPU), with the inputs as given and, for 4-D inputs, channels_last;
