@@ -147,6 +147,9 @@ def test_why_a_candidate_won_or_none_did():
     assert run({"a": 98}, repeats=3)[0].why() == ("no candidate beat the default beyond the noise (0.0 us) + 3%: "
                                                   "a 2.0% faster")
     assert run({"a": 120}, repeats=3)[0].why() == "no candidate beat the default (a 20.0% slower)"
+    # a variant with nothing to compile (sgat's eager ones: compile_s 0) that is slower does not "repay" either
+    m, _ = run({"threads_2": 130}, repeats=3, compile_s={"threads_2": 0.0}, calls=100)
+    assert m.why() == "no candidate beat the default (threads_2 30.0% slower)"
     m, _ = run({"compiled": 50, "slower": 110}, repeats=3, compile_s={"compiled": 0.1}, calls=100)
     assert m.why() == ("no candidate beat the default (slower 10.0% slower); compiled 50.0% faster but its 0.1 s "
                        "compile is not repaid over the expected steps")

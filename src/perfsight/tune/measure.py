@@ -129,7 +129,9 @@ class Measurement:
         else:
             eligible = [t for t in self.candidates if t.ok and t.samples_ns and t.repays is not False]
             best = min(eligible, key=lambda t: t.median_us) if eligible else None
-            if best is None:
+            if best is None and faster(fastest) <= 0:   # none repays: they are slower
+                text = f"no candidate beat the default ({fastest.name} {abs(faster(fastest)):.1%} slower)"
+            elif best is None:
                 text = "no candidate beat the default"
             elif faster(best) <= 0:
                 text = f"no candidate beat the default ({best.name} {abs(faster(best)):.1%} slower)"
