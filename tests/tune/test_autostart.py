@@ -8,6 +8,7 @@ import torch
 from perfsight.tune import settings
 from perfsight.tune.apply import TunedMode
 from perfsight.tune.autostart import TuningDriver, replay_step
+from perfsight.tune.prove import PROOF_ROUNDS
 from perfsight.tune.verify import WINS
 from perfsight.tune.verify_script import ScriptVerifier
 from tests.tune.models import example
@@ -71,7 +72,8 @@ def test_the_driver_tunes_the_regions_then_the_operators_of_the_recorded_steps(t
     assert sum(1 for store in stores for e in store if e["winner"]) == proof["kept"]
     proposed = [r for stage in status["stages"].values() for r in stage["rows"] if r["in_step"]]
     assert proof["kept"] + proof["rejected"] == len(proposed)
-    assert all(r["in_step"]["decision"] in ("kept", "rejected") and r["in_step"]["rounds"] == 10 for r in proposed)
+    assert all(r["in_step"]["decision"] in ("kept", "rejected") and r["in_step"]["rounds"] == PROOF_ROUNDS
+               for r in proposed)
     assert (proof["end_to_end"] is None) == (proof["kept"] == 0)
     # the script goes on as it would have: same parameters, gradients and random-number state
     assert all(p is q for p, q in zip(params, model.parameters()))
