@@ -28,8 +28,8 @@ This module owns, for each tunable torch function (``F.conv2d``, ``F.linear``,
 - ``synthetic_call(signature)``: random inputs matching a signature, to time an op away from the model.
 
 A candidate's settings (thread count, oneDNN on/off, SDPA backend, cuDNN benchmark, BLAS library) hold
-for the op's backward too (``settings.run_under``: ~25-35 us per call, forward + backward, which
-``SCHEDULE_MIN_US`` counts). Format and weight-layout candidates change data, not settings: their
+for the op's backward too (``settings.run_under``, a fixed cost per call that ``SCHEDULE_MIN_US``
+counts). Format and weight-layout candidates change data, not settings: their
 backward follows autograd (a channels_last forward has a channels_last backward); a compiled op's
 backward is compiled with it.
 """
@@ -69,10 +69,10 @@ _DEVICES = ("cpu", "cuda")
 
 #: Schedule candidates are offered only for ops whose default takes at least this long (us, forward +
 #: backward when training). Switching the thread count costs ~0.2 us, but the switched call pays a fixed
-#: ~25-35 us more (waking the second OpenMP thread, the autograd.Function that keeps the backward at the
-#: same count) - up to ~1 ms when the other core is busy. Measured here (2 shared cores, torch 2.13,
-#: 1 -> 2 threads, F.linear N x 64 by 64 x 64 forward + backward): 77 us lost 23%, 130 us broke even,
-#: 228 us gained 21%, 855 us gained 55%.
+#: cost more (waking the second OpenMP thread, the autograd.Function that keeps the backward at the same
+#: count: ~115 us for a 4x8 by 6x8 linear here) - up to ~1 ms when the other core is busy. Measured when
+#: the threshold was set (2 shared cores, torch 2.13, 1 -> 2 threads, F.linear N x 64 by 64 x 64 forward +
+#: backward): 77 us lost 23%, 130 us broke even, 228 us gained 21%, 855 us gained 55%.
 SCHEDULE_MIN_US = 100.0
 #: the op compiled alone is offered only for ops whose default takes at least this long (us): its
 #: guards and runtime wrappers cost ~18 us per call in inference and ~70 us forward + backward in
