@@ -121,6 +121,12 @@ class RepoSummary:
             raise ValueError(f"update mode {mode!r} is not one of {', '.join(MODES)}")
         setattr(self, mode, getattr(self, mode) + 1)
 
+    def move(self, before: str, after: str) -> None:
+        """One signature counted as ``before`` counts as ``after`` now (a winner the training step rejected)."""
+        if before != after:
+            self.record(after)
+            setattr(self, before, getattr(self, before) - 1)
+
     @property
     def hit(self) -> int:
         return self.update + self.reserve

@@ -112,8 +112,7 @@ def _update(results: dict, ablation: Ablation, rejected: dict[str, dict], modes:
                        "best_alone_us": round(outcome.measurement.winner.median_us, 3)}
             before, after = outcome.update_mode, modes.get(outcome.key, outcome.update_mode)
             if before != after:
-                setattr(summary, before, getattr(summary, before) - 1)
-                summary.record(after)
+                summary.move(before, after)
                 outcome.update_mode = after
                 result.winners.pop(outcome.op_name if kind == "op" else ",".join(outcome.names), None)
             outcome.in_step = figures

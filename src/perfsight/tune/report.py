@@ -117,8 +117,7 @@ class _Report:
         best-alone and in-step times, the decision); a rejected winner's update mode goes from ``before`` to
         ``after`` in repo_summary and it leaves the modified lists (``_unlist``)."""
         if before != after:
-            setattr(self.summary, before, getattr(self.summary, before) - 1)
-            self.summary.record(after)
+            self.summary.move(before, after)
             self._unlist(name)
         self.in_step.append({"name": name, "update_mode": after, **figures})
         self._save()
