@@ -55,9 +55,8 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
     ``data``: the data-preparation verdict; ``advice``: the advisor's findings; ``cluster``: a job's
     ranks compared (``cluster_summary``; None for one rank); ``rank_spreads``: a job's per-rank tables
     summarised across ranks (``rank_spreads``; None for one rank); ``health``: the ``health.trace_health``
-    rows with findings (count > 0), ``health_by_check`` the same per check over every rank; ``warnings``: what
-    the
-    readers skipped (damaged input), how collection ended when not cleanly, named fp/bp points that
+    rows with findings (count > 0), ``health_by_check`` the same per check over every rank; ``warnings``:
+    what the readers skipped (damaged input), how collection ended when not cleanly, named fp/bp points that
     are missing from steps, and every FLOPS utilisation or roofline share above 100%
     (``flops.over_peak_warnings``, ``roofline.over_roof_warnings``: the peak entry is likely wrong). Every
     analysis comes from the run's memo (``core.memo``)."""
