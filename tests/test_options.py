@@ -216,7 +216,7 @@ DEFAULTS = {
     "sys_io_sampling_freq": None, "sys_interconnection_freq": None, "dvpp_freq": None, "instr_profiling_freq": None,
     "host_sys": [], "host_sys_usage": [], "host_sys_usage_freq": 50, "profile_memory": False, "timeline_limit": 500,
     "data_process": True, "parallel_strategy": True, "with_stack": False, "steps": None, "epochs": None,
-    "warmup_steps": 0, "flush_every": 0, "record_shapes": True, "with_flops": True, "device": "auto",
+    "warmup_steps": 0, "flush_every": 10, "record_shapes": True, "with_flops": True, "device": "auto",
 }
 
 

@@ -156,7 +156,8 @@ def _add_run(sub) -> None:
                                             "./perfsight_data)")
     run.add_argument("--steps", help="step range to profile, e.g. 10-11 (default: every step)")
     run.add_argument("--warmup-steps", type=int, help="profiler warm-up steps before the range")
-    run.add_argument("--flush-every", type=int, help="write a trace window every N steps (survives a kill)")
+    run.add_argument("--flush-every", type=int, help="write a trace window every N profiled steps (default 10: "
+                     "memory stays bounded, data survives a kill; 0: one window)")
     run.add_argument("--options", dest="options_json", help="options as a JSON object")
     run.add_argument("-O", "--option", dest="option_pairs", action="append", type=_key_value, default=[],
                      metavar="KEY=VALUE", help="any option (see `perfsight options`); repeatable")
@@ -336,14 +337,13 @@ def _run_options(args) -> dict:
 
 def cmd_run(args) -> int:
     from perfsight.collect.launch import run_profiled
-    from perfsight.collect.rundir import run_report
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         raise OptionError("run: no command given; usage: perfsight run [options] -- python train.py ...")
     code, runs = run_profiled(command, _run_options(args))
     for run in runs:
-        print(f"perfsight: {run_report(run.path, run.status, run.error)}", file=sys.stderr)
+        print(f"perfsight: {run.report}", file=sys.stderr)
     if not runs:
         print("perfsight: no run was collected (did the command start Python with torch?)", file=sys.stderr)
     return code

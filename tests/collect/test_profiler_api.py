@@ -151,7 +151,8 @@ def test_the_profiler_says_where_the_run_went_once(tmp_path, monkeypatch, capsys
     with perfsight.Profiler(output_path=tmp_path) as prof:
         train(prof, 2)
     prof.close()
-    assert capsys.readouterr().err.count(f"perfsight: run collected in {prof.run_dir}\n") == 1
+    assert capsys.readouterr().err.count(f"perfsight: run collected in {prof.run_dir}: steps 0-1 in 1 trace window "
+                                         "(one every 10 steps: flush_every)\n") == 1
 
 
 def test_bad_options_fail_when_the_profiler_is_made(tmp_path):

@@ -130,3 +130,15 @@ def test_unset_limit_is_ninety_percent_of_free_disk(tmp_path):
     free = shutil.disk_usage(tmp_path).free
     assert abs(check.limit_bytes - 0.9 * free) < 0.01 * free
     assert StorageGuard.for_option(tmp_path, 200, log=lambda m: None).limit_bytes == 200 * MB
+
+
+def test_the_window_just_written_is_never_aged_out_even_when_its_run_is_closed_or_listed_twice(tmp_path):
+    """The window a run just wrote stays (``keep``), whatever its manifest says: a run closed under it by
+    another process, or a manifest of an earlier perfsight that listed one name several times."""
+    run, traces = make_run(tmp_path, "1", 3)                  # complete: its last window is not protected
+    manifest = json.loads((run / layout.MANIFEST).read_text())
+    manifest["traces"] = [traces[0].name, traces[2].name, traces[1].name, traces[2].name]
+    (run / layout.MANIFEST).write_text(json.dumps(manifest))
+    check, _ = guard(tmp_path, limit_mb=0.5)
+    assert check.enforce(keep=traces[2]) == [traces[0], traces[1]]      # each once, in the order listed
+    assert traces[2].exists()

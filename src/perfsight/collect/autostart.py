@@ -3,7 +3,8 @@ environment starts a Profiler when the interpreter starts.
 
 Steps come from torch.optim's global optimizer-step hooks (taken at the next batch fetch or module
 forward), so an unmodified training script gets ProfilerStep ranges; a script that never steps an optimizer
-(inference) gets one whole-run profile. The run is closed at exit (and on SIGTERM, as torchrun sends).
+(inference) gets one whole-run profile. The run is closed at exit, and on SIGTERM (as torchrun and schedulers
+send) and SIGHUP.
 Launchers and helper processes (torchrun itself, multiprocessing spawn children such as DataLoader workers)
 are not profiled.
 Invalid options print one clear message and leave the script running unprofiled.
@@ -70,7 +71,7 @@ def activate_from_env(environ=os.environ) -> "object | None":
         return None
     _state["profiler"] = profiler
     _install_step_hook(profiler)
-    _close_on_sigterm(profiler)
+    _close_on_signals(profiler)
     return profiler
 
 
@@ -86,17 +87,22 @@ def _install_step_hook(profiler) -> None:
     )
 
 
-def _close_on_sigterm(profiler) -> None:
-    """Close the run on SIGTERM when nobody else handles it, then die of SIGTERM as before."""
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return
+#: the signals that end a training whose run is closed first: SIGTERM (torchrun, schedulers) and SIGHUP (a closed
+#: terminal or ssh session; ``perfsight run`` passes both on)
+CLOSING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
+
+def _close_on_signals(profiler) -> None:
+    """On each of CLOSING_SIGNALS nobody else handles, close the run, then die of that signal as before."""
     def handler(signum, frame):
         profiler.close()
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
 
-    try:
-        signal.signal(signal.SIGTERM, handler)
-    except ValueError:      # not the main thread
-        pass
+    for signum in CLOSING_SIGNALS:
+        if signal.getsignal(signum) is not signal.SIG_DFL:
+            continue
+        try:
+            signal.signal(signum, handler)
+        except ValueError:      # not the main thread
+            return

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfsight import options as options_mod
-from perfsight.collect.rundir import resolve_output_root
+from perfsight.collect.rundir import resolve_output_root, run_report
 from perfsight.core import layout
 from perfsight.core.errors import InputError
 from perfsight.core.jsonfile import write_json_atomic
@@ -33,12 +33,16 @@ def child_environment(given: dict, environ=os.environ) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """How one run the launched program made ended: ``status`` is its manifest's (complete, failed, or
-    collecting when its process died without closing it); ``error`` the first error it recorded."""
+    """How one run the launched program made ended: its manifest as the program left it (``status`` complete,
+    failed, or collecting when its process died without closing it)."""
 
     path: Path
-    status: str
-    error: str | None
+    manifest: dict
+
+    @property
+    def report(self) -> str:
+        """The line that says where the run went, how it ended and what it kept."""
+        return run_report(self.path, self.manifest)
 
 
 def run_profiled(command: list[str], given: dict, environ=os.environ) -> tuple[int, list[RunOutcome]]:
@@ -66,8 +70,7 @@ def settle_runs(runs: list[Path], code: int) -> list[RunOutcome]:
             manifest.update(status="failed", errors=[*manifest.get("errors", []), error])
             with contextlib.suppress(OSError):
                 write_json_atomic(run_dir / layout.MANIFEST, manifest, indent=2, sort_keys=False)
-        errors = manifest.get("errors") or []
-        outcomes.append(RunOutcome(run_dir, str(manifest.get("status")), str(errors[0]) if errors else None))
+        outcomes.append(RunOutcome(run_dir, manifest))
     return outcomes
 
 

@@ -15,6 +15,7 @@ import shutil
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 from perfsight import options as options_mod
@@ -34,6 +35,8 @@ from perfsight.collect.storage import MB, MIN_FREE_BYTES, StorageGuard
 from perfsight.core import layout
 from perfsight.core.errors import PerfsightError
 
+#: torch's warning when a schedule begins a new cycle (trace window) without acc_events
+_WINDOW_CLEARED_WARNING = "Warning: Profiler clears events at the end of each cycle"
 _active_lock = threading.Lock()
 _active: "Profiler | None" = None
 
@@ -56,7 +59,8 @@ class Profiler:
         self._dataloader_timer: DataLoaderTimer | None = None
         self._sampler: HostSampler | None = None
         self._storage: StorageGuard | None = None
-        self._steps_collected: list[int] = []
+        self._steps_collected: list[int] = []    # the steps in trace windows written
+        self._steps_in_window: list[int] = []    # the steps recorded since, written with the next window
         self._steps_before_run = 0       # step() calls before the first start(): steps count from here
         self._step_pending = False       # step_soon() was called; step() runs at the next safe point
         self._epoch: int | None = None
@@ -200,13 +204,14 @@ class Profiler:
         if self.run.manifest["device"]["device"].startswith("cuda"):
             activities.append(ProfilerActivity.CUDA)
         schedule = make_schedule(opts.steps, opts.warmup_steps, opts.flush_every)
+        # each window is written when it ends: torch's warning that a new window clears the last one is not ours
+        warnings.filterwarnings("ignore", message=_WINDOW_CLEARED_WARNING, category=UserWarning)
         prof = profile(activities=activities, schedule=schedule, on_trace_ready=self._on_trace_ready,
                        record_shapes=opts.record_shapes, with_flops=opts.with_flops,
                        profile_memory=opts.profile_memory, with_stack=opts.with_stack)
         _align_step(prof, schedule, self._recorder.step)
         prof.start()
         self._torch_profile = prof
-        self._schedule = schedule
 
     def _step(self) -> None:
         from torch.profiler import ProfilerAction
@@ -215,11 +220,13 @@ class Profiler:
             ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
         closed = self._recorder.finish_step()
         if recording:
-            self._steps_collected.append(closed)
+            self._steps_in_window.append(closed)
         if self._torch_profile is not None:
             self._torch_profile.step()
 
     def _on_trace_ready(self, prof) -> None:
+        if self.failsafe.failed:    # torch calls this from stop() too: after a failure nothing more is written
+            return
         path = self.run.next_trace_path()
         temp = path.with_name(path.name + ".partial")
         try:
@@ -229,9 +236,12 @@ class Profiler:
             for leftover in (temp, temp.with_name(temp.name + ".tmp")):  # ours, and Kineto's temp file of ours
                 leftover.unlink(missing_ok=True)
             raise PerfsightError(f"writing trace window {path.name} failed: {_write_failure(path, exc)}") from None
+        self._steps_collected += self._steps_in_window
         self.run.update(traces=self.run.manifest["traces"] + [path.name],
+                        trace_steps={**self.run.manifest["trace_steps"], path.name: self._steps_in_window},
                         steps_collected=list(self._steps_collected))
-        self._storage.enforce()
+        self._steps_in_window = []
+        self._storage.enforce(keep=path)
 
     def _stop_session(self) -> None:
         from torch.profiler import ProfilerAction
@@ -244,30 +254,40 @@ class Profiler:
 
     def _close_run(self) -> None:
         global _active
-        self._sampler.stop()
+        parts = [("the host sampler", self._sampler.stop), ("steps.csv", self._recorder.close)]
         if self._dataloader_timer:
-            self._dataloader_timer.uninstall()
-        self._recorder.close()
+            parts.append(("the data-loader timer", self._dataloader_timer.uninstall))
+        for what, close_part in parts:      # each is closed whatever the others do (a full disk fails some)
+            try:
+                close_part()
+            except Exception as exc:  # noqa: BLE001 - closing what is left; the run must still be closed
+                self.failsafe.note(f"closing {what} failed: {type(exc).__name__}: {exc}")
         self._recorder = None
         status = "failed" if self.failsafe.failed else "complete"
-        self.run.update(status=status, end_ns=time.time_ns(), steps_collected=list(self._steps_collected),
-                        errors=list(self.failsafe.errors))
+        self.run.end(status=status, end_ns=time.time_ns(), steps_collected=list(self._steps_collected),
+                     errors=list(self.failsafe.errors))
         if not os.environ.get(LAUNCHER_ENV):   # else `perfsight run` reports every run when the program ends
-            errors = self.failsafe.errors
-            print(f"perfsight: {run_report(self.run.path, status, errors[0] if errors else None)}", file=sys.stderr)
+            print(f"perfsight: {run_report(self.run.path, self.run.manifest)}", file=sys.stderr)
         with _active_lock:
             if _active is self:
                 _active = None
         atexit.unregister(self.close)
 
     def _abandon(self) -> None:
-        """After an internal failure: stop torch's profiler quietly and record the failure."""
+        """After an internal failure: stop torch's profiler without writing anything more, and close the run
+        as failed with what it kept. A failure inside ``prof.step()`` (a window that could not be written)
+        leaves torch's profiler stopped but its schedule mid-window, and ``prof.stop()`` would then stop and
+        export a profile that is gone (a crash inside torch): it is stopped only while Kineto still runs."""
+        import torch
+
         prof, self._torch_profile = self._torch_profile, None
         if prof is not None:
-            try:
-                prof.stop()
-            except Exception:  # noqa: BLE001 - already failing; the failure itself is logged
-                pass
+            prof.on_trace_ready = None
+            if torch.autograd._profiler_enabled():
+                try:
+                    prof.stop()
+                except Exception as exc:  # noqa: BLE001 - already failing; say so and close what is left
+                    self.failsafe.note(f"stopping torch's profiler after the failure failed: {exc!r}")
         if self.run is not None and self._recorder is not None:
             self._close_run()
 

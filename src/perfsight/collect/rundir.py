@@ -3,7 +3,10 @@
 The manifest is rewritten atomically (temp file + rename), so a kill at any moment leaves either
 the previous or the new complete manifest, never a torn one. It records the options as given and
 as resolved, what could not be collected here, versions, the device, rank and world size, start
-and end, and the steps collected.
+and end, the steps collected and the trace windows written. A run sets room aside for its manifest while
+it collects (``MANIFEST_RESERVE_BYTES``), freed when the disk is full, so a run on a full disk still
+records how it ended. Trace windows are numbered by the run, never by the files present (storage ageing
+deletes some), so a window's name is never used twice in a run.
 """
 from __future__ import annotations
 
@@ -20,8 +23,12 @@ from perfsight import __version__
 from perfsight.core import layout
 from perfsight.core.errors import OptionError
 from perfsight.core.jsonfile import write_json_atomic
+from perfsight.core.numbers import number_runs
 
 WORK_PATH_ENV = "PERFSIGHT_WORK_PATH"
+#: room a collecting run sets aside, freed on a full disk to write its manifest (a manifest is a few KiB, and
+#: its atomic replacement needs a second copy while the first exists)
+MANIFEST_RESERVE_BYTES = 64 * 1024
 DEFAULT_OUTPUT = "perfsight_data"
 
 
@@ -111,14 +118,43 @@ def versions(torch_module) -> dict[str, str | None]:
     return facts
 
 
-def run_report(path: Path, status: str, error: str | None) -> str:
-    """The line that tells a user where a run went and how it ended."""
+def run_report(path: Path, manifest: dict) -> str:
+    """The line that tells a user where a run went, how it ended and what it kept (from its manifest)."""
+    status = manifest.get("status")
+    errors = manifest.get("errors") or []
     if status == "complete":
-        return f"run collected in {path}"
+        return f"run collected in {path}: {_what_was_kept(path, manifest)}"
     if status == "failed":
-        return f"run failed in {path}: {error or 'see ' + str(path / layout.HOST_DATA / layout.COLLECT_LOG)}"
+        why = errors[0] if errors else "see " + str(path / layout.HOST_DATA / layout.COLLECT_LOG)
+        return f"run failed in {path}: {why}; kept: {_what_was_kept(path, manifest)}"
     return (f"run interrupted in {path}: its process ended without closing it; what was written before is "
-            "kept and readable")
+            f"kept and readable ({_what_was_kept(path, manifest)})")
+
+
+def _what_was_kept(run_dir: Path, manifest: dict) -> str:
+    """``steps 0-149 in 15 trace windows (one every 10 steps: flush_every)``, and what storage ageing left of
+    them, from a run's manifest and the windows still there."""
+    traces = manifest.get("traces")
+    names = list(dict.fromkeys(n for n in traces if isinstance(n, str))) if isinstance(traces, list) else []
+    present = [name for name in names if (run_dir / layout.HOST_DATA / Path(name).name).is_file()]
+    trace_steps = manifest.get("trace_steps")
+    listed = manifest.get("steps_collected")
+    steps = [s for s in listed if type(s) is int] if isinstance(listed, list) else []
+    kept = f"{_steps_text(steps)} in {len(names)} trace {'window' if len(names) == 1 else 'windows'}"
+    resolved = manifest.get("options_resolved")
+    flush_every = resolved.get("flush_every") if isinstance(resolved, dict) else None
+    if type(flush_every) is int and flush_every > 0:
+        kept += f" (one every {flush_every} steps: flush_every)"
+    if len(present) < len(names):
+        left = ([s for name in present for s in (trace_steps.get(name) or []) if type(s) is int]
+                if isinstance(trace_steps, dict) else None)    # unknown in a run of an earlier perfsight
+        kept += f"; {len(names) - len(present)} aged out to stay within storage_limit"
+        kept += f", leaving {_steps_text(left)}" if left is not None else ""
+    return kept
+
+
+def _steps_text(steps: list[int]) -> str:
+    return f"{'step' if len(steps) == 1 else 'steps'} {number_runs(steps)}" if steps else "no profiled steps"
 
 
 class RunDirectory:
@@ -129,6 +165,8 @@ class RunDirectory:
         self.host_data = self.path / layout.HOST_DATA
         self.host_data.mkdir(parents=True, exist_ok=False)
         self.manifest: dict = {}
+        self._windows_named = 0
+        self._reserve = self.path / layout.MANIFEST_RESERVE
 
     def device_data(self, device_id: int) -> Path:
         path = layout.device_data_dir(self.path, device_id)
@@ -136,33 +174,58 @@ class RunDirectory:
         return path
 
     def next_trace_path(self) -> Path:
-        existing = sorted(self.host_data.glob(layout.TRACE_GLOB))
-        return self.host_data / f"trace_{len(existing):04d}.pt.trace.json"
+        """The path of the run's next trace window: numbered in the order the run names them, unique for its
+        life."""
+        path = self.host_data / f"trace_{self._windows_named:04d}.pt.trace.json"
+        self._windows_named += 1
+        return path
 
     def begin(self, facts: dict) -> None:
         self.manifest = {
             "format": "perfsight-run", "format_version": 1, "status": "collecting",
             "start_ns": time.time_ns(), "end_ns": None, "pid": os.getpid(), "host": socket.gethostname(),
             "argv": list(sys.argv), "cwd": os.getcwd(), "steps_collected": [], "cut_steps": [], "traces": [],
+            "trace_steps": {},
             "errors": [],
             **facts,
         }
         self.write_manifest()
+        try:
+            with open(self._reserve, "wb") as f:
+                f.write(bytes(MANIFEST_RESERVE_BYTES))
+        except OSError:    # no room even for that: a full disk is handled as it comes
+            self._reserve.unlink(missing_ok=True)
+
+    def end(self, **changes) -> None:
+        """Record how the run ended and give back the room set aside for it."""
+        self.update(**changes)
+        self._reserve.unlink(missing_ok=True)
 
     def update(self, **changes) -> None:
         self.manifest.update(changes)
         self.write_manifest()
 
     def write_manifest(self) -> None:
-        """Replace the manifest atomically; on a full disk (no room for the new copy) overwrite it in place,
-        in blocks it already has, so a run still records how it ended."""
+        """Replace the manifest atomically; on a full disk free the room set aside and try again, then
+        overwrite it in place, in blocks it already has, so a run still records how it ended."""
         path = self.path / layout.MANIFEST
+        if self._replace_manifest(path):
+            return
+        if self._reserve.exists():
+            self._reserve.unlink()
+            if self._replace_manifest(path):
+                return
+        text = json.dumps(self.manifest, indent=2, ensure_ascii=False, default=str).encode()
+        with open(path, "r+b") as f:
+            f.write(text)
+            f.truncate()
+
+    def _replace_manifest(self, path: Path) -> bool:
+        """Replace the manifest atomically; False when the disk has no room for the new copy."""
         try:
             write_json_atomic(path, self.manifest, indent=2, sort_keys=False)
         except OSError as exc:
             if exc.errno != errno.ENOSPC:
                 raise
-            text = json.dumps(self.manifest, indent=2, ensure_ascii=False, default=str).encode()
-            with open(path, "r+b") as f:
-                f.write(text)
-                f.truncate()
+            return False
+        return True

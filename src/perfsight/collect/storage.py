@@ -59,14 +59,15 @@ class StorageGuard:
         limit = storage_limit_mb * MB if storage_limit_mb else default_limit_bytes(root)
         return cls(root=root, limit_bytes=limit, log=log)
 
-    def enforce(self) -> list[Path]:
+    def enforce(self, keep: Path | None = None) -> list[Path]:
         """Delete the oldest deletable trace windows until the runs' files are within the limit and the disk
-        has more than the free-space floor; return what was deleted."""
+        has more than the free-space floor, never ``keep`` (the window just written); return what was
+        deleted."""
         runs = sorted(_perfsight_runs(self.root), key=lambda run: (run.start_ns, run.path.name))
         used = sum(run.used_bytes for run in runs)
         free = self.free_bytes(self.root)
         removed = []
-        for path, size in (window for run in runs for window in run.windows):
+        for path, size in (window for run in runs for window in run.windows if window[0] != keep):
             if used <= self.limit_bytes and free > MIN_FREE_BYTES:
                 break
             try:
@@ -119,7 +120,7 @@ def _manifest(run_dir: Path) -> dict | None:
 def _run(run_dir: Path, manifest: dict) -> _Run:
     host_data = run_dir / layout.HOST_DATA
     listed = manifest.get("traces")
-    names = [name for name in listed if isinstance(name, str)] if isinstance(listed, list) else []
+    names = list(dict.fromkeys(name for name in listed if isinstance(name, str))) if isinstance(listed, list) else []
     windows = []
     for name in names:
         path = host_data / name

@@ -4,6 +4,7 @@ One collecting process writes one ``PROF_{YYYYMMDDhhmmssfff}_{pid}_{random}/`` d
 
     PROF_.../
       manifest.json            options given and resolved, versions, device, rank, start/end, steps
+      .manifest_reserve        room set aside while collecting, freed to close the run on a full disk
       host/data/               trace_{seq}.pt.trace.json  Kineto trace windows, each written whole
                                host_usage.csv             psutil samples, one line per sample, flushed
                                steps.csv                  one line per finished step, flushed
@@ -37,6 +38,7 @@ HOST_USAGE = "host_usage.csv"
 STEPS = "steps.csv"
 MSPROFTX = "msproftx.csv"
 COLLECT_LOG = "collect.log"
+MANIFEST_RESERVE = ".manifest_reserve"
 DEVICE_INFO = "device_info.json"
 
 

@@ -188,8 +188,9 @@ SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("epochs", step_range("epoch"), None, "epochs to profile, instead of steps"),
     OptionSpec("warmup_steps", int_range(0, unit="steps"), 0, "steps profiled and discarded before the range, "
                "so the profiler is warm"),
-    OptionSpec("flush_every", int_range(0, unit="steps"), 0, "write a trace window every N steps, so data "
-               "survives a kill (0: once, at the end of the range)"),
+    OptionSpec("flush_every", int_range(0, unit="steps"), 10, "write a trace window every N profiled steps, so "
+               "the profiler's memory stays bounded and the data survives a kill (0: one window, written at the "
+               "end of the range and held in memory until then)"),
     OptionSpec("record_shapes", _BOOL, _AT_L1, "input shapes and dtypes of operators"),
     OptionSpec("with_flops", _BOOL, _AT_L1, "FLOPs of the operators torch can count"),
     OptionSpec("device", one_of("auto", "cpu", "cuda", off=("auto", "cpu")), "auto",

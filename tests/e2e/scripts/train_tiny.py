@@ -1,9 +1,11 @@
 """An unmodified PyTorch training script for end-to-end tests: MLP, synthetic data, N steps.
 
-Usage: train_tiny.py STEPS [SLEEP_S_PER_STEP] [--ddp]
+Usage: train_tiny.py STEPS [SLEEP_S_PER_STEP] [--ddp] [--wait-at STEP FILE]
 Prints "step N" after each optimizer step (tests watch it to time a kill), then the sum of the final
-weights and whether the optimizer still holds the model's parameters.
+weights and whether the optimizer still holds the model's parameters. With --wait-at, it waits after step STEP
+until FILE exists (a test does something to the run then, such as filling its disk, without a race).
 """
+import os
 import sys
 import time
 
@@ -14,6 +16,8 @@ from torch.utils.data import DataLoader, TensorDataset
 steps = int(sys.argv[1])
 sleep_s = float(sys.argv[2]) if len(sys.argv) > 2 and not sys.argv[2].startswith("--") else 0.0
 ddp = "--ddp" in sys.argv
+wait_at = (int(sys.argv[sys.argv.index("--wait-at") + 1]), sys.argv[sys.argv.index("--wait-at") + 2]) \
+    if "--wait-at" in sys.argv else None
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4))
 if ddp:
@@ -28,6 +32,10 @@ for step, (x, y) in enumerate(DataLoader(data, batch_size=8)):
     nn.functional.cross_entropy(model(x), y).backward()
     optimizer.step()
     print(f"step {step}", flush=True)
+    if wait_at and step == wait_at[0]:
+        deadline = time.monotonic() + 120
+        while not os.path.exists(wait_at[1]) and time.monotonic() < deadline:
+            time.sleep(0.01)
     if sleep_s:
         time.sleep(sleep_s)
 print(f"weights {sum(p.double().sum().item() for p in model.parameters()):.12f}", flush=True)
