@@ -104,21 +104,30 @@ BLOCKED = threading.Event()
 def blocked(tables):
     """An analysis that holds its computation until BLOCKED is set."""
     CALLS.append(threading.get_ident())
-    BLOCKED.wait(30)
+    BLOCKED.wait(120)
     return object()
 
 
 def failing(tables):
     CALLS.append(threading.get_ident())
-    BLOCKED.wait(30)
+    BLOCKED.wait(120)
     raise ValueError("damaged")
 
 
 @pytest.mark.parametrize("function", [blocked, failing])
-def test_threads_asking_for_the_same_key_wait_for_one_computation(function):
+def test_threads_asking_for_the_same_key_wait_for_one_computation(function, monkeypatch):
+    from perfsight.core import memo
+
     tables, threads = RunTables(), 8
     BLOCKED.clear()
     started = threading.Barrier(threads + 1)
+    waiting = []
+
+    class Waited(memo.Future):                       # the memo's computation under way, its waiters counted
+        def result(self, timeout=None):
+            waiting.append(threading.get_ident())
+            return super().result(timeout)
+    monkeypatch.setattr(memo, "Future", Waited)
 
     def ask():
         started.wait()
@@ -130,10 +139,13 @@ def test_threads_asking_for_the_same_key_wait_for_one_computation(function):
     with ThreadPoolExecutor(max_workers=threads) as pool:
         answers = [pool.submit(ask) for _ in range(threads)]
         started.wait()
-        time.sleep(0.5)                              # every thread has asked by now (or finds the result kept)
+        deadline = time.monotonic() + 60
+        while len(waiting) < threads - 1:            # one thread computes, every other one waits for it
+            assert time.monotonic() < deadline, (CALLS, waiting)
+            time.sleep(0.01)
         BLOCKED.set()
         results = [answer.result() for answer in answers]
-    assert len(CALLS) == 1 and all(r is results[0] for r in results)
+    assert len(CALLS) == 1 and len(waiting) == threads - 1 and all(r is results[0] for r in results)
     if function is failing:                          # all got the one error; nothing kept: the next call computes
         assert isinstance(results[0], ValueError) and len(tables.memo) == 0
         with pytest.raises(ValueError, match="damaged"):

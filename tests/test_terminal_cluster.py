@@ -1,21 +1,28 @@
 """The cluster section of the terminal report (``perfsight analyse``, the demo) and of ``analyse --json``: a
 planted two-rank NCCL job with known answers (tests/analysis/planted_nccl_job.py), the real 2-rank Ascend job
-with one rank cut to msprof-analyze's cluster files (what it lacks), and no section for one rank."""
+with one rank cut to msprof-analyze's cluster files (what it lacks), and no section for one rank. At many
+ranks and steps: a generated 20-rank GPU job (bench/jobgen.py) whose collectives are summarised across ranks
+as the other per-rank tables are, ``perfsight cluster`` and ``analyse`` reports within 80 columns (on the real
+Ascend jobs too), and a run of 150 steps summarised, not listed."""
 from __future__ import annotations
 
 import json
 import re
 from io import StringIO
 
+import numpy as np
 import pytest
 from rich.console import Console
 
 import perfsight
 from perfsight.analysis.summary import run_summary
 from perfsight.cli import main
-from perfsight.views.terminal import print_summary
+from perfsight.views.terminal import MAX_RANK_ROWS, print_summary
+from tests.analysis import planted_pair
 from tests.analysis.planted_nccl_job import write_nccl_job
+from tests.bench.test_jobgen import jobgen
 from tests.ingest.test_ascend_partial import CLUSTER_FILES, TEXT, rank_copy
+from tests.terminal_tables import cells
 
 NCCL_SECTION = """\
 Ranks (mean step over the steps compared, ms)
@@ -123,3 +130,86 @@ def test_one_rank_has_no_cluster_section(tmp_path):
     trace = tmp_path / "job" / "rank0.pt.trace.json"
     assert run_summary(perfsight.open(trace).tables)["cluster"] is None
     assert "Ranks (mean step" not in _report(trace) and "slow ranks" not in _report(trace)
+
+
+def _lines(capsys, *, title: bool = False) -> list[str]:
+    """What the command printed, each line checked to fit the 80 columns it was printed in (but with ``title``
+    its first: a run's report names it whole)."""
+    lines = capsys.readouterr().out.splitlines()
+    assert [line for line in lines[title:] if len(line) > 80] == []
+    return lines
+
+
+@pytest.mark.parametrize("job", ["ascend/torch_npu/text/level1", "ascend/torch_npu/db/level1"])
+def test_the_cluster_report_of_a_real_job_fits_80_columns(job, shared_data, tmp_path, capsys, monkeypatch):
+    """The real 2-rank torch_npu jobs (HCCL group hashes, warnings, long paths): every line within 80 columns,
+    the paths folded; the files written listed under their folder."""
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["cluster", "-d", str(shared_data / job), "-o", str(tmp_path / "out"), "--workers", "1"]) == 0
+    lines = _lines(capsys)
+    assert "cluster_step_trace_time.csv" in [line.strip() for line in lines]
+    assert any(line.startswith("Collectives with the longest wait") for line in lines)       # 2 ranks: a row each
+
+
+@pytest.fixture(scope="module")
+def job_of_20(tmp_path_factory, shared_data):
+    """A generated 20-rank GPU job (more than MAX_RANK_ROWS ranks) and its planted answers."""
+    folder = tmp_path_factory.mktemp("job_of_20")
+    return folder, jobgen.generate("gpu", 20, folder, seed=3, ranks_per_node=4, lean=True, steps=1,
+                                   data=shared_data)
+
+
+def test_beyond_16_ranks_the_collectives_are_summarised_across_ranks(job_of_20, capsys, monkeypatch):
+    """``perfsight analyse`` of 20 ranks (mapped rank by rank): each rank's collectives summed, summarised
+    across ranks as the other per-rank tables are (min, median, max, slowest and fastest rank): the slowest
+    rank is the planted slow rank, which waits least (the others wait for it), instead of 5 rows of some ranks;
+    the report ends with the slowest rank's command, not with files it was never to write; 80 columns."""
+    folder, answers = job_of_20
+    assert answers["world_size"] > MAX_RANK_ROWS
+    slow = answers["slow_ranks"][0]
+    assert main(["analyse", str(folder), "--json"]) == 0
+    cluster = json.loads(capsys.readouterr().out)["cluster"]
+    assert [(row["figure"], row["ranks"], row["slowest_rank"], row["min"]) for row in cluster["spreads"]["collectives"]
+            ][0] == ("wait_ns", 20, slow, 0)
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["analyse", str(folder)]) == 0
+    lines = _lines(capsys)
+    assert not any(line.startswith("Collectives with the longest wait") for line in lines)
+    assert cells(lines, "Each rank's collectives, summed, across 20 ranks (ms)")[0][0] == "wait"
+    wait = cells(lines, "Each rank's collectives, summed, across 20 ranks (ms)")[0]
+    assert (wait[1], wait[4]) == ("0.000", f"{slow} (min)")
+    assert "no step or communication data to write" not in "\n".join(lines)
+    last = lines.index("the slowest rank alone (every analysis of its own tables):")   # then its command, folded
+    slowest = folder / f"rank{cluster['slowest']['slowest_rank']}.pt.trace.json"
+    assert "".join("".join(lines[last + 1:]).split()) == f"perfsightanalyse{slowest}"
+    assert main(["cluster", "-d", str(folder), "-o", str(folder / "out")]) == 0
+    assert "rank_breakdown.csv" in [line.strip() for line in _lines(capsys)]
+
+
+#: the planted run of 150 steps: step i lasts 10 ms + JITTER_US[i] us, between 9.95 and 10.05 ms but the first
+#: (15 ms: warm-up), the 77th (30 ms) and the 101st (18 ms); the fastest are 9.95 ms: steps 12, 23, 34, ...
+JITTER_US = [10 * ((i * 7) % 11) - 50 for i in range(150)]
+JITTER_US[0], JITTER_US[76], JITTER_US[100] = 5_000, 20_000, 8_000
+
+
+def test_a_run_of_150_steps_is_summarised_not_listed(tmp_path, capsys, monkeypatch):
+    """``perfsight analyse`` of one rank's 150 steps: a line with their count, median, p10-p90 band (numpy's
+    percentiles of the planted steps), mean, min and max, and only the steps that tell the rest: the first 3,
+    the 3 slowest and the 3 fastest, each once with why (step 1 is both first and slowest)."""
+    monkeypatch.setitem(planted_pair.JITTER_US, "base", JITTER_US)
+    trace = planted_pair.write_trace(tmp_path / "run.pt.trace.json", "base", steps=150)
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["analyse", str(trace)]) == 0
+    lines = _lines(capsys, title=True)
+    steps = np.array([10_000 + jitter for jitter in JITTER_US]) / 1000
+    p10, p90 = np.percentile(steps, [10, 90])
+    text = " ".join(" ".join(lines).split())
+    assert (f"150 profiled steps: median {np.median(steps):.3f} ms, p10-p90 {p10:.3f}-{p90:.3f} ms, mean "
+            f"{steps.mean():.3f} ms, min 9.950 ms, max 30.000 ms") in text
+    start = lines.index(next(line for line in lines if line.startswith("The first, slowest and fastest of 150")))
+    rows = [line.strip("│ ").split("│") for line in lines[start + 4:start + 12]]
+    assert [(cells[0].strip(), cells[1].strip(), cells[-1].strip()) for cells in rows] == [
+        ("1", "15.000", "first, slowest"), ("2", "10.020", "first"), ("3", "9.980", "first"),
+        ("12", "9.950", "fastest"), ("23", "9.950", "fastest"), ("34", "9.950", "fastest"),
+        ("77", "30.000", "slowest"), ("101", "18.000", "slowest")]
+    assert lines[start + 12].startswith("└")

@@ -17,6 +17,7 @@ from perfsight.analysis.breakdown import CATEGORIES, STEP_BREAKDOWN_AVERAGE
 from perfsight.analysis.summary import run_summary
 from perfsight.views.terminal import MAX_RANK_ROWS, _print_breakdown, print_summary
 from tests.analysis.planted_ranks import COMPUTE_NS, many_ranks, slow_rank, step_ns
+from tests.terminal_tables import cells
 
 TITLE = "/jobs/big job"
 
@@ -38,18 +39,6 @@ def _report(ranks: int, columns: int, monkeypatch) -> list[str]:
     return lines
 
 
-def _cells(lines: list[str], title: str) -> list[list[str]]:
-    """The rows of the compact table under ``title`` (after its header rule), split into cells."""
-    start = next(i for i, line in enumerate(lines) if line.startswith(title))
-    rule = next(i for i in range(start, len(lines)) if lines[i].lstrip().startswith("─"))
-    rows = []
-    for line in lines[rule + 1:]:
-        if not line.strip():
-            break
-        rows.append(re.split(r"\s{2,}", line.strip()))
-    return rows
-
-
 @pytest.mark.parametrize("columns", [80, 120])
 def test_8_ranks_show_the_breakdown_with_ranks_as_rows(columns, monkeypatch):
     """Each rank's step (ms) and compute and idle (% of the step: 5 ms of compute a step); the slow rank 2
@@ -57,10 +46,10 @@ def test_8_ranks_show_the_breakdown_with_ranks_as_rows(columns, monkeypatch):
     lines = _report(8, columns, monkeypatch)
     header = next(line for line in lines if line.lstrip().startswith("rank"))
     assert header.split() == ["rank", "step", "ms", "compute", "idle"]
-    assert _cells(lines, "Mean step breakdown by rank") == [
+    assert cells(lines, "Mean step breakdown by rank") == [
         [str(r), f"{step_ns(r, 8) / 1e6:.3f}", f"{100 * COMPUTE_NS / step_ns(r, 8):.1f}",
          f"{100 * (step_ns(r, 8) - COMPUTE_NS) / step_ns(r, 8):.1f}"] for r in range(8)]
-    assert [r[:3] for r in _cells(lines, "Mean step breakdown by rank")][2] == ["2", "20.000", "25.0"]
+    assert [r[:3] for r in cells(lines, "Mean step breakdown by rank")][2] == ["2", "20.000", "25.0"]
     assert sum("median step" in line and "of rank" in line for line in lines) == 8
     assert not any("summarised across ranks" in line for line in lines)
 
@@ -69,10 +58,10 @@ def test_16_ranks_are_rows_and_17_a_summary(monkeypatch):
     """MAX_RANK_ROWS is the last count shown rank by rank; of 17 the median step is the 9th of the sorted
     steps: rank 9's 10.018 ms (the slow rank 5 is last)."""
     assert MAX_RANK_ROWS == 16
-    assert len(_cells(_report(16, 80, monkeypatch), "Mean step breakdown by rank")) == 16
+    assert len(cells(_report(16, 80, monkeypatch), "Mean step breakdown by rank")) == 16
     lines = _report(17, 80, monkeypatch)
     assert not any(line.startswith("Mean step breakdown by rank") for line in lines)
-    assert _cells(lines, "Mean step breakdown across 17 ranks")[1] == ["step", "10.000", "10.018", "20.000", "5 (max)",
+    assert cells(lines, "Mean step breakdown across 17 ranks")[1] == ["step", "10.000", "10.018", "20.000", "5 (max)",
                                                                        "0 (min)"]
 
 
@@ -90,17 +79,17 @@ def test_beyond_a_screenful_each_per_rank_table_is_summarised_across_ranks(ranks
             f"rank as CSV: perfsight cluster -d '{TITLE}' writes cluster_analysis_output/rank_breakdown.csv") in text
     assert (f"median step {median} ms (the median over {ranks:,} ranks of each rank's median step; fastest rank 0 "
             f"10.000 ms, slowest rank {slow_rank(ranks)} 20.000 ms)") in text
-    assert _cells(lines, f"Mean step breakdown across {ranks:,} ranks (ms)") == [
+    assert cells(lines, f"Mean step breakdown across {ranks:,} ranks (ms)") == [
         ["median step", "10.000", median, "20.000", slow, "0 (min)"],
         ["step", "10.000", median, "20.000", slow, "0 (min)"],
         ["compute", "5.000", "5.000", "5.000", "0 (max)", "1 (min)"],           # all equal: ranks 0 and 1
         ["idle", "5.000", f"{float(median) - 5:.3f}", "15.000", slow, "0 (min)"]]   # categories no rank has: left out
-    assert _cells(lines, f"Profiled steps: each rank's mean, across {ranks:,} ranks")[0] == [
+    assert cells(lines, f"Profiled steps: each rank's mean, across {ranks:,} ranks")[0] == [
         "iteration", "10.000", median, "20.000", slow, "0 (min)"]
-    assert _cells(lines, "Memory peak of each rank's cuda device") == [
+    assert cells(lines, "Memory peak of each rank's cuda device") == [
         ["allocated", "1.0 GiB", "1.0 GiB", "2.0 GiB", slow, "0 (min)"],
         ["reserved", "4.0 GiB", "4.0 GiB", "4.0 GiB", "0 (max)", "1 (min)"]]
-    assert _cells(lines, f"{ranks:,} ranks compared (mean step, ms)")[0] == [
+    assert cells(lines, f"{ranks:,} ranks compared (mean step, ms)")[0] == [
         "step", "10.000", median, "20.000", slow, "0 (min)"]
     assert not [line for line in lines if re.search(r"of rank \d+;|\(rank \d+[,)]", line)]   # no line per rank
     assert len(lines) < 130                                                    # the same few screens at any count

@@ -130,8 +130,12 @@ def _add_compare(sub) -> None:
                                          "any format): the step time with its noise and a verdict, the step "
                                          "breakdown, operators and kernels aligned by name and across frameworks, "
                                          "communication, memory and launch figures.")
-    compare.add_argument("base", help="BASE: the run, trace or job compared against")
-    compare.add_argument("new", help="NEW: the run, trace or job compared")
+    compare.add_argument("runs", nargs="*", metavar="BASE NEW",
+                         help="BASE (the run, trace or job compared against), then NEW (the one compared); several "
+                              "runs a side, so that the verdict weighs the run-to-run noise: BASE... -- NEW...")
+    compare.add_argument("--base", action="append", default=[], metavar="RUN",
+                         help="a run of BASE (repeatable; with --new, instead of BASE... -- NEW...)")
+    compare.add_argument("--new", action="append", default=[], metavar="RUN", help="a run of NEW (repeatable)")
     compare.add_argument("--rank", type=_rank, metavar="R|slowest",
                          help="compare this rank of each job (a number, or 'slowest': each job's slowest rank)")
     compare.add_argument("--base-rank", type=_rank, metavar="R|slowest", help="BASE's rank (overrides --rank)")
@@ -143,8 +147,9 @@ def _add_compare(sub) -> None:
     compare.add_argument("--json", action="store_true", help="print the results as JSON for machines")
     compare.add_argument("-o", "--output", help="also write the tables as CSV files into this folder")
     compare.add_argument("--fail-if-slower", type=_percent, metavar="PCT",
-                         help="exit 1 when NEW is slower than BASE by more than PCT percent beyond the "
-                              "step-to-step noise (a CI gate), 0 otherwise")
+                         help="exit 1 when NEW is slower than BASE by more than PCT percent beyond the noise (a "
+                              "CI gate; the run-to-run noise with several runs a side, else the step-to-step "
+                              "noise only), 0 otherwise")
 
 
 def _add_run(sub) -> None:
@@ -419,13 +424,18 @@ def _rank_progress():
         yield (lambda ranks: bar.update(task, total=ranks)), arrived
 
 
+def _say(message: str) -> None:
+    """A line to the user on stderr (stdout may be JSON): what perfsight is waiting for, and why."""
+    print(f"perfsight: {message}", file=sys.stderr)
+
+
 def cmd_cluster(args) -> int:
     from perfsight.views.export import cluster
     from perfsight.views.terminal import print_cluster_report
 
     with _rank_progress() as (on_start, on_outcome):
         report = cluster(args.dir, args.output, ray=args.ray, workers=args.workers, on_start=on_start,
-                         on_outcome=on_outcome, bound_memory=True, light=args.light)
+                         on_outcome=on_outcome, bound_memory=True, light=args.light, on_wait=_say)
     print_cluster_report(report)
     return 0
 
@@ -445,21 +455,24 @@ def cmd_demo(args) -> int:
 def _analyse_by_rank(args) -> int:
     """``perfsight analyse`` of a job of more than ``WHOLE_JOB_RANKS`` ranks: mapped rank by rank (its ranks
     compared), never merged whole."""
+    from pathlib import Path
+
     from perfsight.analysis.summary import cluster_summary
     from perfsight.core.memo import computed
-    from perfsight.mapreduce import analyse_job
+    from perfsight.mapreduce import analyse_job, holding_store, output_root
     from perfsight.views import jsonable as json_report
     from perfsight.views.export.cluster_analysis import ClusterReport
     from perfsight.views.terminal import print_cluster_report
 
-    with _rank_progress() as (on_start, on_outcome):
-        job = analyse_job(args.path, on_start=on_start, on_outcome=on_outcome, bound_memory=True)
-    summary = computed(cluster_summary, job.job)
+    path = Path(args.path)
+    with holding_store(output_root(path), _say), _rank_progress() as (on_start, on_outcome):
+        job = analyse_job(path, on_start=on_start, on_outcome=on_outcome, bound_memory=True)
+        summary = computed(cluster_summary, job.job)
     if args.json:
         print(json_report.dumps({"path": str(job.path), "ranks": job.ranks, "cluster": summary,
                                  "failed": [{"source": o.name, "error": o.error} for o in job.failed]}))
     else:
-        print_cluster_report(ClusterReport(job, summary, []))
+        print_cluster_report(ClusterReport(job, summary, None))
     return 0
 
 
@@ -503,6 +516,40 @@ def cmd_analyse(args) -> int:
     return 0
 
 
+#: how ``perfsight compare`` is given its runs, said when they do not add up
+COMPARE_USAGE = "perfsight compare BASE NEW, BASE... -- NEW..., or --base RUN --new RUN (each repeatable)"
+
+
+def _new_runs_flagged(argv: list[str]) -> list[str]:
+    """``perfsight compare BASE... -- NEW...``: the runs after ``--`` given as ``--new`` (argparse drops the
+    ``--`` and would take them for more of BASE's)."""
+    if argv[:1] != ["compare"] or "--" not in argv:
+        return argv
+    cut = argv.index("--")
+    return argv[:cut] + [f"--new={run}" for run in argv[cut + 1:]]
+
+
+def _compared_runs(args) -> tuple[list[str], list[str]]:
+    """BASE's and NEW's runs: ``BASE NEW``; the runs without a flag on the side not given by flag (``BASE...
+    -- NEW...`` gives NEW's as ``--new``); or ``--base`` and ``--new`` alone."""
+    if args.base and args.new and args.runs:
+        raise OptionError(f"compare: runs given with --base and --new and without a flag; usage: {COMPARE_USAGE}")
+    if args.new:
+        base, new = args.base + args.runs, args.new
+    elif args.base:
+        base, new = args.base, args.runs
+    else:
+        base, new = (args.runs[:1], args.runs[1:]) if len(args.runs) == 2 else ([], [])
+    if not base or not new:
+        raise OptionError(f"compare: give BASE and NEW ({len(args.runs)} given without a flag); usage: "
+                          f"{COMPARE_USAGE}")
+    flags = [run for run in new if run.startswith("-")]
+    if flags:
+        raise OptionError(f"compare: {flags[0]} after --, where NEW's runs are: options go before -- (a run named "
+                          f"so: ./{flags[0]})")
+    return base, new
+
+
 def cmd_compare(args) -> int:
     from perfsight.comparison import compare
     from perfsight.views import jsonable as json_report
@@ -511,7 +558,7 @@ def cmd_compare(args) -> int:
 
     base_rank = args.base_rank if args.base_rank is not None else args.rank
     new_rank = args.new_rank if args.new_rank is not None else args.rank
-    comparison = compare(args.base, args.new, base_rank=base_rank, new_rank=new_rank, families=args.families)
+    comparison = compare(*_compared_runs(args), base_rank=base_rank, new_rank=new_rank, families=args.families)
     report = comparison_report(comparison, fail_if_slower=args.fail_if_slower)
     if args.output:
         report["files"] = [str(path) for path in write_comparison(comparison, args.output)]
@@ -539,7 +586,7 @@ READS_TRACES = ("analyse", "analyze", "export", "cluster", "insight", "compare")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_new_runs_flagged(sys.argv[1:] if argv is None else argv))
     if args.command_name in READS_TRACES:
         from perfsight.core.process import prepare
 

@@ -1,8 +1,10 @@
 """analysis/compare.py through ``perfsight.compare``: the planted pair's known answers (tests/analysis/
 planted_pair.py: the step verdict with Welch's interval worked out by hand, each operator's and kernel's
 difference per step and its share, new and vanished operators, a cross-framework family row, the breakdown
-adding up to the step difference), a run compared with itself, one step a side (noise unknown), no steps,
-and the operator families' file (the shipped one, a user's, a broken one)."""
+adding up to the step difference), shares of self time that add up when operators nest, several runs a side
+(the interval between runs, every per-step figure the mean of the runs'), a run compared with itself, one step
+a side (noise unknown), no steps, the ranks that slowed most, and the operator families' file (the shipped
+one, a user's, a broken one)."""
 from __future__ import annotations
 
 import math
@@ -37,6 +39,10 @@ def test_the_step_verdict_and_its_interval(pair):
     assert steps["ci_high_pct"] == pytest.approx((300 + half) / 100, abs=1e-5)
     assert (steps["verdict"], pair.verdict()) == ("slower", "slower")
     assert pair.slower_than(2.0) and not pair.slower_than(3.0)      # 2.59% beyond the noise, not 3%
+    # one run a side: the noise weighed is the steps', and the rule says run-to-run noise is not weighed
+    assert (steps["base_runs"], steps["new_runs"], steps["noise"]) == (1, 1, "step-to-step")
+    assert steps["rule"] == ("Welch's t on every step (5 of BASE, 5 of NEW), with one run a side: the interval "
+                             "weighs the variance between steps, not between runs")
 
 
 def test_host_operators_aligned_by_name(pair):
@@ -65,6 +71,86 @@ def test_kernels_only_one_side_has_pair_up_by_family(pair):
         "matmul": ("both", "family", ["volta_sgemm_128x64_nn"], ["ampere_sgemm_64x64_tn"], 4, 4, -80_000),
         "elementwise_kernel": ("both", "name", None, None, 5, 5, 0),
     }
+
+
+def test_shares_are_of_self_time_and_add_up_when_operators_nest(tmp_path, monkeypatch):
+    """Each step's aten::mm calls wrapped in one aten::linear (400 -> 600 us, as the mm's): by total time both
+    grew 200 us, 66.7% of the 300 us step difference each, and the shares of all operators would add up to
+    156.7%; by self time aten::linear (all of it in its aten::mm) takes 0% and the shares add up to the host
+    operators' 270 us, 90%."""
+    events = planted_pair.trace_events
+
+    def wrapped(side: str, steps: int = planted_pair.STEPS) -> list[dict]:
+        made = events(side, steps)
+        for step in (e for e in list(made) if e["name"].startswith("ProfilerStep#")):
+            calls, us = next((calls, us) for name, calls, us in planted_pair.HOST_OPS[side] if name == "aten::mm")
+            made.append({"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1,
+                         "ts": step["ts"] + 10, "dur": calls * us, "args": {}})
+        return made
+
+    monkeypatch.setattr(planted_pair, "trace_events", wrapped)
+    rows = {row["name"]: row for row in perfsight.compare(*write_pair(tmp_path)).operators().to_pylist()}
+    assert (rows["aten::linear"]["difference_per_step_ns"], rows["aten::mm"]["difference_per_step_ns"]) == (
+        200_000, 200_000)
+    assert (rows["aten::linear"]["self_difference_per_step_ns"], rows["aten::linear"]["share_pct"]) == (0, 0)
+    assert rows["aten::mm"]["share_pct"] == pytest.approx(200 / 3)
+    assert sum(row["share_pct"] for row in rows.values()) == pytest.approx(90)
+    assert sum(100 * row["difference_per_step_ns"] / 300_000 for row in rows.values()) == pytest.approx(470 / 3)
+
+
+def _runs(folder, side: str, means_us: list[int], monkeypatch) -> list:
+    """Runs of the planted pair's ``side`` whose mean steps are ``means_us`` (the same code run again)."""
+    paths = []
+    for place, mean in enumerate(means_us):
+        monkeypatch.setitem(planted_pair.STEP_US, side, mean)
+        paths.append(write_trace(folder / f"{side}{place}.pt.trace.json", side))
+    return paths
+
+
+def test_several_runs_a_side_weigh_the_variance_between_runs(tmp_path, monkeypatch):
+    """Three runs a side, mean steps BASE 10,000, 10,300, 9,700 us and NEW 10,300, 10,000, 10,600 (5 steps
+    each): Welch's t on the runs' means, 300 +- 2.776445 x sqrt(90,000 / 3 + 90,000 / 3) = 300 +- 680.08 us;
+    no difference, and the gate at 2% passes. Every per-step figure is the mean of the runs' (the runs of a side
+    run the same operators: the single run's figures); each run's steps and mean step in ``runs()``."""
+    one = perfsight.compare(*write_pair(tmp_path / "pair"))
+    several = perfsight.compare(_runs(tmp_path, "base", [10_000, 10_300, 9_700], monkeypatch),
+                                _runs(tmp_path, "new", [10_300, 10_000, 10_600], monkeypatch))
+    steps = several.steps().to_pylist()[0]
+    assert (steps["base_runs"], steps["new_runs"], steps["base_steps"], steps["noise"]) == (3, 3, 15, "run-to-run")
+    assert (steps["base_mean_ns"], steps["new_mean_ns"]) == (10_000_000, 10_300_000)
+    assert steps["base_stddev_ns"] == pytest.approx(300_000) and steps["new_stddev_ns"] == pytest.approx(300_000)
+    half = 2.776445 * math.sqrt(60_000)
+    assert steps["ci_low_pct"] == pytest.approx((300 - half) / 100, abs=1e-5)
+    assert steps["ci_high_pct"] == pytest.approx((300 + half) / 100, abs=1e-5)
+    assert (steps["verdict"], several.slower_than(2.0)) == ("no difference", False)
+    assert steps["rule"] == ("Welch's t on each run's mean step (3 BASE runs, 3 NEW runs): the interval weighs the "
+                             "variance between runs")
+    assert [(r["side"], r["run"], r["steps"], r["mean_step_ns"]) for r in several.runs().to_pylist()] == [
+        ("BASE", 0, 5, 10_000_000), ("BASE", 1, 5, 10_300_000), ("BASE", 2, 5, 9_700_000),
+        ("NEW", 0, 5, 10_300_000), ("NEW", 1, 5, 10_000_000), ("NEW", 2, 5, 10_600_000)]
+    keys = ("base_calls", "base_calls_per_step", "new_calls_per_step", "base_per_step_ns", "new_per_step_ns",
+            "difference_per_step_ns", "share_pct")
+    mm = next(row for row in several.operators().to_pylist() if row["name"] == "aten::mm")
+    assert tuple(mm[key] for key in keys) == pytest.approx((60, 4, 4, 400_000, 600_000, 200_000, 200 / 3))
+    for table in ("breakdown", "figures"):
+        mine, single = (getattr(comparison, table)().to_pylist() for comparison in (several, one))
+        assert [row[key] for row in mine for key in row if isinstance(row[key], float)] == pytest.approx(
+            [row[key] for row in single for key in row if isinstance(row[key], float)])
+    assert several.ranks().to_pylist() == one.ranks().to_pylist()
+    # one run on a side: the steps of every run are weighed, and the rule says which side has one run
+    fewer = perfsight.compare(_runs(tmp_path / "b", "base", [10_000, 10_300], monkeypatch),
+                              write_trace(tmp_path / "n.pt.trace.json", "new")).steps().to_pylist()[0]
+    assert (fewer["noise"], fewer["base_steps"], fewer["base_mean_ns"]) == ("step-to-step", 10, 10_150_000)
+    assert fewer["rule"].endswith("(10 of BASE, 5 of NEW), with one run of NEW: the interval weighs the variance "
+                                  "between steps, not between runs")
+
+
+def test_the_ranks_that_slowed_most():
+    rows = [{"rank": rank, "difference_ns": difference} for rank, difference in
+            enumerate([5, -3, None, 9, 5, 0])]
+    assert [row["rank"] for row in analysis.ranks_slowed_most(rows, 2)] == [3, 0]
+    assert [row["rank"] for row in analysis.ranks_slowed_most(rows, 16)] == [3, 0, 4]
+    assert analysis.ranks_slowed_most([{"rank": 0, "difference_ns": -1}], 16) == []
 
 
 def test_launch_figures(pair):
@@ -117,7 +203,8 @@ def test_one_step_a_side_is_noise_unknown_and_the_gate_uses_the_difference(tmp_p
     one = perfsight.compare(write_trace(tmp_path / "b.pt.trace.json", "base", steps=1),
                             write_trace(tmp_path / "n.pt.trace.json", "new", steps=1))
     steps = one.steps().to_pylist()[0]
-    assert (steps["verdict"], steps["difference_pct"], steps["ci_low_pct"]) == ("noise unknown", 3.0, None)
+    assert (steps["verdict"], steps["difference_pct"], steps["ci_low_pct"], steps["rule"]) == (
+        "noise unknown", 3.0, None, None)
     assert one.slower_than(2.9) and not one.slower_than(3.0)
 
 

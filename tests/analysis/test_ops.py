@@ -179,11 +179,12 @@ def test_call_stack_of_a_host_op_and_of_nothing():
 
 @pytest.mark.parametrize("kinds", [None, ("cpu_op",)])
 def test_execution_totals_count_and_sum_what_op_instances_picks(kinds):
-    """The planted training run's device tasks and host operators: per rank, name, type and step, the count
-    and summed duration op_statistic gives over the same executions."""
+    """The planted training run's device tasks and host operators: per rank, name, type and step, the count,
+    summed duration and summed self time op_statistic gives over the same executions."""
     tables = training_run()
     totals = ops.execution_totals(tables, kinds=kinds).to_pylist()
     statistic = ops.op_statistic(tables, by=["name", "op_type", "step"], kinds=kinds).to_pylist()
-    assert totals and sorted((r["rank"], r["name"], r["op_type"], r["step"], r["count"], r["total_ns"])
-                             for r in totals) == sorted(
-        (r["rank"], r["name"], r["op_type"], r["step"], r["count"], r["total_ns"]) for r in statistic)
+    keys = ("rank", "name", "op_type", "step", "count", "total_ns", "self_ns")
+    assert totals and sorted(tuple(r[k] for k in keys) for r in totals) == sorted(
+        tuple(r[k] for k in keys) for r in statistic)
+    assert any(r["self_ns"] < r["total_ns"] for r in totals) == (kinds is not None)   # host operators nest

@@ -147,7 +147,7 @@ def test_above_the_roof_keeps_its_number_and_names_the_op():
 
 def test_the_advisor_names_the_operators_furthest_below_their_roof():
     """The mm's kernel takes 20 us for 74 ns at its roof (0.37%), the layer norm 100 ns for 47 ns (47%): both
-    under 50%, 19,926 + 53 ns beyond their roof, 40% of the 50 us step: high; the mm first."""
+    under 50%, 19,926 + 53 ns beyond their roof, 40% of the 50 us step; the mm first (rated by its gain)."""
     from perfsight.analysis.advisor import Facts, _below_roof
 
     tables = planted_step()
@@ -155,7 +155,7 @@ def test_the_advisor_names_the_operators_furthest_below_their_roof():
     next(s for s in slices if s["id"] == 3)["dur_ns"] = 20_000
     slow = tables_from_rows(slices=slices, tracks=TRACKS, meta=A100)
     advice = _below_roof(Facts(slow))
-    assert (advice.rule, advice.severity) == ("below_roofline", "high")
+    assert (advice.rule, advice.severity) == ("below_roofline", None)      # rated by its gain in advise
     assert list(advice.evidence["ops"]) == ["aten::mm", "aten::layer_norm"]
     assert advice.evidence["ops"]["aten::mm"] == {"precision": "bf16", "bound": "memory", "op_ns": 20_000,
                                                   "roof_ns": 74, "below_roof_ns": 19_926, "roof_percent": 0.37}
@@ -166,7 +166,7 @@ def test_the_advisor_names_the_operators_furthest_below_their_roof():
 def test_the_below_roofline_advice_s_gain_replays_the_operators_at_their_roof():
     """The same slow step: aten::mm made 20,000 / 74 times faster and aten::layer_norm 100 / 47 times; the
     advice's gain is that what-if's, whatever it is (the replay is tested on planted steps of its own)."""
-    from perfsight.analysis.advisor import advise
+    from perfsight.analysis.advisor import advise, rated_by_gain
     from perfsight.analysis.critical_path import what_if
 
     slices = planted_step().slices.to_pylist()
@@ -176,3 +176,4 @@ def test_the_below_roofline_advice_s_gain_replays_the_operators_at_their_roof():
     [replayed] = what_if(slow, {"aten::mm": 20_000 / 74, "aten::layer_norm": 100 / 47}).to_pylist()
     assert row["what_if"] == "the named operators at their roofline"
     assert row["gain_ns"] == replayed["saved_ns"] > 0
+    assert row["severity"] == rated_by_gain(row["gain_pct"])

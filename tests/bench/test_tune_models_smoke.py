@@ -39,8 +39,10 @@ def test_markdown_section_has_both_models_and_is_appended(tmp_path):
                                          ["transformer", "both"]]
     for row in rows:
         assert 0 <= float(row[3]) <= float(row[2])             # the in-step proof is part of the tuning time
-        stages = list(map(int, row[4].split(" + ")))            # tuned per stage, subgraph stage first
-        assert len(stages) == (2 if row[1] == "both" else 1) and stages[-1] > 0
+        # tuned per stage, subgraph stage first; the first stage always measures something, the operator stage
+        # of "both" may have nothing left when the model itself won at another thread count (timing decides)
+        stages = list(map(int, row[4].split(" + ")))
+        assert len(stages) == (2 if row[1] == "both" else 1) and stages[0] > 0 and min(stages) >= 0
         assert float(row[5]) > 0 and float(row[7]) > 0         # untuned and tuned ms/step
         speedup = float(row[9].split("x")[0])
         low, high = ratio_bounds(float(row[5]), float(row[7]))  # untuned over tuned median, as printed

@@ -3,6 +3,9 @@ by Playwright (its own browser downloads are never used: executable_path points 
 
 Every page is opened in a context that records (and aborts) any request leaving 127.0.0.1; tests end
 by asserting that list is empty (``page.external_requests``).
+
+Waiting is for a condition, never for a time: ``expect`` and every wait and action wait up to ``WAIT_MS`` for
+theirs (Playwright's own 5 s for ``expect`` is a page or two of a large run on a busy machine).
 """
 from __future__ import annotations
 
@@ -17,6 +20,8 @@ from .harness import InsightServer
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--disable-dev-shm-usage"]
+#: how long an expectation, a wait or an action waits for its condition (ms)
+WAIT_MS = 60_000
 
 
 def chromium_path() -> str | None:
@@ -34,8 +39,9 @@ def browser():
         if os.environ.get("CI"):
             pytest.fail("Chromium is not installed; .ci/run installs Debian's chromium for the browser tests")
         pytest.skip("Chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    expect.set_options(timeout=WAIT_MS)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=path, args=CHROMIUM_FLAGS)
         yield browser
@@ -70,6 +76,7 @@ def page(browser):
     """A fresh page; ``page.external_requests`` lists every request to a host other than 127.0.0.1
     (aborted), and ``page.console_errors`` the page's console errors and uncaught exceptions."""
     context = browser.new_context(viewport={"width": 1400, "height": 900})
+    context.set_default_timeout(WAIT_MS)
     page = context.new_page()
     page.external_requests = []
     page.console_errors = []

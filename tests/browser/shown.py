@@ -1,6 +1,6 @@
 """What the insight pages show, computed in Python for the page tests: the pages' number formats (as
-util.js writes them), links to a run's page, waiting for an element's data-state and counting a Plotly
-chart's traces."""
+util.js writes them), links to a run's page, waiting for an element's data-state, counting a Plotly
+chart's traces and the colour drawn at a point."""
 from __future__ import annotations
 
 from decimal import ROUND_HALF_UP, Decimal
@@ -69,3 +69,26 @@ def cells(page, table_selector: str, column: int) -> list[str]:
     """The text of one column (0-based) of a table's body rows."""
     return page.locator(f"{table_selector} tbody tr").evaluate_all(
         f"rows => rows.map(r => r.cells[{column}].textContent)")
+
+
+def pixel(page, x: float, y: float) -> tuple[int, int, int]:
+    """The colour (R, G, B) drawn at viewport point (x, y): a 1 x 1 screenshot there, its PNG decoded (one row
+    of one pixel: every PNG filter leaves its bytes as they are)."""
+    import struct
+    import zlib
+
+    png = page.screenshot(clip={"x": x, "y": y, "width": 1, "height": 1})
+    chunks, at = {}, 8
+    while at < len(png):
+        length, kind = struct.unpack(">I4s", png[at:at + 8])
+        chunks[kind] = chunks.get(kind, b"") + png[at + 8:at + 8 + length]
+        at += 12 + length
+    bit_depth, colour_type = chunks[b"IHDR"][8], chunks[b"IHDR"][9]
+    assert bit_depth == 8 and colour_type in (2, 6), (bit_depth, colour_type)      # RGB or RGBA
+    row = zlib.decompress(chunks[b"IDAT"])
+    return row[1], row[2], row[3]
+
+
+def luminance(rgb: tuple[int, int, int]) -> float:
+    """How light a colour is, 0 (black) to 255 (white): Rec. 709's weights."""
+    return 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]

@@ -1,16 +1,18 @@
 """A hostile trace in a real browser: a two-rank job whose op, kernel, thread, process, counter and
 collective names and args carry <script>, <img onerror> and "><svg onload> payloads, beside a trace whose
 folder name is one. Every page of the job (and the run list) must show those names as text: no element
-made from them, no dialog, no console error from injected script, no request leaving the machine; and
-path traversal in the page's URLs gets an error, not a file."""
+made from them, no dialog, no console error from injected script, no request leaving the machine; path
+traversal in the page's URLs gets an error, not a file; and a malformed %-escape in the address a message."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
-from .harness import open_view
+from .harness import open_view, wait_rendered
 
 pytestmark = pytest.mark.browser
 
@@ -91,7 +93,9 @@ def test_hostile_names_render_as_text_on_every_page(serve, page, tmp_path):
     shown = {}
     for name in PAGES:
         open_view(page, f"{server.url}/#/run/{job['id']}/{name}")
-        page.wait_for_timeout(300)            # charts draw on the next frames
+        expect(page.locator("[data-state=loading]")).to_have_count(0)    # every chart and table drawn
+        if name == "timeline":                                            # its tracks and first window drawn
+            page.evaluate("() => window.__perfsightTimelineTest.ready()")
         assert page.locator("body").get_attribute("data-state") == "ready", (name, page.locator("main").inner_text())
         shown[name] = page.locator("main").inner_text()
         assert_nothing_injected(page, dialogs)
@@ -127,3 +131,30 @@ def test_page_and_run_names_from_objects_prototype_are_unknown_names(server, pag
     assert page.locator("main").inner_text() == f"no run with id '{name}' under the summary-base-dir"
     assert page.console_errors == [] or all("404" in e for e in page.console_errors), page.console_errors
     assert page.external_requests == []
+
+
+@pytest.mark.parametrize("hash_", ["#/run/%E0%A4%A", "#%zz", "#/run/{id}/operators/%E0%A4", "#/compare/%/%"])
+def test_a_malformed_address_says_so_and_leaves_no_page_behind(serve, page, tmp_path, hash_):
+    """A %-escape that does not decode (cut, or typed by hand) makes no uncaught URIError: the page says the
+    address is malformed, with the way back to the run list, instead of leaving the page before it under the
+    new address; and so on a first load."""
+    (tmp_path / "t.pt.trace.json").write_text(json.dumps(hostile_trace(0)))
+    server = serve(tmp_path)
+    [run] = server.wait_parsed()
+    address = f"{server.url}/{hash_.format(id=run['id'])}"
+    open_view(page, f"{server.url}/#/run/{run['id']}/overview")
+    assert page.locator("body").get_attribute("data-state") == "ready"
+    for load in ("after a page", "first"):
+        if load == "first":
+            page.goto("about:blank")
+        page.goto(address)
+        expect(page.locator("body")).to_have_attribute("data-state", "error")
+        expect(page.locator("main")).to_have_text(re.compile(r"^This address is malformed: its %-escapes do not "
+                                                             r"decode .*Open the page from the run list\.$"))
+        expect(page.locator("#run-nav a")).to_have_text(["← runs"])
+        expect(page.locator("#run-title")).to_have_text("")
+        assert page.console_errors == [], (load, page.console_errors)
+    page.locator("#run-nav a").click()
+    wait_rendered(page)
+    expect(page.locator("#run-list tbody tr")).to_have_count(1)
+    assert page.console_errors == [] and page.external_requests == []

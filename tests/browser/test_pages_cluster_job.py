@@ -16,7 +16,7 @@ from perfsight.analysis import collectives
 from perfsight.core.memo import computed
 
 from .harness import open_view, wait_rendered
-from .shown import cells, fmt_ns, page_url, ready, traces
+from .shown import cells, fmt_ns, luminance, page_url, pixel, ready, traces
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import clusterstore  # noqa: E402  (bench/ is scripts, imported as a sibling)
@@ -90,4 +90,51 @@ def test_open_a_rank_by_number(job_server, page):
     page.locator("#open-rank").click()
     wait_rendered(page)
     expect(page.locator("#run-title")).to_have_text("big#rank63")
+    assert page.external_requests == [] and page.console_errors == []
+
+
+#: a heatmap's cells holding its largest and its smallest value, and the viewport point of each cell's centre
+EXTREME_CELLS = """el => {
+    const z = el.data[0].z, box = el.getBoundingClientRect(), xa = el._fullLayout.xaxis, ya = el._fullLayout.yaxis;
+    const cells = z.flatMap((row, i) => row.map((v, j) => ({v, i, j}))).filter(c => c.v !== null);
+    const at = c => ({value: c.v, x: box.left + xa._offset + xa.l2p(c.j), y: box.top + ya._offset + ya.l2p(c.i)});
+    const order = [...cells].sort((a, b) => a.v - b.v);
+    return {largest: at(order[order.length - 1]), smallest: at(order[0])};
+}"""
+
+
+def test_the_node_matrix_draws_its_largest_amounts_darkest(job_server, page):
+    """The cell of the largest bytes between two nodes is drawn dark (it was Plotly's "Blues" unreversed: light
+    grey on the white page), the smallest light; so for every value the matrix shows."""
+    open_view(page, page_url(job_server, "big", "cluster"))
+    for metric in ("bytes", "time", "bandwidth"):
+        page.locator("select#node-matrix-value").select_option(metric)
+        ready(page, "#node-matrix").scroll_into_view_if_needed()
+        extremes = page.locator("#node-matrix").evaluate(EXTREME_CELLS)
+        assert extremes["largest"]["value"] > extremes["smallest"]["value"], metric
+        page.mouse.move(0, 0)                                     # no hover label over the cells
+        largest, smallest = (luminance(pixel(page, extremes[end]["x"], extremes[end]["y"]))
+                             for end in ("largest", "smallest"))
+        assert largest < 100 < smallest, (metric, largest, smallest)
+    assert page.external_requests == [] and page.console_errors == []
+
+
+def test_the_clock_offsets_are_drawn_without_webgl(job_server, page):
+    """The offsets chart is SVG (a scattergl chart is blank where the browser has no WebGL: no GPU, as
+    here with --disable-gpu): one marker per rank, at its offset."""
+    open_view(page, page_url(job_server, "big", "cluster"))
+    assert traces(page, "offsets-chart") == [{"type": "scatter", "name": None, "points": 64}]
+    markers = page.locator("#offsets-chart .scatterlayer .point")
+    expect(markers).to_have_count(64)
+    tops = markers.evaluate_all("points => points.map(p => Math.round(p.getBoundingClientRect().top))")
+    by_node = [set(tops[8 * node:8 * node + 8]) for node in range(8)]      # 8 ranks to a node, one clock each
+    assert all(len(node) == 1 for node in by_node), by_node
+    assert [min(node) for node in by_node] == sorted({min(node) for node in by_node}, reverse=True)  # n ms ahead
+    assert page.external_requests == [] and page.console_errors == []
+
+
+def test_the_run_list_writes_the_job_s_ranks_as_a_range(job_server, page):
+    open_view(page, job_server.url + "/#/")
+    row = page.locator("#run-list tbody tr", has_text="big")
+    expect(row.locator("td").nth(3)).to_have_text("0-63")          # not the 64 numbers
     assert page.external_requests == [] and page.console_errors == []

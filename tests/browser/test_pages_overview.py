@@ -1,6 +1,7 @@
 """The Overview and Step trace pages in a real browser on real runs (a perfsight run, the large GPU trace,
-the ResNet-50 trace for advice naming operators): the charts drawn with the expected traces, the numbers
-of the analysis functions in the cards and tables, the advice's evidence links and the step selector."""
+the ResNet-50 trace for advice naming operators) and a planted 30-step trace: the charts drawn with the expected
+traces, and their legends clear of their labels, the numbers of the analysis functions in the cards and tables,
+the timeline summary's threads, the advice's evidence links and the step selector."""
 from __future__ import annotations
 
 import re
@@ -14,7 +15,7 @@ from perfsight.analysis.ops import op_instances, type_shares
 from perfsight.analysis.steps import step_phases, step_trace
 from perfsight.analysis.summary import timeline_summary
 
-from .harness import open_view, wait_rendered
+from .harness import InsightServer, open_view, wait_rendered
 from .shown import cells, fmt_ns, fmt_num, fmt_pct, page_url, ready, tables_of, traces
 
 pytestmark = pytest.mark.browser
@@ -115,3 +116,79 @@ def test_a_run_without_steps_says_why_on_the_overview_and_step_trace(serve, page
         open_view(page, page_url(server, "t.pt", name))
         expect(page.get_by_text(said)).to_be_visible()
     assert page.console_errors == []
+
+
+#: the planted trace's steps: 1 ms each from T0 us, with Kineto's trace span around them (T0 - 50 us to the end)
+STEPS, T0 = 30, 1_000_000
+
+
+def thirty_steps() -> dict:
+    """A Kineto trace of ``STEPS`` 1 ms ProfilerSteps back to back on the main thread, each with a data
+    loader fetch, an aten::mm launching a 400 us kernel and a Python frame; and the trace span (``PyTorch
+    Profiler (0)``, cat Trace) that Kineto writes on a row of its own, pid ``Spans``."""
+    events = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}},
+              {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "GPU 0"}},
+              {"ph": "M", "name": "process_name", "pid": "Spans", "args": {"name": "Spans"}},
+              {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler",
+               "ts": T0 - 50, "dur": STEPS * 1000 + 100, "args": {"Op count": 0}}]
+    for step in range(STEPS):
+        start, corr = T0 + step * 1000, step + 1
+        events += [
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step + 1}", "pid": 1, "tid": 1, "ts": start,
+             "dur": 1000, "args": {}},
+            {"ph": "X", "cat": "user_annotation", "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+             "pid": 1, "tid": 1, "ts": start + 10, "dur": 90, "args": {}},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": start + 200, "dur": 200,
+             "args": {"External id": corr}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": start + 250,
+             "dur": 10, "args": {"correlation": corr, "External id": corr}},
+            {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": start + 300, "dur": 400,
+             "args": {"correlation": corr, "External id": corr, "device": 0, "stream": 7}},
+            {"ph": "X", "cat": "python_function", "name": "train.py(10): step", "pid": 1, "tid": 1, "ts": start + 500,
+             "dur": 300, "args": {}},
+        ]
+    return {"schemaVersion": 1, "traceEvents": events}
+
+
+@pytest.fixture(scope="module")
+def steps_server(tmp_path_factory):
+    import json
+
+    base = tmp_path_factory.mktemp("thirty_steps")
+    (base / "steps.pt.trace.json").write_text(json.dumps(thirty_steps()))
+    with InsightServer(base) as server:
+        server.wait_parsed()
+        yield server
+
+
+#: the boxes of a Plotly chart's legend and x axis labels
+LEGEND_AND_LABELS = """chart => {
+  const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  return {legend: box(chart.querySelector(".legend")), labels: [...chart.querySelectorAll(".xtick text")].map(box)};
+}"""
+
+
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_the_per_step_legend_keeps_off_the_step_labels(steps_server, page, width):
+    """30 steps: their labels are rotated under the bars, and the legend (it was laid across them, under the
+    chart) is beside the chart, at both common screen widths."""
+    page.set_viewport_size({"width": width, "height": 900})
+    open_view(page, page_url(steps_server, "steps", "overview"))
+    assert {t["points"] for t in traces(page, "chart-step-breakdown")} == {STEPS}
+    boxes = page.locator("#chart-step-breakdown").evaluate(LEGEND_AND_LABELS)
+    assert boxes["labels"]                                          # every step's, or every other one's
+    legend = boxes["legend"]
+    overlapping = [b for b in boxes["labels"] if b[0] < legend[2] and legend[0] < b[2] and b[1] < legend[3]
+                   and legend[1] < b[3]]
+    assert overlapping == []
+    assert page.external_requests == [] and page.console_errors == []
+
+
+def test_the_timeline_summary_counts_the_threads_not_kineto_s_trace_span(steps_server, page):
+    """The trace span on its own Spans row covers the whole capture: it is not a thread, and its time is not
+    busy time (it made 2 threads, busy twice the window)."""
+    open_view(page, page_url(steps_server, "steps", "overview"))
+    host = page.locator("#overview-timeline tbody tr", has_text="thread")
+    expect(host.locator("td")).to_have_text(["cpu", "1 thread", fmt_num(STEPS * 5), str(STEPS + 4),
+                                             fmt_ns(STEPS * 1_000_000), fmt_ns(50_000), fmt_ns(50_000 + STEPS * 1e6)])
+    assert page.external_requests == [] and page.console_errors == []

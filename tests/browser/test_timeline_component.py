@@ -7,7 +7,7 @@ The page is tests/views/insight/fixtures/timeline_page.html, served with the rea
 routes over a fake run by uvicorn on loopback."""
 from __future__ import annotations
 
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -29,9 +29,11 @@ EVIL = ['<img src=x onerror="window.__xss=1">', "<script>window.__xss=2</script>
 
 
 class SlowRun(FakeRun):
-    """A fake run whose next ``delays`` lookups sleep first (to make a window answer arrive late)."""
+    """A fake run whose next lookup, once ``held`` is set to (release, arrived), sets ``arrived`` and waits for
+    ``release`` (to make a window answer arrive as late as the test wants)."""
 
-    delays: list[float] = []
+    held: tuple[threading.Event, threading.Event] | None = None
+    lock = threading.Lock()
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +43,12 @@ def server():
     def get_run(run_id):
         if run_id != "r1":
             raise HTTPException(404, "no such run")
-        if SlowRun.delays:
-            time.sleep(SlowRun.delays.pop())
+        with SlowRun.lock:
+            held, SlowRun.held = SlowRun.held, None
+        if held is not None:
+            release, arrived = held
+            arrived.set()
+            release.wait(120)
         return fake
 
     app = FastAPI()
@@ -126,14 +132,22 @@ def test_keys_wheel_and_drag(page):
 
 
 def test_stale_window_answers_are_dropped(page):
-    requests = hook(page, "state")["requests"]
+    before = hook(page, "state")
+    requests, dropped = before["requests"], before["dropped"]
     page.evaluate("() => { for (let k = 0; k < 5; k++) window.__perfsightTimelineTest.zoomTo(k * 100, 20000); }")
     assert hook(page, "ready")["requests"] == requests + 1                       # within the debounce: one request
-    SlowRun.delays.append(1.0)
-    page.evaluate("() => { window.__perfsightTimelineTest.zoomTo(0, 10000); }")
-    page.wait_for_timeout(300)                                                   # the slow request is out
-    state = hook(page, "zoomTo", 30000, 40000)
-    assert state["dropped"] >= 1
+    release, arrived = threading.Event(), threading.Event()
+    SlowRun.held = (release, arrived)
+    try:
+        page.evaluate("() => { window.__perfsightTimelineTest.zoomTo(0, 10000); }")
+        assert arrived.wait(60)                                                  # the request is out, its answer held
+        page.evaluate("() => { window.__perfsightTimelineTest.zoomTo(30000, 40000); }")
+        page.wait_for_function("n => window.__perfsightTimelineTest.state().requests >= n", arg=requests + 3)
+    finally:                                                                     # a newer one went out: let it answer
+        SlowRun.held = None
+        release.set()
+    state = hook(page, "ready")
+    assert (state["requests"], state["dropped"]) == (requests + 3, dropped + 1)  # the held answer came too late
     assert state["window"]["t0"] < 30000 and state["window"]["t1"] > 40000       # the newer view's answer
 
 
@@ -219,6 +233,19 @@ def test_critical_path_outlines_its_slices(page, server):
     assert state["criticalPath"]["slices"] == len(on_path) > 0 and state["drawn"]["onPath"] > 0
     state = hook(page, "criticalPath", False)
     assert state["criticalPath"] is None and state["drawn"]["onPath"] == 0
+
+
+def test_a_counter_is_labelled_with_its_largest_value_in_view(page):
+    """The counter host.cpu_percent.process (samples 10% at 1,000 ns, 30% at 1,500, 20% at 1,700, 50% at 9,000):
+    its label is the largest value the view shows, not the track's maximum (50%) wherever the view is."""
+    def label(state):
+        [row] = [r for r in state["rows"] if r["name"] == "host.cpu_percent.process"]
+        return row["scale"]
+
+    assert label(hook(page, "state")) == "50.0%"                          # the whole run
+    assert label(hook(page, "zoomTo", 0, 1600)) == "30.0%"                # 10% then 30%
+    assert label(hook(page, "zoomTo", 2000, 8000)) == "20.0%"             # 20% held from 1,700 ns
+    assert label(hook(page, "zoomTo", 8500, 20000)) == "50.0%"            # 20% held, then 50%
 
 
 def test_html_names_stay_text(page):

@@ -1,11 +1,15 @@
 """Damage in the Ascend, msprof and MindSpore readers' files read around (issue 16, deliverable 6), planted in
 copies of the real samples (../shared/data/ascend; the msprof CSV exports: tests/ingest/ascend_planted.py, as
 there is no real sample of them): a value that is not a number in a CSV time or numeric column costs that
-row only (``ascend_csv.number_rows``), named by line, header and value."""
+row only (``ascend_csv.number_rows``), named by line, header and value; bytes that are not UTF-8 are read as
+U+FFFD and an empty CSV as no rows, each said; a JSON file nested too deeply (``core/json_depth``) or a FIFO
+costs what it holds, said with the keys that lead to the damage."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,6 +21,7 @@ from perfsight.core.errors import InputError
 from perfsight.ingest import find_runs
 from perfsight.ingest.ascend.mindspore_legacy import read_mindspore_legacy
 from perfsight.ingest.ascend.msprof_dir import read_msprof_dir
+from perfsight.ingest.ascend.torch_npu_db import read_torch_npu_db
 from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text
 from tests.conftest import SHARED_DATA
 from tests.ingest.ascend_planted import OUT, write_msprof_dir
@@ -323,3 +328,122 @@ def test_an_msprof_info_json_of_the_wrong_shape_costs_its_entries(tmp_path):
         "DeviceInfo"]
     info.write_text("[1, 2]")                                      # not an object at all: no rank, no device facts
     assert json.loads(read_msprof_dir(prof).meta_dict()["device_info"]) == []
+
+
+# --- bytes that are not UTF-8 and empty files in the CSVs (issue "Nothing lost, nothing crashes", item 8) -------
+
+def set_line(path: Path, line: int, old: bytes, new: bytes) -> None:
+    """Replace ``old`` by the bytes ``new`` on line ``line`` (1-based) of ``path``."""
+    lines = path.read_bytes().split(b"\n")
+    assert old in lines[line - 1], (path.name, line, lines[line - 1][:200])
+    lines[line - 1] = lines[line - 1].replace(old, new, 1)
+    path.write_bytes(b"\n".join(lines))
+
+
+def test_bytes_that_are_not_utf8_in_a_csv_are_read_around_and_said(rank0, capfd):
+    kernels = output(rank0) / "kernel_details.csv"
+    set_line(kernels, 6, b"aclnnInplaceRelu", b"aclnnInplace\xffRelu")                # in a name
+    set_line(kernels, 7, b"aclnnMaxPool2d", b"aclnn\xe9,MaxPool2d")                     # in a ragged row
+    kernels.write_bytes(kernels.read_bytes() + b"\xff\xfe\x00garbage\x80\r\n")          # a trailing garbage row
+    tables = read_torch_npu_text(rank0)
+    complete = read_torch_npu_text(TEXT / "rank0_ascend_pt")
+    assert [w for w in warnings_of(tables) if w.startswith("kernel_details.csv")] == [
+        "kernel_details.csv: 3 lines with bytes that are not UTF-8, read with each replaced by U+FFFD: line 6, "
+        "line 7, line 193",
+        "kernel_details.csv: 2 rows not read: line 7 has 47 fields, line 193 has 1 fields (the header has 46)",
+        "kernel_details.csv: 1 rows match no device task of the trace (same name, start within 1000 ns); not read"]
+    assert "UnicodeDecodeError" not in capfd.readouterr().err                  # pyarrow never met the bytes
+    assert tables.slices.num_rows == complete.slices.num_rows                 # the tasks are the trace's
+    assert pc.sum(pc.is_valid(tables.slices["op_type"])).as_py() == \
+        pc.sum(pc.is_valid(complete.slices["op_type"])).as_py() - 2           # two rows lose their details
+    (output(rank0) / "trace_view.json").unlink()                              # the rows are then the tasks
+    slices = read_torch_npu_text(rank0).slices
+    tasks = slices.filter(pc.is_in(slices["kind"], pa.array(["kernel", "comm", "memcpy", "sync", "other"])))
+    assert tasks.num_rows == 191 - 1 and "aclnnInplace\ufffdRelu_Relu_Relu" in tasks["name"].to_pylist()
+
+
+def test_an_empty_kernel_details_csv_costs_its_details_not_the_rank(rank0):
+    (output(rank0) / "kernel_details.csv").write_bytes(b"")
+    tables = read_torch_npu_text(rank0)
+    complete = read_torch_npu_text(TEXT / "rank0_ascend_pt")
+    assert "kernel_details.csv: empty (no header, no rows): nothing read from it" in warnings_of(tables)
+    assert tables.slices.num_rows == complete.slices.num_rows
+    assert pc.sum(pc.is_valid(tables.slices["op_type"])).as_py() == 0         # the details were only there
+    assert tables.meta_dict()["rank"] == "0"
+
+
+# --- JSON nested too deeply (item 5): the file is read around, said with the keys leading to it -----------------
+
+DEEP = "[" * 1000 + "]" * 1000
+
+
+def nest_deeply(path: Path, key: str = "deep") -> None:
+    """``path``'s JSON object with ``key`` holding arrays 1,000 deep."""
+    document = json.loads(path.read_text())
+    path.write_text(json.dumps({**document, key: "DEEP"}).replace('"DEEP"', DEEP))
+
+
+@pytest.mark.parametrize(("name", "consequence"), [
+    ("profiler_info_0.json", "its facts are unknown"),
+    ("profiler_metadata.json", "its facts are unknown"),
+    ("ASCEND_PROFILER_OUTPUT/communication.json", "communication operators, groups and times unknown"),
+    ("ASCEND_PROFILER_OUTPUT/communication_matrix.json", "its links and groups are unknown"),
+])
+def test_a_torch_npu_json_file_nested_too_deeply_is_read_around(rank0, name, consequence):
+    nest_deeply(rank0 / name)
+    tables = read_torch_npu_text(rank0)
+    complete = read_torch_npu_text(TEXT / "rank0_ascend_pt")
+    assert (f"{Path(name).name}: JSON nested 1001 levels deep (arrays and objects within each other) at "
+            f"`$.deep[...][...][...]...`; perfsight reads at most 64; {consequence}") in warnings_of(tables)
+    assert tables.slices.num_rows == complete.slices.num_rows and tables.meta_dict()["rank"] == "0"
+    lost = {"profiler_info_0.json": "profiler_info", "profiler_metadata.json": "environment",
+            "communication_matrix.json": "communication_matrix"}.get(Path(name).name)
+    if lost:
+        assert complete.meta_dict().get(lost) and not tables.meta_dict().get(lost)
+    else:                       # communication.json: its records are what the operators' args say it reported
+        assert [a for a in complete.slices["args"].to_pylist() if a and "communication.json" in a]
+        assert not [a for a in tables.slices["args"].to_pylist() if a and "communication.json" in a]
+
+
+def test_torch_npu_db_json_nested_too_deeply_is_read_around(tmp_path, shared_data):
+    rank = Path(shutil.copytree(shared_data / "ascend/torch_npu/db/level1/rank0_ascend_pt", tmp_path / "rank0"))
+    nest_deeply(rank / "profiler_info_0.json")
+    with sqlite3.connect(rank / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db") as con:
+        con.execute("UPDATE META_DATA SET value = ? WHERE name = 'ENV_VARIABLES'", ('{"A": ' + DEEP + "}",))
+        con.execute("INSERT INTO META_DATA VALUES ('parallel_group_info', ?)", ('{"g": {"x": ' + DEEP + "}}",))
+    tables = read_torch_npu_db(rank)
+    warnings = json.loads(tables.meta_dict()["parse_warnings"])
+    too_deep = "levels deep (arrays and objects within each other) at "
+    assert (f"ascend_pytorch_profiler_0.db META_DATA: parallel_group_info: JSON nested 1002 {too_deep}`$.g.x[...]"
+            "[...]...`; perfsight reads at most 64; groups keep their group-local ranks") in warnings
+    assert (f"META_DATA ENV_VARIABLES: JSON nested 1001 {too_deep}`$.A[...][...][...]...`; perfsight reads at "
+            "most 64; ignored") in warnings
+    assert (f"profiler_info_0.json: JSON nested 1001 {too_deep}`$.deep[...][...][...]...`; perfsight reads at most "
+            "64; its facts are unknown") in warnings
+    complete = read_torch_npu_db(shared_data / "ascend/torch_npu/db/level1/rank0_ascend_pt")
+    assert tables.slices.num_rows == complete.slices.num_rows
+    assert complete.meta_dict().get("profiler_info") and not tables.meta_dict().get("profiler_info")
+
+
+def test_mindspore_json_nested_too_deeply_is_read_around(tmp_path):
+    folder = ms_copy(tmp_path)
+    nest_deeply(folder / "dynamic_shape_info_0.json")
+    nest_deeply(folder / "flops_summary_0.json")
+    tables, warnings = ms_warnings(folder)
+    assert ("dynamic_shape_info_0.json: not a MindSpore dynamic shape file (dynamic_shape_info_0.json: JSON nested "
+            "1001 levels deep (arrays and objects within each other) at `$.deep[...][...][...]...`; perfsight reads "
+            "at most 64); expected") in " ".join(warnings)
+    assert ("flops_summary_0.json: JSON nested 1001 levels deep (arrays and objects within each other) at "
+            "`$.deep[...][...][...]...`; perfsight reads at most 64; not read") in warnings
+    assert tables.meta_dict()["step_source"] == "step_trace_raw_detail_time.csv" and tables.slices.num_rows > 0
+
+
+def test_a_fifo_as_the_torch_npu_db_profiler_info_is_read_around(tmp_path, shared_data):
+    rank = Path(shutil.copytree(shared_data / "ascend/torch_npu/db/level1/rank0_ascend_pt", tmp_path / "rank0"))
+    info = rank / "profiler_info_0.json"
+    info.unlink()
+    os.mkfifo(info)
+    tables = read_torch_npu_db(rank)
+    assert (f"profiler_info_0.json: not readable JSON ({info}: a FIFO (named pipe), not a regular file; perfsight "
+            "reads only regular files); its facts are unknown") in json.loads(tables.meta_dict()["parse_warnings"])
+    assert tables.meta_dict()["rank"] == "0" and tables.slices.num_rows > 0

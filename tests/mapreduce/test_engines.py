@@ -22,7 +22,15 @@ import pytest
 from perfsight.core.errors import InputError
 from perfsight.core.process import usable_cores
 from perfsight.mapreduce import engines
-from perfsight.mapreduce.engines import IN_FLIGHT_PER_WORKER, MAX_ATTEMPTS, LocalPool, RayEngine, TaskLost, engine_for
+from perfsight.mapreduce.engines import (
+    IN_FLIGHT_PER_WORKER,
+    MAX_ATTEMPTS,
+    LocalPool,
+    RayEngine,
+    TaskLost,
+    engine_for,
+    machine_workers,
+)
 from tests.mapreduce.engine_tasks import Item, Unpicklable, square
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -212,12 +220,13 @@ def test_ray_false_is_the_local_pool_even_with_ray_address_set(monkeypatch):
     assert isinstance(engine_for(ray=False, workers=2), LocalPool)
 
 
-@pytest.mark.parametrize("workers", [0, -2, "3", 2.5, True])
+@pytest.mark.parametrize("workers", [0, -2, "3", 2.5, True, 10 ** 30])
 def test_a_bad_workers_value_is_an_input_error(no_ray_address, workers):
     with pytest.raises(InputError) as error:
         engine_for(workers=workers)
-    assert str(error.value) == (f"--workers {workers!r}: the number of worker processes must be a whole number, "
-                                "1 or more")
+    assert str(error.value) == (f"--workers {workers!r}: the number of worker processes must be a whole number "
+                                f"from 1 to 65,536 (the local pool takes at most what this machine holds: "
+                                f"{machine_workers()} here)")
 
 
 def test_ray_asked_for_but_not_installed(monkeypatch, no_ray_address):

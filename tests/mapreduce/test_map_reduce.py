@@ -116,7 +116,7 @@ def test_a_folder_perfsight_did_not_make_is_never_written_into(tmp_path):
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
 
 
-def test_analyse_maps_a_job_of_more_ranks_than_it_merges(tmp_path, capsys):
+def test_analyse_maps_a_job_of_more_ranks_than_it_merges(tmp_path, capsys, monkeypatch):
     """``perfsight analyse`` of a job of more than WHOLE_JOB_RANKS ranks compares its ranks from the mapped
     summaries (never merging them) and says how its ranks were read."""
     planted = write_nccl_job(tmp_path / "planted")
@@ -130,12 +130,13 @@ def test_analyse_maps_a_job_of_more_ranks_than_it_merges(tmp_path, capsys):
     said = json.loads(capsys.readouterr().out)
     assert said["ranks"] == list(range(WHOLE_JOB_RANKS + 1)) and said["failed"] == []
     assert [row["rank"] for row in said["cluster"]["ranks"]] == said["ranks"]
+    monkeypatch.setenv("COLUMNS", "200")                         # the report's lines whole, paths and all
     assert cli.main(["analyse", str(folder)]) == 0
     assert capsys.readouterr().out.startswith(f"{folder}: {WHOLE_JOB_RANKS + 1} ranks (0 done, "
                                               f"{WHOLE_JOB_RANKS + 1} cached, 0 failed) on ")
 
 
-def test_a_rank_of_the_job_opens_alone(tmp_path, capsys):
+def test_a_rank_of_the_job_opens_alone(tmp_path, capsys, monkeypatch):
     """The drill-down from the job to one rank: its own tables only, in the API and named by the report."""
     folder = write_nccl_job(tmp_path / "job")
     job = analyse_job(folder, engine=serial())
@@ -143,7 +144,8 @@ def test_a_rank_of_the_job_opens_alone(tmp_path, capsys):
     assert run.ranks == [1] and run.path == folder / "rank1.pt.trace.json"
     with pytest.raises(InputError, match=r"rank 5 is not one of the job's ranks read \(0-1, 2 ranks\)"):
         job.open_rank(5)
+    monkeypatch.setenv("COLUMNS", "200")                         # the report's lines whole, paths and all
     assert cli.main(["cluster", "-d", str(folder)]) == 0
     slowest = computed(cluster.slowest_rank, job.job).to_pylist()[0]["slowest_rank"]
     assert (f"the slowest rank alone (every analysis of its own tables): perfsight analyse "
-            f"{folder / f'rank{slowest}.pt.trace.json'}") in capsys.readouterr().out
+            f"{folder / f'rank{slowest}.pt.trace.json'}") in " ".join(capsys.readouterr().out.split())

@@ -1,12 +1,17 @@
 """The tuning bank: canonical keys, round trip, the seed's update modes and repo_summary counters,
-staleness, locking with concurrent writers, rank 0 as the only writer, and the read-only built-in rules."""
+staleness, locking with concurrent writers, rank 0 as the only writer, the read-only built-in rules, and
+damaged files refused naming the file and the key: values nested too deeply, FIFOs never waited on."""
 import json
 import multiprocessing
 import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+import perfsight
 from perfsight.core.errors import TuneBankError
 from perfsight.tune.bank import Bank, Entry, RepoSummary, builtin_rules
 from perfsight.tune.env import TuneSettings
@@ -246,7 +251,7 @@ def _key_mismatch(store):
     ("opat.json", _winner_not_a_candidate, "its winner 'channels_first' is not one of its candidates "
                                            "(default, channels_last)"),
     ("opat.json", _key_mismatch, "entry '42': it holds key '"),
-    ("opat.json", "directory", "Is a directory"),
+    ("opat.json", "directory", "cannot be read (a folder, not a regular file; perfsight reads only regular files)"),
 ])
 def test_a_damaged_bank_file_is_refused_naming_the_file_and_what_is_wrong(bank, file, damage, message):
     made = entry(bank, conv_signature())
@@ -270,3 +275,55 @@ def test_a_damaged_bank_file_is_refused_naming_the_file_and_what_is_wrong(bank, 
     with pytest.raises(TuneBankError, match=re.escape(str(path))):
         bank.put(entry(bank, conv_signature(channels=3)), repeat=False)
     assert damaged is None or path.read_bytes() == damaged  # nothing written over it
+
+
+@pytest.mark.parametrize(("file", "depth", "where"), [
+    ("opat.json", 1004, '`$.entries["{key}"].signature.shapes...`'),
+    ("bank.json", 1002, "`$.device.cpu[...][...]...`"),
+])
+def test_a_bank_value_nested_too_deeply_is_refused_naming_the_file_and_the_key(bank, file, depth, where):
+    made = entry(bank, conv_signature())
+    bank.put(made, repeat=False)
+    path = bank.directory / file
+    document = stored(bank, file)
+    if file == "opat.json":
+        document["entries"][made.key]["signature"]["shapes"] = "DEEP"
+    else:
+        document["device"] = {"cpu": "DEEP"}
+    path.write_text(json.dumps(document).replace('"DEEP"', "[" * 1000 + "]" * 1000))
+    damaged = path.read_bytes()
+    with pytest.raises(TuneBankError) as refused:
+        bank.check_fresh()
+    assert str(refused.value).startswith(
+        f"the tuning bank file {path} is damaged: JSON nested {depth} levels deep "
+        f"(arrays and objects within each other) at {where.format(key=made.key)}; perfsight reads at most 64; "
+        "allowed: ")
+    assert path.read_bytes() == damaged                          # nothing written over it
+
+
+FIFO_CHECK = """
+import sys
+from pathlib import Path
+from perfsight.core.errors import TuneBankError
+from perfsight.tune.bank import Bank
+bank = Bank(Path(sys.argv[1]), sys.argv[2])
+try:
+    bank.check_fresh() if sys.argv[3] == "read" else bank.put(bank.entries("op")[sys.argv[4]], repeat=True)
+except TuneBankError as error:
+    print(error)
+"""
+
+
+@pytest.mark.parametrize(("file", "use"), [("bank.json", "read"), ("opat.json", "read"), (".lock", "write")])
+def test_a_fifo_in_the_bank_is_refused_not_waited_on(bank, file, use):
+    made = entry(bank, conv_signature())
+    bank.put(made, repeat=False)
+    path = bank.directory / file
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+    checked = subprocess.run([sys.executable, "-c", FIFO_CHECK, str(bank.directory.parent), FP, use, made.key],
+                             capture_output=True, text=True, timeout=60,   # a hang fails, never waits
+                             env={**os.environ, "PYTHONPATH": str(Path(perfsight.__file__).parents[1])})
+    assert checked.stdout.strip() == (f"the tuning bank file {path} cannot be read (a FIFO (named pipe), not a "
+                                      "regular file; perfsight reads only regular files): move it away and tune "
+                                      "again"), checked.stderr

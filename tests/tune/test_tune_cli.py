@@ -2,7 +2,9 @@
 table (attention of a real transformer layer among them), and damaged or winnerless banks refused before
 the script starts, or - applied at run time - reported while the training goes on."""
 import json
+import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -95,3 +97,26 @@ def test_a_damaged_bank_at_run_time_is_reported_and_the_script_trains_on(tmp_pat
     assert (f"perfsight: the tuning bank {bank.directory} has opat.json but no bank.json, which records the library "
             "versions it was tuned under") in result.stderr
     assert "; the tuning bank is not applied" in result.stderr
+
+
+SOURCE = {"PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}   # this checkout's perfsight
+
+
+@pytest.mark.parametrize("file", ["bank.json", "opat.json"])
+def test_a_fifo_in_the_bank_is_refused_before_verify_and_reported_at_run_time(tmp_path, file):
+    """A FIFO where a bank file should be is never waited on: ``tune --verify`` refuses before the script runs,
+    and ``perfsight run`` under TUNE_BANK_PATH says so at the first forward while the training goes on."""
+    bank = winnerless_bank(tmp_path / "bank")
+    fifo = bank.directory / file
+    fifo.unlink()
+    os.mkfifo(fifo)
+    refused = (f"the tuning bank file {fifo} cannot be read (a FIFO (named pipe), not a regular file; perfsight "
+               "reads only regular files): move it away and tune again")
+    verified = perfsight("tune", "--verify", "--bank", tmp_path / "bank", "--", sys.executable,
+                         script("train_tiny.py"), "9", cwd=tmp_path, env=SOURCE, timeout=120)
+    assert verified.returncode == 2 and "step 0" not in verified.stdout and "Traceback" not in verified.stderr
+    assert f"perfsight: error: {refused}" in verified.stderr
+    ran = perfsight("run", "-o", tmp_path / "prof", "--", sys.executable, script("train_tiny.py"), "3", cwd=tmp_path,
+                    env={**SOURCE, "TUNE_BANK_PATH": str(tmp_path / "bank"), "OMP_NUM_THREADS": "1"}, timeout=120)
+    assert ran.returncode == 0 and "step 2" in ran.stdout and "Traceback" not in ran.stderr, ran.stderr
+    assert f"perfsight: {refused}; the tuning bank is not applied" in ran.stderr

@@ -12,7 +12,12 @@ The estimated gain of a piece of advice comes from the critical path's what-if
 ``critical_path.SCENARIOS``: communication overlapped, launches free, no synchronisation waits, ...; or its own,
 e.g. the fp32 matmul kernels it found twice as fast), the steps are replayed with it, and ``gain_ns`` is
 the mean time saved per step (over every rank's profiled steps; the whole trace without steps),
-``gain_pct`` its share of the mean step. A rule with no such change (uneven ranks, memory) has no gain.
+``gain_pct`` its share of the mean step. A rule with no such change (memory, recompilations, layouts) has no
+gain.
+
+The severity of advice with a what-if follows its gain (``rated_by_gain``): high from ``HIGH_GAIN_PCT`` of the
+mean step, medium from ``MEDIUM_GAIN_PCT``, low below, so advice that would save nothing, or whose gain is unknown,
+is never rated on gain it does not have; a rule without a what-if rates its advice itself.
 """
 from __future__ import annotations
 
@@ -42,6 +47,10 @@ SHORT_KERNEL_SHARE = 0.30         # >= 30% of launches are short kernels whose l
 HOST_WAIT_SHARE = 0.50            # >= 50% of device idle time is waiting for the host
 UNOVERLAPPED_COMM_SHARE = 0.10    # communication not hidden behind compute >= 10% of the device span
 MEMORY_CAPACITY_SHARE = 0.90      # peak reserved memory >= 90% of the device's memory
+#: advice with a what-if is rated by its estimated gain's share of the mean step: high from HIGH_GAIN_PCT, medium
+#: from MEDIUM_GAIN_PCT, low below (a gain of 0, or none known: no steps to replay the change on)
+HIGH_GAIN_PCT = 10.0
+MEDIUM_GAIN_PCT = 2.0
 
 
 @dataclass(frozen=True)
@@ -62,14 +71,22 @@ def _scenario(name: str) -> WhatIf:
 
 @dataclass(frozen=True)
 class Advice:
+    """What a rule found. Advice with a ``what_if`` is rated by the gain the what-if estimates
+    (``rated_by_gain``); a rule whose change cannot be replayed on the steps (memory, recompilations, layouts)
+    gives its advice's ``severity`` itself. One of the two, never both."""
     rule: str
-    severity: str
     title: str
     finding: str
     evidence: dict
     threshold: str
     suggestion: str
     what_if: WhatIf | None = None
+    severity: str | None = None
+
+    def __post_init__(self):
+        if (self.what_if is None) == (self.severity is None):
+            raise ValueError(f"advice {self.rule!r}: rated by its what-if's gain or by its own severity, not "
+                             f"{'both' if self.severity else 'neither'}")
 
 
 def _rounded(value: float | None) -> float | None:
@@ -163,7 +180,7 @@ def _uneven_ranks(facts: Facts) -> Advice | None:
     if excess < UNEVEN_RANKS_RATIO:
         return None
     return Advice(
-        "uneven_ranks", "high" if excess >= 0.25 else "medium", "Ranks are uneven",
+        "uneven_ranks", "Ranks are uneven",
         f"rank {slowest['rank']} takes {_duration(slowest['step_ns'])} per step, {excess:.0%} more than rank "
         f"{fastest['rank']} ({_duration(fastest['step_ns'])}); every rank waits for the slowest at each collective",
         {"mean_step_ns_by_rank": {str(r["rank"]): r["step_ns"] for r in per_rank},
@@ -200,7 +217,7 @@ def _excessive_sync(facts: Facts) -> Advice | None:
     if outside is not None:
         evidence["outside_operators"] = _sync_figures(outside)
     return Advice(
-        "excessive_synchronisation", "medium", "Excessive synchronisation",
+        "excessive_synchronisation", "Excessive synchronisation",
         f"{sum(r['calls'] for r in rows)} synchronisations (synchronise calls and blocking copies) keep the host "
         f"waiting {_duration(total)}, {total / facts.profiled_ns:.0%} of the profiled time; most in {top['host_op']} "
         f"({top['calls']} calls: {', '.join(top['calls_made'])}; {_duration(top['total_ns'])}, then the device "
@@ -222,13 +239,14 @@ def _recompilations(facts: Facts) -> Advice | None:
     if not rows:
         return None
     return Advice(
-        "recompilations", "medium", "torch.compile recompiled",
+        "recompilations", "torch.compile recompiled",
         "compiled frame(s) " + ", ".join(f"{r['frame']} ({r['last_compile']} recompile(s))" for r in rows)
         + " were compiled again during the run",
         {"frames": {r["frame"]: {"recompiles": r["last_compile"], "executions": r["executions"]} for r in rows}},
         "any region 'Torch-Compiled Region: F/C' with C > 0",
         "Run with TORCH_LOGS=recompiles to see the guard that failed; mark varying sizes dynamic "
-        "(torch._dynamo.mark_dynamic), avoid Python scalars that change every step, or pad shapes to buckets.")
+        "(torch._dynamo.mark_dynamic), avoid Python scalars that change every step, or pad shapes to buckets.",
+        severity="medium")
 
 
 _MATMUL_CONV = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
@@ -286,7 +304,7 @@ def _amp_unused(facts: Facts) -> Advice | None:
         entry["kernels"] += 1
         entry["kernel_ns"] += dur
     return Advice(
-        "amp_unused", "high" if share >= 0.5 else "medium", "Matmuls and convolutions run in fp32",
+        "amp_unused", "Matmuls and convolutions run in fp32",
         f"fp32 matmul/convolution kernels on the CUDA cores take {share:.0%} of device kernel time "
         f"({_duration(fp32_ns)}); Tensor Cores run them several times faster in fp16/bf16 (or TF32)",
         {"ops": ops, "top_kernels": _top_kernels(fp32)},
@@ -322,13 +340,14 @@ def _channels_last_on_device(facts: Facts) -> Advice | None:
     if not total or conv_ns < CONV_SHARE * total or (not transpose_ns and nhwc_ns >= conv_ns / 2):
         return None
     return Advice(
-        "channels_last", "medium", "Convolutions use NCHW memory layout",
+        "channels_last", "Convolutions use NCHW memory layout",
         f"{conv.num_rows} convolution kernels take {_duration(conv_ns)}, {conv_ns / total:.0%} of device kernel time, "
         f"{nhwc_ns / conv_ns:.0%} of it in NHWC kernels"
         + (f"; NCHW/NHWC layout transposes take {_duration(transpose_ns)}" if transpose_ns else ""),
         {"convolutions": conv.num_rows, "conv_ns": conv_ns, "nhwc_ns": nhwc_ns, "layout_transpose_ns": transpose_ns,
          "top_kernels": _top_kernels(conv)},
-        f"NCHW convolution kernels >= {CONV_SHARE:.0%} of device kernel time", _CHANNELS_LAST_SUGGESTION)
+        f"NCHW convolution kernels >= {CONV_SHARE:.0%} of device kernel time", _CHANNELS_LAST_SUGGESTION,
+        severity="medium")
 
 
 def _channels_last_on_host(facts: Facts) -> Advice | None:
@@ -348,11 +367,11 @@ def _channels_last_on_host(facts: Facts) -> Advice | None:
     if not convs or not facts.profiled_ns or conv_ns < CONV_SHARE * facts.profiled_ns:
         return None
     return Advice(
-        "channels_last", "medium", "Convolutions use NCHW memory layout",
+        "channels_last", "Convolutions use NCHW memory layout",
         f"{convs} 2-D convolutions on NCHW-contiguous inputs take {_duration(conv_ns)}, "
         f"{conv_ns / facts.profiled_ns:.0%} of the profiled time",
         {"convolutions": convs, "conv_ns": conv_ns},
-        f"NCHW convolutions >= {CONV_SHARE:.0%} of the profiled time", _CHANNELS_LAST_SUGGESTION)
+        f"NCHW convolutions >= {CONV_SHARE:.0%} of the profiled time", _CHANNELS_LAST_SUGGESTION, severity="medium")
 
 
 def _data_loader_bound(facts: Facts) -> Advice | None:
@@ -363,7 +382,7 @@ def _data_loader_bound(facts: Facts) -> Advice | None:
         return None
     worst = max(bound, key=lambda r: r["wait_percent"] or 0.0)   # a queue-only verdict has no wait share
     return Advice(
-        "data_loader_bound", "high" if worst["verdict"] == "highly" else "medium", "Training waits for data",
+        "data_loader_bound", "Training waits for data",
         f"rank {worst['rank']}: {worst['reason']} ({worst['verdict']} input-bound)",
         {"ranks": {str(r["rank"]): {"wait_percent": _rounded(r["wait_percent"]), "steps": r["steps"],
                                     "bottleneck_steps": r["bottleneck_steps"]} for r in bound}},
@@ -380,7 +399,7 @@ def _low_device_utilisation(facts: Facts) -> Advice | None:
         return None
     worst = max(idle, key=lambda r: r["idle_pct"])
     return Advice(
-        "low_device_utilisation", "high" if worst["idle_pct"] >= 50 else "medium", "The device is often idle",
+        "low_device_utilisation", "The device is often idle",
         f"rank {worst['rank']}: the device is idle {worst['idle_pct']:.0f}% of its active span "
         f"({_duration(worst['idle_ns'])} of {_duration(worst['kernel_time_ns'])}); "
         f"compute is {worst['compute_pct']:.0f}%",
@@ -407,7 +426,7 @@ def _launch_bound(facts: Facts) -> Advice | None:
     share = worst["short_kernels"] / direct(worst)
     replayed = f" ({worst['graph_kernels']:,} more replayed by CUDA graphs)" if worst["graph_kernels"] else ""
     return Advice(
-        "launch_bound", "medium", "Many small kernels: launch-bound",
+        "launch_bound", "Many small kernels: launch-bound",
         f"rank {worst['rank']}: {worst['short_kernels']} of {direct(worst)} kernels launched one by one{replayed} "
         f"({share:.0%}) run shorter than their launch call ({_duration(worst['short_kernel_gpu_ns'])} of kernel "
         f"time for {_duration(worst['short_kernel_cpu_ns'])} of launch time)",
@@ -435,7 +454,7 @@ def _host_bound_gaps(facts: Facts) -> Advice | None:
         return None
     worst = max(bound, key=lambda r: r["host_wait_ns"])
     return Advice(
-        "host_bound_gaps", "medium", "Device gaps wait for the host",
+        "host_bound_gaps", "Device gaps wait for the host",
         f"rank {worst['rank']}: {_duration(worst['host_wait_ns'])} of {_duration(worst['idle_ns'])} device idle time "
         f"({worst['host_wait_ns'] / worst['idle_ns']:.0%}, summed over streams) is the device waiting for "
         "the host to launch work",
@@ -454,7 +473,7 @@ def _communication_not_overlapped(facts: Facts) -> Advice | None:
         return None
     worst = max(totals, key=lambda r: r["pure_communication_ns"] / r["span_ns"])
     return Advice(
-        "communication_not_overlapped", "high", "Communication is not overlapped with compute",
+        "communication_not_overlapped", "Communication is not overlapped with compute",
         f"rank {worst['rank']}: {_duration(worst['pure_communication_ns'])} of communication "
         f"({worst['pure_communication_ns'] / worst['span_ns']:.0%} of the device span) runs with no compute beside it; "
         f"{worst['comm_comp_overlap_pct'] or 0:.0f}% of communication is overlapped",
@@ -478,7 +497,7 @@ def _memory_near_capacity(facts: Facts) -> Advice | None:
     worst = near[0]
     used = max(worst["peak_reserved_bytes"] or 0, worst["peak_allocated_bytes"] or 0)
     return Advice(
-        "memory_near_capacity", "medium", "Device memory is nearly full",
+        "memory_near_capacity", "Device memory is nearly full",
         f"{worst['device']} peaks at {used / 2**30:.2f} GiB of {capacity[worst['device']] / 2**30:.2f} GiB "
         f"({used / capacity[worst['device']]:.0%}) in step {worst['step']} during {worst['op_type']}",
         {"devices": {r["device"]: {"peak_allocated_bytes": r["peak_allocated_bytes"],
@@ -487,7 +506,7 @@ def _memory_near_capacity(facts: Facts) -> Advice | None:
         f"peak memory >= {MEMORY_CAPACITY_SHARE:.0%} of the device's memory",
         "Near capacity the allocator frees and retries, and a larger batch will not fit: use activation "
         "checkpointing, bf16/fp16, smaller micro-batches with gradient accumulation, or set "
-        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation.")
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation.", severity="medium")
 
 
 def _device_memory(facts: Facts) -> dict[str, int]:
@@ -527,7 +546,7 @@ def _below_roof(facts: Facts) -> Advice | None:
     named = ", ".join(f"{r['op_type']} ({r['precision']}, {r['bound']}-bound, {r['roof_percent']:.0f}% of its roof)"
                       for r in top)
     return Advice(
-        "below_roofline", "high" if share >= 0.30 else "medium", "Operators run far below their roofline",
+        "below_roofline", "Operators run far below their roofline",
         f"{len(rows)} operator types reach under {BELOW_ROOF_PERCENT:.0f}% of their roofline and spend "
         f"{_duration(beyond)} ({share:.0%} of the profiled time) beyond the time at their roof; furthest below: "
         f"{named}",
@@ -568,11 +587,24 @@ def advise(tables: RunTables) -> pa.Table:
     """Every rule's advice for this run, most severe first (schema ``ADVICE``), each with its estimated gain
     (module docstring)."""
     facts = Facts(tables)
-    found = [advice for rule in RULES if (advice := rule(facts)) is not None]
-    found.sort(key=lambda a: SEVERITY_ORDER[a.severity])
-    return pa.Table.from_pylist(
-        [{**a.__dict__, "evidence": json.dumps(a.evidence, sort_keys=True), **_gain(tables, a.what_if)}
-         for a in found], schema=ADVICE)
+    rows = []
+    for rule in RULES:
+        advice = rule(facts)
+        if advice is None:
+            continue
+        gain = _gain(tables, advice.what_if)
+        rows.append({**advice.__dict__, "evidence": json.dumps(advice.evidence, sort_keys=True), **gain,
+                     "severity": advice.severity or rated_by_gain(gain["gain_pct"])})
+    rows.sort(key=lambda row: SEVERITY_ORDER[row["severity"]])
+    return pa.Table.from_pylist(rows, schema=ADVICE)
+
+
+def rated_by_gain(gain_pct: float | None) -> str:
+    """The severity of advice with a what-if: its estimated gain (share of the mean step) against
+    ``HIGH_GAIN_PCT`` and ``MEDIUM_GAIN_PCT``; low when it saves nothing or its gain is unknown."""
+    if gain_pct is None or gain_pct < MEDIUM_GAIN_PCT:
+        return "low"
+    return "high" if gain_pct >= HIGH_GAIN_PCT else "medium"
 
 
 def _gain(tables: RunTables, change: WhatIf | None) -> dict:

@@ -150,6 +150,11 @@ def slowest_rank(job: Job) -> pa.Table:
     if others:
         reason += (f" and {lag['communication_ns'] / 1e6:.3f} ms communicating against "
                    f"{max(others) / 1e6:.3f} ms at most on the others, which wait for it in their collectives")
+    incomplete = sorted({slow["rank"], lag["rank"]} & set(incomplete_ranks(job)))
+    if incomplete:
+        said = " and ".join(f"rank {rank}" for rank in incomplete)
+        reason += (f"; the data of {said} is incomplete (read around damage, or files lacking: see the "
+                   "warnings), so these figures may come from what is missing")
     return pa.Table.from_pylist([{
         "ranks": len(rows), "steps": slow["steps"], "common_steps": slow["common_steps"],
         "slowest_rank": slow["rank"], "slowest_step_ns": slow["step_ns"], "fastest_rank": fast["rank"],
@@ -171,6 +176,12 @@ def rank_lacks(job: Job) -> pa.Table:
                      "lacking_files": [str(name) for name in lacking] if isinstance(lacking, list) else [],
                      "warnings": [w for w in warnings if isinstance(w, str)] if isinstance(warnings, list) else []})
     return pa.Table.from_pylist(rows, schema=RANK_LACKS)
+
+
+def incomplete_ranks(job: Job) -> list[int]:
+    """The ranks whose reader read around damage or found files lacking (``rank_lacks``: any warning or lacking
+    file): their figures cover only what was read, and a verdict naming them says so."""
+    return [row["rank"] for row in computed(rank_lacks, job).to_pylist() if row["warnings"] or row["lacking_files"]]
 
 
 def rank_steps(job: Job) -> pa.Table:

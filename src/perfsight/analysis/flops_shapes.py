@@ -88,7 +88,8 @@ def flops_of(name: str, input_shapes: str, args: str | None) -> float:
         backward = name.endswith("_backward")
         query, key, value = shapes[1:4] if backward else shapes[0:3]
         return (2.0 if backward else 1.0) * _attention(query, key, value)
-    except (msgspec.DecodeError, IndexError, KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError):
+    except (msgspec.DecodeError, IndexError, KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError,
+            RecursionError):  # args nested too deeply to walk: no figure
         return math.nan
 
 

@@ -79,6 +79,13 @@ TASK_TIME = pa.schema([
 
 _DEVICE_TASK_PREDICATE = "t.kind = 'stream' AND list_contains($device_kinds, s.kind)"
 
+#: the time of the slices directly nested in each slice (``id``, ``child_ns``), for self time (``_SELF_NS``)
+_CHILD_TIME = """child_time AS (
+    SELECT parent_id AS id, sum(dur_ns) AS child_ns FROM slices WHERE parent_id IS NOT NULL GROUP BY parent_id
+)"""
+#: a slice's self time: its duration minus its directly nested slices' (``c``: a row of ``_CHILD_TIME``)
+_SELF_NS = "greatest(0, {slice}.dur_ns - coalesce(c.child_ns, 0))"
+
 _INSTANCES_SQL = """
 WITH RECURSIVE picked AS (
     SELECT s.id, s.name, s.op_type, s.kind, s.task_type, s.track_id, s.depth, s.start_ns, s.dur_ns,
@@ -87,9 +94,7 @@ WITH RECURSIVE picked AS (
            CASE WHEN t.kind = 'stream' THEN 'device' ELSE s.kind END AS category
     FROM slices s JOIN tracks t USING (track_id)
     WHERE {predicate}
-), child_time AS (    -- time spent in directly nested slices, for self time
-    SELECT parent_id AS id, sum(dur_ns) AS child_ns FROM slices WHERE parent_id IS NOT NULL GROUP BY parent_id
-), {innermost_operator}, launched_by AS (   -- the innermost host operator around a device task's launch call
+), {child_time}, {innermost_operator}, launched_by AS (   -- the innermost host operator around a task's launch call
     SELECT o.seed_id AS task_id, s.name AS launch_op, s.id AS launch_op_id, s.input_shapes, s.input_dtypes
     FROM innermost_operator o JOIN slices s USING (id)
 ), same_external_id AS (  -- without a launch flow: the innermost host operator with the task's External id
@@ -102,7 +107,7 @@ WITH RECURSIVE picked AS (
     GROUP BY ALL
 )
 SELECT p.id, p.name, coalesce(p.op_type, p.name) AS op_type, p.kind, p.category, p.task_type,
-       p.start_ns, p.dur_ns, greatest(0, p.dur_ns - coalesce(c.child_ns, 0)) AS self_ns,
+       p.start_ns, p.dur_ns, {self_ns} AS self_ns,
        greatest(0, coalesce(p.start_ns - lag(p.start_ns + p.dur_ns) OVER same_lane, 0)) AS wait_ns,
        coalesce(p.input_shapes, CASE WHEN b.task_id IS NULL THEN x.input_shapes ELSE b.input_shapes END)
            AS input_shapes,
@@ -164,7 +169,8 @@ def op_instances(tables: RunTables, *, kinds: Sequence[str] | None = None) -> pa
     """
     predicate, params = _picked(tables, kinds)
     launches = "SELECT dst_id AS seed_id, src_id AS id FROM flows WHERE kind = 'launch'"
-    query = _INSTANCES_SQL.format(predicate=predicate, innermost_operator=innermost_operator_sql(launches))
+    query = _INSTANCES_SQL.format(predicate=predicate, innermost_operator=innermost_operator_sql(launches),
+                                  child_time=_CHILD_TIME, self_ns=_SELF_NS.format(slice="p"))
     params = {**params, "operator_kinds": list(LAUNCHING_OP_KINDS)}
     return tables.sql(query, params=params).to_arrow_table().cast(OP_INSTANCES)
 
@@ -179,20 +185,24 @@ def _picked(tables: RunTables, kinds: Sequence[str] | None) -> tuple[str, dict]:
 
 EXECUTION_TOTALS = pa.schema([
     ("rank", pa.int32()), ("name", pa.string()), ("op_type", pa.string()), ("step", pa.int32()),
-    ("count", pa.int64()), ("total_ns", pa.int64()),
+    ("count", pa.int64()), ("total_ns", pa.int64()), ("self_ns", pa.int64()),
 ])
 
 
 def execution_totals(tables: RunTables, *, kinds: Sequence[str] | None = None) -> pa.Table:
     """Per rank, name, operator type (as ``op_instances``': the name where none is recorded) and step (schema
-    ``EXECUTION_TOTALS``): the number and summed duration of the executions ``op_instances(tables,
-    kinds=kinds)`` picks, without its work per execution (self time, the launching operator): counting and
-    summing is all a comparison of two runs needs, at a fraction of the cost on a large trace."""
+    ``EXECUTION_TOTALS``): the number, summed duration and summed self time (``op_instances``' ``self_ns``) of
+    the executions ``op_instances(tables, kinds=kinds)`` picks, without its work per execution (the launching
+    operator, shapes): counting and summing is all a comparison of two runs needs, at a fraction of the cost
+    on a large trace."""
     predicate, params = _picked(tables, kinds)
     query = f"""
+        WITH {_CHILD_TIME}
         SELECT coalesce(t.rank, 0) AS rank, s.name, coalesce(s.op_type, s.name) AS op_type, s.step,
-               count(*) AS count, sum(s.dur_ns)::BIGINT AS total_ns
-        FROM slices s JOIN tracks t USING (track_id) WHERE {predicate} GROUP BY ALL ORDER BY ALL
+               count(*) AS count, sum(s.dur_ns)::BIGINT AS total_ns,
+               sum({_SELF_NS.format(slice="s")})::BIGINT AS self_ns
+        FROM slices s JOIN tracks t USING (track_id) LEFT JOIN child_time c ON c.id = s.id
+        WHERE {predicate} GROUP BY ALL ORDER BY ALL
     """
     return tables.sql(query, params=params).to_arrow_table().cast(EXECUTION_TOTALS)
 

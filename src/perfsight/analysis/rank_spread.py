@@ -57,7 +57,7 @@ def rank_spread(table: pa.Table, figures: Mapping[str, str], *, rank: str = "ran
             raise ValueError(f"rank_spread: no column {figure!r}; the table has {', '.join(ordered.column_names)}")
         column = ordered.column(figure)
         known = pc.is_valid(column).to_numpy(zero_copy_only=False)
-        values = pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False)[known]
+        values = pc.cast(column, pa.float64(), safe=False).to_numpy(zero_copy_only=False)[known]
         mine = ranks[known]
         row = {"figure": figure, "slower": slower, "ranks": int(len(values))}
         if len(values):

@@ -233,7 +233,8 @@ def _work(name: str, input_shapes: str, input_dtypes: str | None, args: str | No
             return 0.0, float(elements[1] * sizes[1] + 2 * _elements(indices) * weight[-1] * sizes[0])
         if family == "collective":
             return 0.0, inputs
-    except (msgspec.DecodeError, IndexError, KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError):
+    except (msgspec.DecodeError, IndexError, KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError,
+            RecursionError):  # args nested too deeply to walk: no figure
         pass
     return math.nan, math.nan
 

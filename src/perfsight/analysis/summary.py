@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -24,7 +25,7 @@ from perfsight.analysis.rank_spread import HIGHER, LOWER, rank_spread
 from perfsight.analysis.roofline import over_roof_warnings
 from perfsight.analysis.steps import no_steps_reason, step_phases, step_points, step_trace, unmatched_step_points
 from perfsight.core.memo import computed
-from perfsight.core.tables import DATA_WAIT_SERIES, STEP_TIME_SERIES, RunTables, new_connection
+from perfsight.core.tables import DATA_WAIT_SERIES, STEP_TIME_SERIES, TRACE_SPAN_PID, RunTables, new_connection
 
 
 def _series_stats(tables: RunTables) -> dict:
@@ -43,7 +44,8 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
                 bp_point: str | None = None) -> dict:
     """``slices``: how many timed events the run has; ``steps``: statistics over every step the collector
     timed (perfsight runs' step-time series: with the first step and the profiler's stop; count 0 for other
-    sources); ``profiled_steps``: the step trace; ``no_steps_reason``: why there are none
+    sources); ``profiled_steps``: the step trace, and ``step_digest`` its digest for a run of many steps;
+    ``no_steps_reason``: why there are none
     (``steps.no_steps_reason``; None when there are); ``top_ops``: the
     ``top`` operator types by self time; ``ops_category``: which operators those are (device tasks when the
     run has any, else CPU ops);
@@ -79,6 +81,7 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
     data = computed(data_verdict, tables)
     jobs = computed(cluster_summary, computed(job_of, tables)) if computed(rank_facts, tables).num_rows > 1 else None
     return {"slices": tables.slices.num_rows, "steps": steps, "profiled_steps": profiled,
+            "step_digest": step_digest(profiled),
             "no_steps_reason": computed(no_steps_reason, tables), "top_ops": stats,
             "ops_category": category,
             "breakdown": breakdown, "overlap": whole_span, "memory_peak": memory, "flops": flops, "data": data,
@@ -90,6 +93,46 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
             "health": _findings(computed(trace_health, tables)),
             "health_by_check": health_by_check(computed(trace_health, tables)),
             "warnings": warnings}
+
+
+#: the steps of each kind a step digest names (``step_digest``): the first, the slowest and the fastest
+DIGEST_STEPS = 3
+
+STEP_DIGEST = pa.schema([
+    ("rank", pa.int32()), ("steps", pa.int64()), ("median_ns", pa.float64()), ("p10_ns", pa.float64()),
+    ("p90_ns", pa.float64()), ("mean_ns", pa.float64()), ("min_ns", pa.float64()), ("max_ns", pa.float64()),
+])
+
+
+def step_digest(profiled: pa.Table, *, few: int = DIGEST_STEPS) -> dict:
+    """A step trace (``steps.step_trace``) of many steps as a reader of it needs it: how long a step takes and
+    how much that varies, and the steps that tell the rest. ``summary`` (schema ``STEP_DIGEST``): per rank, the
+    count of its steps with an iteration time and their median (``breakdown.median``), 10th and 90th
+    percentiles (linear between steps, as numpy.percentile: the band most steps fall in, which an outlier does
+    not stretch as min and max do), mean, min and max. ``steps``: the rows of the step trace (every rank's
+    together) that are among the ``few`` first steps (the warm-up: compilation, allocator growth, caches
+    filling), the ``few`` slowest (the spikes to explain: a data-loader stall, a synchronisation, garbage
+    collection, a checkpoint) or the ``few`` fastest (what a step can take), each once, in rank and step order,
+    with ``why`` it is there (``first``, ``slowest``, ``fastest``, several joined by ``, ``)."""
+    rows = [row for row in profiled.to_pylist() if row["iteration_ns"] is not None]
+    why: dict[tuple, list[str]] = {}
+    for reason, picked in (("first", sorted(rows, key=lambda row: (row["step"], row["rank"]))),
+                           ("slowest", sorted(rows, key=lambda row: (-row["iteration_ns"], row["step"], row["rank"]))),
+                           ("fastest", sorted(rows, key=lambda row: (row["iteration_ns"], row["step"], row["rank"])))):
+        for row in picked[:few]:
+            why.setdefault((row["rank"], row["step"]), []).append(reason)
+    steps = [{**row, "why": ", ".join(why[(row["rank"], row["step"])])}
+             for row in sorted(rows, key=lambda row: (row["rank"], row["step"])) if (row["rank"], row["step"]) in why]
+    summary = []
+    for rank in sorted({row["rank"] for row in rows}):
+        times = np.array([row["iteration_ns"] for row in rows if row["rank"] == rank], dtype=float)
+        p10, p90 = np.percentile(times, [10, 90])
+        summary.append({"rank": rank, "steps": len(times), "median_ns": median(times), "p10_ns": float(p10),
+                        "p90_ns": float(p90), "mean_ns": float(times.mean()), "min_ns": float(times.min()),
+                        "max_ns": float(times.max())})
+    schema = profiled.schema.append(pa.field("why", pa.string()))
+    return {"summary": pa.Table.from_pylist(summary, schema=STEP_DIGEST),
+            "steps": pa.Table.from_pylist(steps, schema=schema)}
 
 
 def _findings(health: pa.Table) -> pa.Table:
@@ -110,6 +153,8 @@ SPREAD_FIGURES: dict[str, dict[str, str]] = {
     "data": dict.fromkeys(("wait_percent", "max_step_wait_percent"), HIGHER),
     "ranks_compared": dict.fromkeys(("step_ns", "communication_ns", "non_communication_ns"), HIGHER),
     "clock_offsets": {"offset_ns": HIGHER},        # the "slowest" rank: the latest clock
+    # the slowest rank waits least in its collectives: the others wait for it (``collectives.slow_ranks``)
+    "collectives": {"wait_ns": LOWER, "transit_ns": HIGHER},
 }
 
 _DEVICE_KIND_PEAKS_SQL = """
@@ -153,9 +198,11 @@ def cluster_summary(job: Job, *, top: int = TOP_COLLECTIVES) -> dict | None:
     rows that are slow) with ``slow_rank_rule`` / ``slow_link_rule`` and their thresholds, and how many
     verdicts were given (``rank_verdicts``: (group, rank) rows; ``link_verdicts``: links); ``clock_offsets``
     (``collectives.clock_offsets`` of the ranks whose offset or estimate is not 0), ``lacks``
-    (``cluster.rank_lacks`` of the ranks that lack files) and ``spreads``: the job's number of ``ranks``, and
-    ``ranks_compared`` and ``clock_offsets`` summarised across ranks (``rank_spread`` of the figures
-    ``SPREAD_FIGURES`` names), which the reports show instead beyond a screenful of ranks."""
+    (``cluster.rank_lacks`` of the ranks that lack files), ``damaged`` (those whose reader read around damage
+    or said what is missing: their ``warnings``) and ``spreads``: the job's number of ``ranks``, and
+    ``ranks_compared``, ``clock_offsets`` and ``collectives`` (each rank's ``collective_totals`` summed over its
+    groups and kinds) summarised across ranks (``rank_spread`` of the figures ``SPREAD_FIGURES`` names), which
+    the reports show instead beyond a screenful of ranks."""
     lacks = computed(cluster.rank_lacks, job)
     ranks = computed(cluster.rank_breakdown, job)
     count = len(set(lacks.column("rank").to_pylist()) | set(ranks.column("rank").to_pylist()))
@@ -167,8 +214,11 @@ def cluster_summary(job: Job, *, top: int = TOP_COLLECTIVES) -> dict | None:
     offsets = computed(collectives.clock_offsets, job)
     offsets = offsets.filter(pc.or_(pc.not_equal(offsets.column("offset_ns"), 0),
                                     pc.not_equal(offsets.column("estimate_ns"), 0)))
+    totals = computed(collectives.collective_totals, job)
+    by_rank = totals.group_by("rank").aggregate([("wait_ns", "sum"), ("transit_ns", "sum")]) \
+        .select(["rank", "wait_ns_sum", "transit_ns_sum"]).rename_columns(["rank", "wait_ns", "transit_ns"])
     return {"ranks": ranks, "slowest": slowest[0] if slowest else None,
-            "top_collectives": computed(collectives.collective_totals, job).slice(0, top),
+            "top_collectives": totals.slice(0, top),
             "slow_ranks": verdicts["ranks"].filter(verdicts["ranks"].column("slow")),
             "slow_rank_rule": collectives.SLOW_RANK_RULE, "slow_rank_threshold": collectives.SLOW_RANK_THRESHOLD,
             "rank_verdicts": verdicts["ranks"].num_rows,
@@ -177,8 +227,10 @@ def cluster_summary(job: Job, *, top: int = TOP_COLLECTIVES) -> dict | None:
             "link_verdicts": verdicts["links"].num_rows,
             "clock_offsets": offsets,
             "lacks": lacks.filter(pc.greater(pc.list_value_length(lacks.column("lacking_files")), 0)),
+            "damaged": lacks.filter(pc.greater(pc.list_value_length(lacks.column("warnings")), 0)),
             "spreads": {"ranks": count, "ranks_compared": rank_spread(ranks, SPREAD_FIGURES["ranks_compared"]),
-                        "clock_offsets": rank_spread(offsets, SPREAD_FIGURES["clock_offsets"])}}
+                        "clock_offsets": rank_spread(offsets, SPREAD_FIGURES["clock_offsets"]),
+                        "collectives": rank_spread(by_rank, SPREAD_FIGURES["collectives"])}}
 
 
 def run_start_ns(tables: RunTables) -> int:
@@ -208,7 +260,8 @@ SELECT coalesce(t.rank, 0)::INTEGER AS rank, t.device, t.kind, count(DISTINCT s.
        sum(s.dur_ns) FILTER (WHERE t.kind = 'stream' OR s.depth = 0)::BIGINT AS busy_ns,
        min(s.start_ns) AS start_ns, max(s.start_ns + s.dur_ns) AS end_ns
 FROM slices s JOIN tracks t USING (track_id)
-WHERE (t.kind = 'stream' AND list_contains($device_kinds, s.kind)) OR t.kind = 'thread'
+WHERE (t.kind = 'stream' AND list_contains($device_kinds, s.kind))
+   OR (t.kind = 'thread' AND t.pid IS DISTINCT FROM $trace_span_pid)
 GROUP BY 1, 2, 3 ORDER BY 1, t.kind = 'thread', 2
 """
 
@@ -216,12 +269,14 @@ GROUP BY 1, 2, 3 ORDER BY 1, t.kind = 'thread', 2
 def timeline_summary(tables: RunTables) -> pa.Table:
     """The timeline in numbers, per rank, device and kind of row (schema ``TIMELINE_SUMMARY``): ``stream``
     rows count the device streams and their tasks (kernel, comm, memcpy, memset), ``thread`` rows the host
-    threads and every slice on them. ``tracks`` is the number of streams or threads with any, ``executions``
-    the tasks or slices, ``names`` their distinct names, ``busy_ns`` the summed duration of the tasks (of
-    the outermost slices, depth 0, on threads: nested time is not counted twice) and ``start_ns`` /
-    ``end_ns`` the first start and last end. Device rows first."""
+    threads and their slices, but Kineto's trace spans (``PyTorch Profiler (0)`` on its own process,
+    ``TRACE_SPAN_PID``: the whole capture, not a thread's work). ``tracks`` is the number of streams or
+    threads with any, ``executions`` the tasks or slices, ``names`` their distinct names, ``busy_ns`` the
+    summed duration of the tasks (of the outermost slices, depth 0, on threads: nested time is not counted
+    twice) and ``start_ns`` / ``end_ns`` the first start and last end. Device rows first."""
     con = tables.connect()
-    table = con.sql(_TIMELINE_SUMMARY_SQL, params={"device_kinds": list(DEVICE_TASK_KINDS)}).to_arrow_table()
+    table = con.sql(_TIMELINE_SUMMARY_SQL, params={"device_kinds": list(DEVICE_TASK_KINDS),
+                                                   "trace_span_pid": TRACE_SPAN_PID}).to_arrow_table()
     return table.cast(TIMELINE_SUMMARY)
 
 

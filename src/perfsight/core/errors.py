@@ -13,6 +13,19 @@ class InputError(PerfsightError):
     """A file or directory given to perfsight cannot be read as a run."""
 
 
+class InputErrorAt(InputError):
+    """An InputError about one place (a file, a file and its key): ``<where>: <reason>``, its ``reason`` kept
+    apart for a caller that names the place itself."""
+
+    reason = ""
+
+    @classmethod
+    def at(cls, where: object, reason: str):
+        error = cls(f"{where}: {reason}")
+        error.reason = reason
+        return error
+
+
 class OutputError(PerfsightError):
     """perfsight cannot write where it was asked to: a special file or a file in place of a folder, a
     read-only folder, a user's file in the way, or a write that failed (disk full)."""

@@ -4,8 +4,10 @@ checked before a read can block or never end; and ``file_kind``, what a path is 
 A FIFO opened for reading waits for a writer and a device (``/dev/zero``) never ends, so a path that is
 neither a regular file nor a directory is refused with an error that says what it is. ``open_regular``
 opens without blocking (``O_NONBLOCK``: a FIFO opens at once) and checks the opened file itself, so a path
-swapped between a check and the open is refused too. Its error, ``UnreadableFile``, is both an InputError
-(for the user) and an OSError (for readers that read around a side file they cannot read).
+swapped between a check and the open is refused too; with ``create`` it makes a missing file (a lock file,
+held with ``fcntl.flock``, which needs no write access). Its error, ``UnreadableFile``, is both an InputError
+(for the user) and an OSError (for readers that read around a side file they cannot read), and says why
+without the path (``reason``) and whether the path is missing (``missing``).
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from perfsight.core.errors import InputError
+from perfsight.core.errors import InputErrorAt
 
 _FILE_KINDS = {stat.S_IFDIR: "a folder", stat.S_IFREG: "a regular file", stat.S_IFIFO: "a FIFO (named pipe)",
                stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket",
@@ -26,21 +28,27 @@ def file_kind(mode: int) -> str:
     return _FILE_KINDS.get(stat.S_IFMT(mode), "a special file")
 
 
-class UnreadableFile(InputError, OSError):
-    """A path that cannot be opened, or is not a regular file."""
+class UnreadableFile(InputErrorAt, OSError):
+    """A path that cannot be opened, or is not a regular file: ``<path>: <reason>``."""
+
+    @property
+    def missing(self) -> bool:
+        """Whether the path does not exist (its open failed with FileNotFoundError)."""
+        return isinstance(self.__cause__, FileNotFoundError)
 
 
-def open_regular(path: Path) -> BinaryIO:
-    """``path`` (or the file a link at ``path`` points to) opened for binary reading; UnreadableFile naming
-    what it is when it cannot be opened or is not a regular file."""
+def open_regular(path: Path, *, create: bool = False) -> BinaryIO:
+    """``path`` (or the file a link at ``path`` points to) opened for binary reading, made empty first when it
+    is missing and ``create``; UnreadableFile naming what it is when it cannot be opened or is not a regular
+    file."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (os.O_CREAT if create else 0), 0o666)
     except OSError as error:
-        raise UnreadableFile(f"{path}: cannot read the file ({error.strerror or error})") from error
+        raise UnreadableFile.at(path, f"cannot read the file ({error.strerror or error})") from error
     mode = os.fstat(descriptor).st_mode
     if not stat.S_ISREG(mode):
         os.close(descriptor)
-        raise UnreadableFile(f"{path}: {file_kind(mode)}, not a regular file; perfsight reads only regular files")
+        raise UnreadableFile.at(path, f"{file_kind(mode)}, not a regular file; perfsight reads only regular files")
     os.set_blocking(descriptor, True)
     return os.fdopen(descriptor, "rb")
 

@@ -16,7 +16,6 @@ One collecting process writes one ``PROF_{YYYYMMDDhhmmssfff}_{pid}_{random}/`` d
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
@@ -25,6 +24,7 @@ from pathlib import Path
 
 from perfsight.core.errors import InputError
 from perfsight.core.files import read_regular
+from perfsight.core.json_depth import loads_bounded
 
 RUN_DIR_RE = re.compile(r"^PROF_\d{17}_\d+_[0-9A-Za-z]+$")
 MANIFEST = "manifest.json"
@@ -61,7 +61,7 @@ def read_manifest(run_dir: Path) -> dict:
     not an object."""
     path = run_dir / MANIFEST
     try:
-        manifest = json.loads(read_regular(path).decode("utf-8"))
+        manifest = loads_bounded(read_regular(path), str(path))
     except (OSError, ValueError) as exc:
         raise InputError(f"{path}: not a readable perfsight manifest ({exc})") from None
     if not isinstance(manifest, dict):

@@ -50,6 +50,10 @@ STEP_NUMBER_SERIES = "host.step_number"
 STEP_TIME_SERIES = "host.step_time_ns"
 DATA_WAIT_SERIES = "host.data_wait_ns"
 
+#: the category of Kineto's trace spans (``PyTorch Profiler (0)``: the profiler's own capture windows, kept as
+#: slices) and the process they sit on (``tracks.pid``), which is no process of the program
+TRACE_SPAN_CATEGORY = "Trace"
+TRACE_SPAN_PID = "Spans"
 #: what the readers say in ``parse_warnings`` (``"<count> <text>"``) of slices whose duration or time they could
 #: not keep as given (ingest/common/events.py); analysis/health.py counts duration overflows from them
 NEGATIVE_DURATION_WARNING = "complete events with a negative dur (set to 0)"

@@ -18,25 +18,45 @@ from typing import Iterator
 
 import pyarrow as pa
 
+from perfsight.core.errors import PerfsightError
 from perfsight.core.tables import RunTables
 from perfsight.ingest import cache
 from perfsight.ingest.common.reader import RunSource
 from perfsight.ingest.jobs import merge
 from perfsight.ingest.registry import find_runs, runs_below, skipped_beside
 
-__all__ = ["RunSource", "find_runs", "load", "load_runs", "runs_below", "system_allocator"]
+__all__ = ["NOT_READ", "RunSource", "find_runs", "load", "load_runs", "runs_below", "skipped_beside",
+           "system_allocator"]
 
 
 def load_runs(path: Path, runs: list[RunSource], *, use_cache: bool = True) -> RunTables:
     """The tables of ``runs`` found at ``path`` (one run, or the ranks of one job merged: ``jobs.merge``), their
-    warnings ending with the folders beside them that were skipped for holding nothing to read
-    (``registry.skipped_beside``: each named with what it is and what it lacks)."""
-    loaded = [(str(run.path), load(run, use_cache=use_cache)) for run in runs]
+    warnings ending with the ranks that could not be read and the entries beside them that were skipped
+    (``registry.skipped_beside``: each named with what it is and what it lacks), which meta ``NOT_READ`` also
+    lists alone. A rank that cannot be read
+    (its reader's PerfsightError) is left out of a job and named, as ``perfsight cluster`` leaves out a failed
+    rank: one damaged rank never takes the job down; a job none of whose ranks can be read raises the first
+    rank's error."""
+    loaded, failed = [], []
+    for run in runs:
+        try:
+            loaded.append((str(run.path), load(run, use_cache=use_cache)))
+        except PerfsightError as error:
+            if len(runs) == 1:
+                raise
+            failed.append((str(run.path), error))
+    if not loaded:
+        raise failed[0][1]
     tables = loaded[0][1] if len(loaded) == 1 else merge(loaded)
-    skipped = skipped_beside(path, runs)
+    skipped = [f"{Path(name).name} not read: {error}" for name, error in failed] + skipped_beside(path, runs)
     if not skipped:
         return tables
-    return tables.with_meta({"parse_warnings": json.loads(tables.meta_dict().get("parse_warnings") or "[]") + skipped})
+    return tables.with_meta({"parse_warnings": json.loads(tables.meta_dict().get("parse_warnings") or "[]") + skipped,
+                             NOT_READ: skipped})
+
+
+#: the meta key of what was found at a run's path and not read (ranks that failed, entries skipped beside them)
+NOT_READ = "not_read"
 
 
 def load(run: RunSource, *, use_cache: bool = True) -> RunTables:

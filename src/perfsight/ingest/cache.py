@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 
 from perfsight.core import layout
 from perfsight.core.files import open_regular
+from perfsight.core.json_depth import loads_bounded
 from perfsight.core.tables import RunTables, conform
 
 CACHE_FORMAT = 3
@@ -174,8 +175,8 @@ def _stored_fingerprint(cache_dir: Path) -> dict | None:
         if not stat.S_ISREG(os.lstat(path).st_mode):
             return None
         with open_regular(path) as file:
-            stored = json.loads(file.read(MAX_FINGERPRINT_BYTES + 1))
-    except (OSError, ValueError):  # a fingerprint longer than the limit is not valid JSON
+            stored = loads_bounded(file.read(MAX_FINGERPRINT_BYTES + 1), str(path))
+    except (OSError, ValueError):  # a fingerprint longer than the limit is not valid JSON, nor one nested too deep
         return None
     return stored if isinstance(stored, dict) and {"cache_format", "code", "sources"} <= stored.keys() else None
 

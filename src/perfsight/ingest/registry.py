@@ -142,11 +142,28 @@ def _deeper_hint(path: Path) -> str:
 def skipped_beside(path: Path, runs: list[RunSource]) -> list[str]:
     """For a folder whose entries are ``runs`` (a job's ranks, or one run beside others that are not): each of
     its subfolders that a reader recognises by its names but that holds nothing the reader reads
-    (``Reader.without_data``), as a warning of the job (``rank3_ascend_pt not read: a torch_npu profiler
-    folder ... without any file perfsight reads: ...``); [] for a run that is the folder itself."""
+    (``Reader.without_data``), and each entry that is neither a regular file nor a folder (a FIFO, a socket,
+    a device: never opened), as a warning of the job (``rank3_ascend_pt not read: a torch_npu profiler
+    folder ... without any file perfsight reads: ...``, ``rank3.pt.trace.json not read: a FIFO (named pipe),
+    not a regular file``); [] for a run that is the folder itself."""
     if any(run.path == path for run in runs):
         return []
-    return [f"{entry.name} not read: {what}" for entry in _subfolders(path) if (what := _said(entry))]
+    return ([f"{entry.name} not read: {what}" for entry in _subfolders(path) if (what := _said(entry))]
+            + [f"{name} not read: {kind}, not a regular file" for name, kind in _special_files(path)])
+
+
+def _special_files(folder: Path) -> list[tuple[str, str]]:
+    """The entries of ``folder`` (links followed) that are neither regular files nor folders, with what each is."""
+    special = []
+    with contextlib.suppress(OSError):
+        for entry in sorted(folder.iterdir()):
+            try:
+                mode = entry.stat().st_mode
+            except OSError:
+                continue
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                special.append((entry.name, file_kind(mode)))
+    return special
 
 
 def _said(path: Path) -> str | None:

@@ -19,13 +19,17 @@ fail. ``light``: each rank read from only the files its reader's light read take
 torch_npu's text output, its steps and communication as reported, as msprof-analyze's cluster mode reads;
 the figures from its traces, kernels and memory are not computed; other formats are read whole). The store
 folder is perfsight's (it holds ``STORE_MARKER``); a folder of that name perfsight did not
-make is never written into.
+make is never written into. A command that maps and reduces a job holds its store (``holding_store``) from the
+map to its last read, so two runs into one output take turns.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,9 +50,11 @@ from perfsight.run import open as open_run
 #: a job of more ranks than this is analysed rank by rank, never merged whole (``perfsight analyse``, insight)
 WHOLE_JOB_RANKS = 16
 
-#: the store's folder in the output folder, and the file that says perfsight made it
+#: the store's folder in the output folder, the file that says perfsight made it, and the lock of the run
+#: using it
 STORE_FOLDER = layout.CLUSTER_DIR
 STORE_MARKER = "perfsight_cluster.json"
+STORE_LOCK = "perfsight_cluster.lock"
 
 
 @dataclass
@@ -131,6 +137,35 @@ def store_of(output: Path) -> Path:
     return store
 
 
+def output_root(path: Path, output: str | Path | None = None) -> Path:
+    """The output folder of the job at ``path``: ``output`` when given, else the job's folder (a trace file's
+    folder)."""
+    return Path(output) if output is not None else path if path.is_dir() else path.parent
+
+
+@contextlib.contextmanager
+def holding_store(root: Path, on_wait: Callable[[str], None] | None = None) -> Iterator[Path]:
+    """The store in ``root`` (``store_of``), held by this process alone while the block runs: a second run
+    into the same output (another ``perfsight cluster``, insight mapping the job) waits for the first to
+    finish instead of reading summaries the first is replacing; ``on_wait`` is told why it waits (the
+    holder's pid). The lock (``STORE_LOCK``, an advisory ``flock``) goes with the process that holds it."""
+    store = store_of(root)
+    descriptor = os.open(store / STORE_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(descriptor, 32, 0).decode(errors="replace").strip() or "unknown"
+            if on_wait is not None:
+                on_wait(f"another perfsight run (pid {holder}) is using {store}; waiting for it to finish")
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+        os.ftruncate(descriptor, 0)
+        os.pwrite(descriptor, str(os.getpid()).encode(), 0)
+        yield store
+    finally:
+        os.close(descriptor)
+
+
 def _lost(task: RankTask, lost: TaskLost) -> RankOutcome:
     return RankOutcome(str(task.source.path), None, FAILED, lost.why, 0.0, 0)
 
@@ -181,8 +216,7 @@ def analyse_job(path: str | Path, *, engine: Engine | None = None, output: str |
     began = time.perf_counter()
     path = Path(path)
     sources = [source.reader.light(source) if light else source for source in ingest.find_runs(path)]
-    root = Path(output) if output is not None else path if path.is_dir() else path.parent
-    store = store_of(root)
+    store = store_of(output_root(path, output))
     if bound_memory:
         bound_reduce_memory(store)
     tasks = [RankTask(source, store, use_cache) for source in sources]
@@ -202,11 +236,11 @@ def analyse_job(path: str | Path, *, engine: Engine | None = None, output: str |
     folders = [rank_folder(store, tasks[index].source) for index, outcome in sorted(outcomes.items())
                if outcome.status != FAILED]
     files = {name: [folder / f"{name}.parquet" for folder in folders] for name in SUMMARY_SCHEMAS}
-    warnings: list[str] = []
+    warnings = ingest.skipped_beside(path, sources) if path.is_dir() else []
     places = _places(Job.of_parquet(files, SUMMARY_SCHEMAS), warnings)
     return ClusterJob(path, store, Job.of_parquet(files, SUMMARY_SCHEMAS, places),
                       [outcome for _, outcome in sorted(outcomes.items())], engine.description,
                       time.perf_counter() - began, sources, warnings, light)
 
 
-__all__ = ["DONE", "WHOLE_JOB_RANKS", "ClusterJob", "analyse_job"]
+__all__ = ["DONE", "WHOLE_JOB_RANKS", "ClusterJob", "analyse_job", "holding_store", "output_root"]

@@ -22,6 +22,8 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence, TypeVar
 
+import psutil
+
 from perfsight.core.errors import InputError
 from perfsight.core.process import usable_cores
 
@@ -42,6 +44,15 @@ NEVER_STARTED = (f"its worker process died before the task started, {MAX_ATTEMPT
                  "unpickled there, or the calling script lacks `if __name__ == \"__main__\":`)")
 #: how long a Ray cluster's "host:port" may take to accept a connection (ray.init itself waits for minutes)
 CONNECT_TIMEOUT_S = 5
+#: the local pool's workers per usable core at most: the map is CPU-bound (it parses local files), so more
+#: workers than a few per core only add memory
+WORKERS_PER_CORE = 4
+#: the memory one local worker is counted to need: its interpreter with DuckDB and Arrow (~200 MB measured with
+#: a rank of 8.6 MB of trace), before the rank it reads; the pool never has more workers than the memory
+#: available holds at this much each
+WORKER_MEMORY_BYTES = 256 * 1024 * 1024
+#: the largest --workers accepted (a number beyond it is a mistake, not a machine)
+MAX_WORKERS = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -94,8 +105,9 @@ class LocalPool:
     """
 
     def __init__(self, workers: int) -> None:
-        self.workers = workers
-        self.description = f"local pool, {workers} worker{'s' if workers != 1 else ''}"
+        self.workers = min(workers, machine_workers())
+        capped = f" ({workers:,} asked: capped at what this machine holds)" if self.workers < workers else ""
+        self.description = f"local pool, {self.workers} worker{'s' if self.workers != 1 else ''}{capped}"
         self._context = multiprocessing.get_context(START_METHOD)
 
     def map(self, function: Callable[[T], R], items: Sequence[T],
@@ -117,7 +129,8 @@ class LocalPool:
                     on_result(index, TaskLost(index, pools, NEVER_STARTED))
                 return
             pools += 1
-            pool = ProcessPoolExecutor(self.workers, mp_context=self._context, initializer=_remember,
+            pool = ProcessPoolExecutor(max(1, min(self.workers, len(items))), mp_context=self._context,
+                                       initializer=_remember,
                                        initargs=(started,))
             try:
                 self._until_done_or_broken(pool, function, items, delivered, started, attempts, waiting, alone)
@@ -258,14 +271,23 @@ def _check_answers(address: str | None, given: str) -> None:
                          "with `ray start --head` or give the address it printed") from None
 
 
+def machine_workers() -> int:
+    """The most local workers this machine holds: ``WORKERS_PER_CORE`` per usable core, and no more than the
+    memory available holds at ``WORKER_MEMORY_BYTES`` each (at least 1)."""
+    by_memory = psutil.virtual_memory().available // WORKER_MEMORY_BYTES
+    return max(1, min(WORKERS_PER_CORE * usable_cores(), by_memory))
+
+
 def engine_for(ray: str | bool | None = None, workers: int | None = None) -> Engine:
     """The engine ``perfsight cluster`` runs on: ``ray`` None (no ``--ray``) is Ray when ``RAY_ADDRESS`` is
     set, else the local pool of ``workers`` processes (default: the cores this process may use); True
     (``--ray`` alone) or an address is Ray (see ``RayEngine``); False is the local pool whatever the
     environment says. With Ray, ``workers`` caps the tasks in flight."""
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise InputError(f"--workers {workers!r}: the number of worker processes must be a whole number, 1 or "
-                         "more")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or not 1 <= workers <= MAX_WORKERS):
+        raise InputError(f"--workers {workers!r}: the number of worker processes must be a whole number from 1 "
+                         f"to {MAX_WORKERS:,} (the local pool takes at most what this machine holds: "
+                         f"{machine_workers()} here)")
     if ray is None:
         ray = bool(os.environ.get("RAY_ADDRESS"))
     if ray is False:

@@ -29,11 +29,12 @@ signature no candidate improved.
 Every read of a bank file - tuning into it, applying it (``perfsight.tuned``, ``apply_bank``, TUNE_BANK_PATH
 at run time), ``perfsight tune --verify`` - decodes it here, typed (msgspec), against the shapes above:
 a file that is not JSON or not of its shape (a list for an object, an entry missing a key, a value of
-another type, a winner that is none of its candidates, an entry under another key or kind), or a
-directory where the file should be, raises a ``TuneBankError`` naming the file, the entry and what is
-allowed, and nothing is written over it. Staleness (``stale``) compares the running library versions
-with bank.json's and with each entry's; stores without a bank.json are refused, since the versions they
-were tuned under cannot be told.
+another type, a winner that is none of its candidates, an entry under another key or kind, a value nested
+deeper than ``core/json_depth`` reads), or a directory or a FIFO where a file should be (read as
+``core/files`` reads: never waited on, the lock file too), raises a ``TuneBankError`` naming the file, the
+entry and what is allowed, and nothing is written over it. Staleness (``stale``) compares the running
+library versions with bank.json's and with each entry's; stores without a bank.json are refused, since the
+versions they were tuned under cannot be told.
 """
 from __future__ import annotations
 
@@ -54,6 +55,8 @@ import msgspec
 import msgspec.inspect
 
 from perfsight.core.errors import TuneBankError
+from perfsight.core.files import UnreadableFile, open_regular, read_regular
+from perfsight.core.json_depth import JsonTooDeep, check_depth
 from perfsight.core.jsonfile import write_json_atomic
 from perfsight.tune.device import device_facts, device_fingerprint, library_versions
 from perfsight.tune.env import TuneSettings, process_rank
@@ -295,7 +298,11 @@ class Bank:
     @contextmanager
     def _locked(self) -> Iterator[None]:
         self.directory.mkdir(parents=True, exist_ok=True)
-        with open(self.directory / LOCK, "a") as lock:
+        try:
+            lock = open_regular(self.directory / LOCK, create=True)
+        except UnreadableFile as error:
+            raise _unreadable(self.directory / LOCK, error) from None
+        with lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield
@@ -336,16 +343,24 @@ class Bank:
 
     @staticmethod
     def _decode(path: Path, shape: type):
-        """``path`` decoded as ``shape``, None when it does not exist; a TuneBankError when it is damaged."""
+        """``path`` decoded as ``shape``, None when it does not exist; a TuneBankError when it is damaged, is
+        not a regular file (a FIFO is never waited on) or nests deeper than ``json_depth.MAX_JSON_DEPTH``."""
         try:
-            return msgspec.json.decode(path.read_bytes(), type=shape)
-        except FileNotFoundError:
-            return None
+            data = read_regular(path)
+        except UnreadableFile as error:
+            if error.missing:
+                return None
+            raise _unreadable(path, error) from None
         except OSError as error:
-            raise TuneBankError(f"the tuning bank file {path} cannot be read ({error.strerror or error}): move it "
-                                "away and tune again") from None
+            raise _unreadable(path, error) from None
+        allowed = _ALLOWED.get(path.name, _ALLOWED["store"])
+        try:
+            check_depth(data, path.name)
+            return msgspec.json.decode(data, type=shape)
+        except JsonTooDeep as error:
+            raise _damaged(path, error.reason, allowed) from None
         except msgspec.DecodeError as error:
-            raise _damaged(path, str(error), _ALLOWED.get(path.name, _ALLOWED["store"])) from None
+            raise _damaged(path, str(error), allowed) from None
 
 
 class StagedBank(Bank):
@@ -444,6 +459,11 @@ def _mode(before: Entry | None, after: Entry, repeat: bool) -> str:
     if not repeat or after.strategy() == had:
         return "reserve"
     return "update"
+
+
+def _unreadable(path: Path, error: OSError) -> TuneBankError:
+    why = getattr(error, "reason", "") or error.strerror or str(error)
+    return TuneBankError(f"the tuning bank file {path} cannot be read ({why}): move it away and tune again")
 
 
 def _damaged(path: Path, problem: str, allowed: str) -> TuneBankError:

@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.padding import Padding
 from rich.table import Table
 
-from perfsight.analysis.compare import largest_changes
+from perfsight.analysis.compare import BASE, NEW, RUN_TO_RUN, largest_changes, ranks_slowed_most
 from perfsight.analysis.health import CHECKS
 from perfsight.analysis.rank_spread import HIGHER
 from perfsight.views.wording import gain_sentence, in_ms, verdict_sentence
@@ -125,7 +125,7 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
         _print_spread(f"Profiled steps: each rank's mean, across {spreads['ranks']:,} ranks (ms)",
                       spreads["profiled_steps"], console)
     else:
-        _print_profiled_steps(summary["profiled_steps"], console)
+        _print_profiled_steps(summary["profiled_steps"], summary["step_digest"], console)
     _print_top_ops(summary["top_ops"], summary["ops_category"], console)
     if many:
         _print_rank_spreads(spreads, console)
@@ -167,18 +167,36 @@ def _print_median_steps(breakdown, console: Console) -> None:
                       f"mean {in_ms(row['step_ns'])} ms)")
 
 
-def _print_profiled_steps(profiled, console: Console) -> None:
+#: the step trace shows every (rank, step) row up to this many, and beyond them its digest
+#: (``summary.step_digest``): the same screenful as a table of ``MAX_RANK_ROWS`` ranks
+MAX_STEP_ROWS = MAX_RANK_ROWS
+
+
+def _print_profiled_steps(profiled, digest: dict, console: Console) -> None:
+    """The step trace: a row per (rank, step) up to ``MAX_STEP_ROWS`` rows. Beyond, what a reader of that
+    many steps needs (``summary.step_digest``): a line per rank with its steps' count, median, p10-p90 band,
+    mean, min and max, then the first, slowest and fastest steps with why each is shown."""
     if not profiled.num_rows:
         return
     ranked = len(set(profiled.column("rank").to_pylist())) > 1
-    table = Table(title="Profiled steps (ms; iteration = gap + fwd+bwd + tail)",
-                  title_justify="left")
-    for column in ("rank",) * ranked + ("step", "iteration", "gap", "fwd+bwd", "tail", "data wait"):
-        table.add_column(column, justify="right")
-    for row in profiled.to_pylist():
+    digested = profiled.num_rows > MAX_STEP_ROWS
+    title = "Profiled steps (ms; iteration = gap + fwd+bwd + tail)"
+    if digested:
+        for row in digest["summary"].to_pylist():
+            rank = f"rank {row['rank']}: " if ranked else ""
+            console.print(f"{rank}{row['steps']:,} profiled steps: median "
+                          f"{in_ms(row['median_ns'])} ms, p10-p90 {in_ms(row['p10_ns'])}-{in_ms(row['p90_ns'])} ms, "
+                          f"mean {in_ms(row['mean_ns'])} ms, min {in_ms(row['min_ns'])} ms, max "
+                          f"{in_ms(row['max_ns'])} ms")
+        title = f"The first, slowest and fastest of {profiled.num_rows:,} profiled steps (ms)"
+    table = Table(title=title, title_justify="left")
+    for column in ("rank",) * ranked + ("step", "iteration", "gap", "fwd+bwd", "tail", "data wait") + \
+            ("why",) * digested:
+        table.add_column(column, justify="left" if column == "why" else "right")
+    for row in (digest["steps"] if digested else profiled).to_pylist():
         table.add_row(*(str(row["rank"]),) * ranked, str(row["step"]), in_ms(row["iteration_ns"]),
                       in_ms(row["gap_ns"]), in_ms(row["fp_bp_ns"]), in_ms(row["tail_ns"]),
-                      in_ms(row["data_wait_ns"]))
+                      in_ms(row["data_wait_ns"]), *([row["why"]] if digested else []))
     console.print(table)
 
 
@@ -287,9 +305,9 @@ def _gbps(value: float | None) -> str:
 def _print_cluster(cluster: dict, console: Console) -> None:
     """A job's ranks compared (``summary.cluster_summary``): each rank's mean step and exposed communication,
     the slowest rank and straggler, the collectives with the longest waits, the slow rank and link verdicts
-    with their rules, the clock offsets that are not 0 and what ranks lack. Beyond ``MAX_RANK_ROWS`` ranks:
-    the ranks' figures and clock offsets summarised across ranks (its ``spreads``), and the first
-    ``MAX_RANK_ROWS`` of each list."""
+    with their rules, the clock offsets that are not 0, what ranks lack and which were read around damage.
+    Beyond ``MAX_RANK_ROWS`` ranks: the ranks' figures, their collectives and clock offsets summarised across
+    ranks (its ``spreads``), and the first ``MAX_RANK_ROWS`` of each list."""
     ranks = cluster["ranks"].to_pylist()
     spreads = cluster["spreads"] if cluster["spreads"]["ranks"] > MAX_RANK_ROWS else None
     if spreads is not None:
@@ -306,7 +324,10 @@ def _print_cluster(cluster: dict, console: Console) -> None:
     if cluster["slowest"]:
         console.print(f"slowest rank: {escape(cluster['slowest']['reason'])}")
     top = cluster["top_collectives"].to_pylist()
-    if top:
+    if spreads is not None:
+        _print_spread(f"Each rank's collectives, summed, across {spreads['ranks']:,} ranks (ms)",
+                      spreads["collectives"], console)
+    elif top:
         table = Table(title="Collectives with the longest wait (ms; bus bandwidth GB/s)", title_justify="left")
         for column in ("rank", "group", "collective", "ops", "size", "wait", "busbw"):
             table.add_column(column, justify="left" if column in ("group", "collective") else "right",
@@ -344,6 +365,14 @@ def _print_cluster(cluster: dict, console: Console) -> None:
                       f"{escape(row['step_source'] or 'an unsaid source')}")
     if len(lacks) > MAX_RANK_ROWS:
         console.print(f"... and {len(lacks) - MAX_RANK_ROWS:,} more ranks lack files (each rank's: analyse --json)")
+    damaged = cluster["damaged"].to_pylist()
+    for row in damaged[:MAX_RANK_ROWS]:
+        more = len(row["warnings"]) - 1
+        console.print(f"rank {row['rank']} read around damage or gaps, its figures cover what was read: "
+                      f"{escape(row['warnings'][0])}" + (f" (and {more} more warnings)" if more else ""))
+    if len(damaged) > MAX_RANK_ROWS:
+        console.print(f"... and {len(damaged) - MAX_RANK_ROWS:,} more ranks read around damage (each rank's: "
+                      "analyse --json)")
 
 
 def _listed(items: list[str]) -> str:
@@ -526,29 +555,37 @@ def _in_step_table(stage: str, rows: list[dict]) -> Table:
 def print_cluster_report(report, console: Console | None = None) -> None:
     """What ``perfsight cluster`` did (``views.export.cluster_analysis.ClusterReport``): how the ranks were read
     (the engine, ranks done, cached and failed, the wall time), each failed rank and why, the job's warnings,
-    the ranks compared (``summary.cluster_summary`` of the job) and the files written."""
+    the ranks compared (``summary.cluster_summary`` of the job) and the files written, or that there was
+    nothing to write (not said when nothing was to be written: ``perfsight analyse``). Fits 80 columns: a path
+    longer than a line is folded."""
     console = console or Console()
     job = report.job
     counts = ", ".join(f"{count} {status}" for status, count in job.counts.items())
     console.print(f"{escape(str(job.path))}: {len(job.outcomes)} ranks ({counts}) on {escape(job.engine)} in "
-                  f"{job.seconds:.1f} s; summaries in {escape(str(job.store))}", soft_wrap=True)
+                  f"{job.seconds:.1f} s; summaries in {escape(str(job.store))}")
     if job.light:
         console.print("  read light: each torch_npu rank's steps and communication as it reported them "
                       "(step_trace_time.csv, communication.json, communication_matrix.json), no kernel-type or "
-                      "memory figures; other formats read whole", soft_wrap=True)
+                      "memory figures; other formats read whole")
     for outcome in job.failed:
-        console.print(f"  failed: {escape(outcome.name)}: {escape(outcome.error or '')}", soft_wrap=True)
+        console.print(f"  failed: {escape(outcome.name)}: {escape(outcome.error or '')}")
     for warning in job.warnings:
-        console.print(f"  warning: {escape(warning)}", soft_wrap=True)
+        console.print(f"  warning: {escape(warning)}")
     if report.cluster:
         _print_cluster(report.cluster, console)
         slowest = report.cluster["slowest"]
         source = job.source_of(slowest["slowest_rank"]) if slowest else None
         if source:
-            console.print(f"the slowest rank alone (every analysis of its own tables): perfsight analyse "
-                          f"{escape(shlex.quote(source))}", soft_wrap=True)
+            console.print("the slowest rank alone (every analysis of its own tables):")
+            console.print(Padding(f"perfsight analyse {escape(shlex.quote(source))}", (0, 0, 0, 4)))
+    if report.files is None:
+        return
+    folders: dict[Path, list[str]] = {}
     for path in report.files:
-        console.print(escape(str(path)), soft_wrap=True)
+        folders.setdefault(Path(path).parent, []).append(Path(path).name)
+    for folder, names in folders.items():
+        console.print(f"written in {escape(str(folder))}:")
+        console.print(Padding(escape("\n".join(names)), (0, 0, 0, 4)))
     if not report.files:
         console.print("no step or communication data to write")
 
@@ -561,18 +598,20 @@ COMPARE_NAME_WIDTH = 26
 
 def print_comparison(report: dict, console: Console | None = None, *, top: int = COMPARE_TOP) -> None:
     """What ``perfsight compare`` found (``views.export.compare_files.comparison_report``): which runs (and which
-    rank of a job), the verdict on the step time, the breakdown's difference by category, the operators, kernels
-    and modules that grew and shrank most per step (``share``: of the step time's difference), communication,
-    memory by operator, the ranks of two jobs, the other figures, and the CI gate's outcome when one was
-    asked."""
+    rank of a job) with each run's steps and mean step, the verdict on the step time with the rule that weighed
+    its noise, the breakdown's difference by category, the operators, kernels and modules that grew and shrank
+    most per step (``self %``: their self time's share of the step time's difference), communication, memory by
+    operator, the ranks of two jobs, the other figures, and the CI gate's outcome when one was asked. Fits 80
+    columns: a path longer than a line is folded."""
     console = console or Console()
     steps = report["steps"]
-    console.print("[bold]perfsight compare[/bold]", soft_wrap=True)
-    for name, key in (("BASE", "base"), ("NEW ", "new")):
-        label = f"{report[key + '_label']}, " if report[key + "_label"] else ""
-        console.print(f"  {name} {escape(report[key])} ({escape(label)}{steps[key + '_steps']} steps)", soft_wrap=True)
-    console.print(escape(verdict_sentence(steps)), style="bold" if steps["verdict"] in ("slower", "faster") else None,
-                  soft_wrap=True)
+    console.print("[bold]perfsight compare[/bold]")
+    _print_runs_compared(report, console)
+    console.print(escape(verdict_sentence(steps)), style="bold" if steps["verdict"] in ("slower", "faster") else None)
+    if steps["rule"]:
+        hint = "" if steps["noise"] == RUN_TO_RUN else \
+            "\nseveral runs a side weigh the run-to-run noise: perfsight compare BASE... -- NEW..."
+        console.print(Padding(f"rule: {escape(steps['rule'])}{hint}", (0, 0, 0, 4)))
     breakdown = [row for row in report["breakdown"] if row["base_ns"] or row["new_ns"]]
     _figures_table("Step breakdown (ms per step)", ("category", "base", "new", "difference", "share"), [
         (row["category"], in_ms(row["base_ns"]), in_ms(row["new_ns"]), _signed_ms(row["difference_ns"]),
@@ -595,15 +634,31 @@ def print_comparison(report: dict, console: Console | None = None, *, top: int =
          ("+" if row["difference_bytes_per_step"] >= 0 else "-") + _bytes(int(abs(row["difference_bytes_per_step"]))))
         for row in report["memory"][:top]], console)
     _print_rank_difference(report["ranks"], console)
-    _figures_table("Figures", ("figure", "base", "new", "difference"), [
+    _figures_table("Figures", ("figure", "base", "new", "diff"), [
         (row["figure"], _figure(row["base"], row["unit"]), _figure(row["new"], row["unit"]),
          _signed_pct(row["difference_pct"])) for row in report["figures"]], console)
     gate = report.get("gate")
     if gate is not None:
         outcome = "[red]FAIL[/red]" if gate["failed"] else "[green]pass[/green]"
-        console.print(f"gate: NEW slower than BASE by more than {gate['percent']:g}% beyond the noise? {outcome}")
+        console.print(f"gate: NEW slower than BASE by more than {gate['percent']:g}% beyond the {steps['noise']} "
+                      f"noise? {outcome}")
     for path in report.get("files", []):
-        console.print(escape(str(path)), soft_wrap=True)
+        console.print(escape(str(path)))
+
+
+def _print_runs_compared(report: dict, console: Console) -> None:
+    """A line per run of either side: which rank of a job it is, its steps and mean step, its path; then what of
+    the side was not read (a rank that failed, and why)."""
+    runs = {(row["side"], row["run"]): row for row in report["runs"]}
+    for side, key in ((BASE, "base"), (NEW, "new")):
+        several = len(report[key]) > 1
+        for place, (path, label) in enumerate(zip(report[key], report[f"{key}_labels"])):
+            row = runs[(side, place)]
+            facts = ([label] if label else []) + [f"{row['steps']:,} {'step' if row['steps'] == 1 else 'steps'}"] + (
+                [f"mean {in_ms(row['mean_step_ns'])} ms"] if row["mean_step_ns"] is not None else [])
+            console.print(f"  {side}{f' {place + 1}' if several else ''} ({escape(', '.join(facts))}): {escape(path)}")
+        for item in report[f"{key}_not_read"]:
+            console.print(f"  {side}: {escape(item)}")
 
 
 def _signed_ms(ns) -> str:
@@ -630,32 +685,35 @@ def _print_aligned(title: str, rows: list[dict], console: Console) -> None:
             row["status"], "")
         return escape(_short(row["name"], COMPARE_NAME_WIDTH - len(marker)) + marker)
 
-    _figures_table(title, ("name", "calls/step", "base", "new", "diff", "share"), [
+    _figures_table(title, ("name", "calls/step", "base", "new", "diff", "self %"), [
         (named(row), _calls(row), in_ms(row["base_per_step_ns"]), in_ms(row["new_per_step_ns"]),
          _signed_ms(row["difference_per_step_ns"]), _percent(row["share_pct"])) for row in rows], console)
 
 
 def _figures_table(title: str, headers: tuple[str, ...], rows: list[tuple[str, ...]], console: Console) -> None:
     """A table whose first column names (left) and the others are figures (right), as ``perfsight compare``'s
-    and the critical path's; none printed without rows."""
+    and the critical path's; none printed without rows. A name too long for the terminal wraps, a figure never."""
     if not rows:
         return
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
     for index, header in enumerate(headers):
-        table.add_column(header, justify="right" if index else "left", no_wrap=True)
+        table.add_column(header, justify="right" if index else "left", no_wrap=bool(index))
     for row in rows:
         table.add_row(*row)
     console.print(table)
 
 
 def _print_rank_difference(rows: list[dict], console: Console) -> None:
-    """Two jobs rank by rank (a row per rank up to ``MAX_RANK_ROWS``, else the ranks that slowed most)."""
+    """Two jobs rank by rank: a row per rank up to ``MAX_RANK_ROWS``, else the ranks that slowed most
+    (``compare.ranks_slowed_most``), or that none slowed."""
     if len(rows) < 2:
         return
-    shown = rows if len(rows) <= MAX_RANK_ROWS else sorted(
-        rows, key=lambda row: -(row["difference_ns"] if row["difference_ns"] is not None else -1))[:MAX_RANK_ROWS]
-    title = "Mean step by rank (ms)" + ("" if shown is rows else f": the {len(shown)} of {len(rows)} that slowed most")
-    _figures_table(title, ("rank", "base", "new", "difference"), [
+    shown = rows if len(rows) <= MAX_RANK_ROWS else ranks_slowed_most(rows, MAX_RANK_ROWS)
+    if shown is not rows:
+        slowed = f"the {len(shown)} that slowed most follow" if shown else "none slowed"
+        console.print(f"Mean step by rank: of {len(rows):,} ranks, {slowed} (every rank: --json, or "
+                      "compare_ranks.csv with -o)")
+    _figures_table("Mean step by rank (ms)", ("rank", "base", "new", "difference"), [
         (str(row["rank"]), in_ms(row["base_step_ns"]), in_ms(row["new_step_ns"]),
          _signed_pct(row["difference_pct"])) for row in shown], console)
 

@@ -90,17 +90,19 @@ def test_database_step_trace_hosts_and_devices_agree_with_msprof_analyze(shared_
         0, 0, 0)
 
 
-def test_cli_writes_into_dir_by_default_and_never_over_a_users_file(shared_data, tmp_path, capsys):
+def test_cli_writes_into_dir_by_default_and_never_over_a_users_file(shared_data, tmp_path, capsys, monkeypatch):
     job = writable_copy(shared_data, JOBS["text"], tmp_path)
     out = job / "cluster_analysis_output"
+    monkeypatch.setenv("COLUMNS", "200")                         # the report's lines whole, paths and all
     assert cli.main(["cluster", "-d", str(job)]) == 0
     first = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
     assert "cluster_step_trace_time.csv" in first and "cluster_analysis.db" in first
     said = capsys.readouterr().out.splitlines()
     assert said[0].startswith(f"{job}: 2 ranks (2 done, 0 cached, 0 failed) on ")
-    assert said[-6:] == [str(out / name) for name in (
-        "cluster_step_trace_time.csv", "cluster_communication.json", "cluster_communication_matrix.json",
-        "communication_group.json", "cluster_analysis.db", "rank_breakdown.csv")]
+    assert [line.strip() for line in said[-7:]] == [f"written in {out}:", "cluster_step_trace_time.csv",
+                                                    "cluster_communication.json", "cluster_communication_matrix.json",
+                                                    "communication_group.json", "cluster_analysis.db",
+                                                    "rank_breakdown.csv"]
     assert cli.main(["cluster", "-d", str(job)]) == 0          # its own files: replaced
     (out / "cluster_analysis.db").write_text("the user's notes")
     before = (out / "cluster_step_trace_time.csv").stat().st_mtime_ns

@@ -39,6 +39,7 @@ def test_a_large_job_is_mapped_not_merged_and_its_store_reused(planted):
     assert RANKS > WHOLE_JOB_RANKS
     assert (entry["mode"], entry["ranks_done"], entry["ranks_total"], entry["ranks"]) == (
         "cluster", RANKS, RANKS, list(range(RANKS)))
+    assert entry["ranks_as_ranges"] == "0-63"                                # as the run list writes them
     job = served.get("big", "cluster/job")
     assert job["mapped"]["counts"] == {"done": 0, "cached": RANKS, "failed": 0}     # the store beside it, fresh
     assert [r["rank"] for r in job["rank_runs"]] == list(range(RANKS))

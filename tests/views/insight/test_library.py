@@ -110,12 +110,17 @@ def test_concurrent_requests_for_a_closed_run_open_and_analyse_it_once(library, 
     runs = settled(library, 2)
     a, b = runs["a.pt.trace.json.gz"]["id"], runs["b.json.gz"]["id"]
     library.get(b)                                   # max_open=1: a is closed
-    opened, analysed, release = [], [], threading.Event()
+    opened, analysed, waiting, release = [], [], [], threading.Event()
 
     def slow_open(*args, **kwargs):                  # holds every opener until all requests are in
         opened.append(args)
-        release.wait(30)
+        release.wait(120)
         return real_open(*args, **kwargs)
+
+    class Waited(library_module.Future):             # the opening that requests wait for, its waiters counted
+        def result(self, timeout=None):
+            waiting.append(threading.get_ident())
+            return super().result(timeout)
 
     def counted_summary(*args, **kwargs):
         analysed.append(args)
@@ -124,6 +129,7 @@ def test_concurrent_requests_for_a_closed_run_open_and_analyse_it_once(library, 
     real_open, real_summary = library_module.open_sources, api_overview.run_summary
     monkeypatch.setattr(library_module, "open_sources", slow_open)
     monkeypatch.setattr(api_overview, "run_summary", counted_summary)
+    monkeypatch.setattr(library_module, "Future", Waited)
     with TestClient(create_app(library), base_url="http://127.0.0.1") as client:
         started = threading.Barrier(21)
 
@@ -134,7 +140,10 @@ def test_concurrent_requests_for_a_closed_run_open_and_analyse_it_once(library, 
         with ThreadPoolExecutor(max_workers=20) as pool:
             answers = [pool.submit(request) for _ in range(20)]
             started.wait()
-            time.sleep(1.0)                              # every request is waiting for the run by now
+            deadline = time.monotonic() + 60
+            while len(waiting) < 19:                     # one request opens the run, every other one waits for it
+                assert time.monotonic() < deadline, (opened, waiting)
+                time.sleep(0.01)
             release.set()
             responses = [answer.result() for answer in answers]
     assert [r.status_code for r in responses] == [200] * 20

@@ -14,11 +14,14 @@ a missing required column is an InputError naming the file, the column and the h
 optional column is simply absent from the table; unknown columns are kept under their own header. A ragged
 row (more or fewer fields than the header) costs that row only, described in ``warnings`` by line and fields
 (``ragged_rows``); so does a row whose time or number column holds a text that is not one (``number_rows``,
-which every reader calls on the columns it converts, before ``ns_from_us``, ``numbers``, ``bytes_from``): the
-one mechanism every Ascend and MindSpore CSV reader reads around damage with.
+which every reader calls on the columns it converts, before ``ns_from_us``, ``numbers``, ``bytes_from``);
+bytes that are not UTF-8 are read as U+FFFD, each line holding any named, and an empty file as no rows: the
+one mechanism every Ascend and MindSpore CSV reader reads around damage with. JSON side files are parsed
+within ``core/json_depth``'s bound, one nested too deeply warned about as one that is not JSON.
 """
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import json
@@ -33,6 +36,7 @@ import pyarrow.csv as pacsv
 
 from perfsight.core.errors import InputError
 from perfsight.core.files import UnreadableFile, open_regular, read_regular
+from perfsight.core.json_depth import JsonTooDeep, loads_bounded
 from perfsight.core.tables import new_connection
 from perfsight.ingest.common.columns import counted, exact_ns, flat
 
@@ -95,12 +99,14 @@ _HEADER_TO_NAME = {header: name for name, headers in COLUMNS.items() for header 
 def read_csv(path: Path, warnings: list[str] | None = None, *, required: Iterable[str] = (),
              first_rows_only: bool = False, canonical: bool = True) -> pa.Table:
     """The CSV at ``path`` with canonical column names (module docstring; ``canonical=False``: the file's
-    own headers, stripped); every column is text. With ``first_rows_only``, only its first block of rows is
-    read (enough to sniff a fact the rows share).
+    own headers, stripped); every column is text. With ``first_rows_only``, only the rows of its first
+    ``BLOCK_BYTES`` are read (enough to sniff a fact the rows share).
 
-    A row with more or fewer fields than the header (a ragged row) costs that row only: it is left out and
-    described in ``warnings`` (``ragged_rows``: the file, each row's line and its fields against the
-    header's); without ``warnings`` it is an InputError saying the same."""
+    What it reads around costs only what it holds, described in ``warnings`` (without ``warnings``, each is
+    an InputError saying the same): a row with more or fewer fields than the header (a ragged row) is left
+    out (``ragged_rows``: each row's line and its fields against the header's); bytes that are not UTF-8 are
+    read as U+FFFD (each line holding any named); an empty file (no header, no rows) is read as no rows of
+    the ``required`` columns."""
     path = Path(path)
     ragged: list[Any] = []
 
@@ -108,26 +114,30 @@ def read_csv(path: Path, warnings: list[str] | None = None, *, required: Iterabl
         ragged.append(row)
         return "skip"
 
+    def read_around(described: str) -> None:
+        if warnings is None:
+            raise InputError(f"{path}: {described}")
+        warnings.append(f"{path.name}: {described}")
+
     options = {"read_options": pacsv.ReadOptions(encoding="utf-8", use_threads=False),
                "parse_options": pacsv.ParseOptions(newlines_in_values=True, invalid_row_handler=skip),
                "convert_options": pacsv.ConvertOptions(column_types=_all_text(path), strings_can_be_null=True,
                                                        null_values=_NULLS)}
     try:
-        if first_rows_only:
-            reader = pacsv.open_csv(path, **options)
-            try:
-                table = pa.Table.from_batches([reader.read_next_batch()])
-            except StopIteration:                       # a header without rows
-                table = reader.schema.empty_table()
-        else:
-            table = pacsv.read_csv(path, **options)
+        data, undecodable = _utf8(path, first_rows_only)
+        if undecodable:
+            lines = _listed([f"line {n}" for n in undecodable[:RAGGED_SHOWN]], len(undecodable))
+            read_around(f"{counted(len(undecodable), 'line')} with bytes that are not UTF-8, read with each "
+                        f"replaced by U+FFFD: {lines}")
+        table = pacsv.read_csv(path if data is None else pa.py_buffer(data), **options)
     except (OSError, pa.ArrowInvalid) as error:
-        raise InputError(f"{path}: not a readable CSV file ({error})") from None
+        if _EMPTY not in str(error):
+            raise InputError(f"{path}: not a readable CSV file ({error})") from None
+        read_around("empty (no header, no rows): nothing read from it")
+        return pa.table({name: pa.array([], pa.string()) for name in required})
     if ragged:
-        described = ragged_rows(path, [(row.text, row.actual_columns) for row in ragged], ragged[0].expected_columns)
-        if warnings is None:
-            raise InputError(f"{path}: {described}")
-        warnings.append(f"{path.name}: {described}")
+        read_around(ragged_rows(read_regular(path) if data is None else data,
+                                [(row.text, row.actual_columns) for row in ragged], ragged[0].expected_columns))
     renamed = [_HEADER_TO_NAME.get(header.strip(), header.strip()) if canonical else header.strip()
                for header in table.column_names]
     missing = [name for name in required if name not in renamed]
@@ -139,15 +149,51 @@ def read_csv(path: Path, warnings: list[str] | None = None, *, required: Iterabl
     return table.rename_columns(renamed)
 
 
-#: how many ragged rows a warning names one by one
+#: how many ragged rows (or lines holding bytes that are not UTF-8) a warning names one by one
 RAGGED_SHOWN = 5
+#: what ``read_csv`` checks for UTF-8 at a time, and all it reads with ``first_rows_only``
+BLOCK_BYTES = 1 << 20
+#: pyarrow's error for a file without a header ("Empty CSV file", "... Empty CSV file or block: ...")
+_EMPTY = "Empty CSV file"
+#: a run of non-ASCII bytes: UTF-8's multi-byte characters are made of them only, so each run decodes alone
+_NON_ASCII = re.compile(rb"[\x80-\xff]+")
 
 
-def ragged_rows(path: Path, rows: list[tuple[str, int]], expected: int) -> str:
-    """What ragged rows (``(text, fields)`` pairs, in file order) cost, naming the first ``RAGGED_SHOWN`` by
-    line: ``2 rows not read: line 57 has 31 fields, line 90 has 33 fields (the header has 32)``. A row's
-    line is found by its text in the file (pyarrow counts records, not lines, when fields span lines)."""
-    data = read_regular(path)
+def _utf8(path: Path, first_rows_only: bool) -> tuple[bytes | None, list[int]]:
+    """What ``read_csv`` parses: None (the file itself) when it is UTF-8, checked a block at a time, else its
+    bytes with each byte that is not UTF-8 replaced by U+FFFD; and the lines (1-based) that held such bytes.
+    With ``first_rows_only``, its first ``BLOCK_BYTES`` cut after their last whole line, always."""
+    with open_regular(path) as file:
+        if first_rows_only:
+            data = file.read(BLOCK_BYTES)
+            data = data[:data.rfind(b"\n") + 1] if file.read(1) else data
+        else:
+            decoder = codecs.getincrementaldecoder("utf-8")()
+            try:
+                while block := file.read(BLOCK_BYTES):
+                    decoder.decode(block)
+                decoder.decode(b"", final=True)
+                return None, []
+            except UnicodeDecodeError:
+                file.seek(0)
+                data = file.read()
+    lines: list[int] = []
+    line, counted_to = 1, 0
+    for run in _NON_ASCII.finditer(data):
+        try:
+            run.group().decode("utf-8")
+        except UnicodeDecodeError:
+            line += data.count(b"\n", counted_to, run.start())
+            counted_to = run.start()
+            lines += [line] if not lines or lines[-1] != line else []
+    return (data.decode("utf-8", "replace").encode("utf-8") if lines else data), lines
+
+
+def ragged_rows(data: bytes, rows: list[tuple[str, int]], expected: int) -> str:
+    """What ragged rows (``(text, fields)`` pairs, in file order) of the CSV text ``data`` cost, naming the
+    first ``RAGGED_SHOWN`` by line: ``2 rows not read: line 57 has 31 fields, line 90 has 33 fields (the header
+    has 32)``. A row's line is found by its text in ``data`` (pyarrow counts records, not lines, when fields
+    span lines)."""
     lines, offset = [], 0
     for text, _ in rows[:RAGGED_SHOWN]:
         found = data.find(b"\n" + text.encode("utf-8"), offset)     # a row starts a line (the header is first)
@@ -159,8 +205,14 @@ def ragged_rows(path: Path, rows: list[tuple[str, int]], expected: int) -> str:
 
 def _not_read(n: int, shown: list[str]) -> str:
     """``3 rows not read: <the first RAGGED_SHOWN described> and 1 more``: what rows read around cost."""
+    return f"{counted(n, 'row')} not read: {_listed(shown, n)}"
+
+
+def _listed(shown: list[str], n: int) -> str:
+    """The first ``RAGGED_SHOWN`` of ``n`` things read around, described, and how many more: ``line 6, line 9
+    and 1 more``."""
     more = f" and {n - len(shown)} more" if n > len(shown) else ""
-    return f"{counted(n, 'row')} not read: {', '.join(shown)}{more}"
+    return f"{', '.join(shown)}{more}"
 
 
 def _all_text(path: Path) -> dict[str, pa.DataType]:
@@ -308,18 +360,22 @@ def _per_distinct(column: pa.Array | pa.ChunkedArray, convert) -> pa.Array:
 def read_json(path: Path, warnings: list[str], consequence: str, *, parse_float=None):
     """The JSON document in ``path`` (``parse_float`` as json.loads takes it: ``Decimal`` for exact
     times); None when it cannot be read or parsed, with the warning ``<file>: not readable JSON (<why>);
-    <consequence>``."""
+    <consequence>``, or nests too deeply (``core/json_depth``), with the warning ``<file>: JSON nested <N>
+    levels deep ...; <consequence>``."""
     try:
-        return json.loads(read_regular(path).decode("utf-8"), parse_float=parse_float)
+        return loads_bounded(read_regular(path), path.name, parse_float=parse_float)
+    except JsonTooDeep as error:
+        warnings.append(f"{error}; {consequence}")
     except (OSError, ValueError) as error:
         warnings.append(f"{path.name}: not readable JSON ({error}); {consequence}")
-        return None
+    return None
 
 
 def json_object(text: str | None) -> dict:
-    """An args-style JSON text as a dict; {} for null, malformed JSON or a JSON value that is not an object."""
+    """An args-style JSON text as a dict; {} for null, malformed JSON, JSON nested too deeply
+    (``core/json_depth``) or a JSON value that is not an object."""
     try:
-        value = json.loads(text) if text else {}
+        value = loads_bounded(text, "args") if text else {}
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}

@@ -26,6 +26,8 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from perfsight.core.json_depth import JsonTooDeep, loads_bounded
+
 _LINK = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
 _STEP = re.compile(r"(\d+)\s*$")
 _UINT32 = 0xFFFFFFFF
@@ -80,7 +82,10 @@ def parallel_groups(info, where: str, warnings: list[str]) -> dict[str, Group]:
     warning naming ``where``."""
     if isinstance(info, str):
         try:
-            info = json.loads(info) if info.strip() else None
+            info = loads_bounded(info, f"{where}: parallel_group_info") if info.strip() else None
+        except JsonTooDeep as error:
+            warnings.append(f"{error}; groups keep their group-local ranks")
+            return {}
         except ValueError as error:
             warnings.append(f"{where}: parallel_group_info is not valid JSON ({error}); groups keep their "
                             "group-local ranks")

@@ -50,6 +50,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfsight.core.files import read_regular
+from perfsight.core.json_depth import loads_bounded
 from perfsight.core.tables import RunTables
 from perfsight.ingest.ascend.ascend_csv import json_object, number_rows, numbers, read_csv, read_json
 from perfsight.ingest.ascend.detect import MINDSPORE_FILE, rank_to_read
@@ -320,7 +321,7 @@ def _dynamic_shape(path: Path | None, builder: RunBuilder) -> list[dict]:
     if path is None:
         return []
     try:
-        steps = json.loads(read_regular(path).decode("utf-8"))["operator"]
+        steps = loads_bounded(read_regular(path), path.name)["operator"]
         executions = [(step, e) for step, entries in steps.items() for e in entries]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         builder.warnings.append(f"{path.name}: not a MindSpore dynamic shape file ({error}); expected "
@@ -335,7 +336,8 @@ def _dynamic_shape(path: Path | None, builder: RunBuilder) -> list[dict]:
             rows.append({"name": e["op_name"], "short": e["op_name"], "op_type": e.get("op_type"),
                          "task_type": _SIDE_TASKS.get(str(e.get("op_side", "")).lower(), "HOST_CPU"),
                          "step": int(e.get("step", step)), "dur_ns": int(round(float(e["dur"]) * 1000)),
-                         "input_shapes": json.dumps([json.loads(s) for s in e.get("shape_info") or []]) or None})
+                         "input_shapes": json.dumps([loads_bounded(s, "shape_info") for s in e.get("shape_info") or []])
+                         or None})
         except (ValueError, KeyError, TypeError, AttributeError):
             bad += 1
     if bad:

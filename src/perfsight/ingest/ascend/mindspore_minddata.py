@@ -18,12 +18,12 @@ queue). Timestamps are on MindSpore's host clock (or from 0), not on the step tr
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from perfsight.core.files import read_regular
+from perfsight.core.json_depth import loads_bounded
 from perfsight.ingest.ascend.ascend_csv import RAGGED_SHOWN, number_rows, numbers, read_csv
 from perfsight.ingest.common.build import RunBuilder
 from perfsight.ingest.common.columns import counted
@@ -85,7 +85,7 @@ def add_pipeline(path: Path, builder: RunBuilder, *, rank: int, facts: dict) -> 
 
 def add_cpu_utilization(path: Path, builder: RunBuilder, *, rank: int) -> None:
     try:
-        data = json.loads(read_regular(path).decode("utf-8"))
+        data = loads_bounded(read_regular(path), path.name)
         times = np.array([int(t) for t in data["time_stamp"]], dtype=np.int64) * _MS
     except (OSError, ValueError, KeyError, TypeError, OverflowError) as error:
         builder.warnings.append(f"{path.name}: not a MindData CPU utilisation file ({error}); expected JSON with "
@@ -118,7 +118,7 @@ def _list(text: str | None) -> list[float] | None:
     if not text or not text.strip():
         return []
     try:
-        values = json.loads(text)
+        values = loads_bounded(text, "output_queue_size")
     except ValueError:
         return None
     return _numbers(values, len(values)) if isinstance(values, list) else None

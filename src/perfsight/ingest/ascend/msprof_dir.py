@@ -43,6 +43,7 @@ import pyarrow.compute as pc
 from perfsight.core import layout
 from perfsight.core.errors import InputError
 from perfsight.core.files import read_regular
+from perfsight.core.json_depth import loads_bounded
 from perfsight.core.tables import RunTables, meta_table
 from perfsight.ingest.ascend.ascend_csv import numbers
 from perfsight.ingest.ascend.detect import (
@@ -268,7 +269,7 @@ def _info(path: Path, device: int, name: str = "info.json") -> dict:
     """``device_N/{name}.N`` (or ``{name}``) as a dict; {} when absent or unreadable."""
     for candidate in (path / f"device_{device}" / f"{name}.{device}", path / f"device_{device}" / name):
         try:
-            document = json.loads(read_regular(candidate).decode("utf-8"))
+            document = loads_bounded(read_regular(candidate), candidate.name)
         except (OSError, ValueError):
             continue
         return document if isinstance(document, dict) else {}

@@ -27,7 +27,6 @@ hccl_groups (parallel_group_info, else group-local, marked).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -35,9 +34,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfsight.core.errors import InputError
-from perfsight.core.files import read_regular
+from perfsight.core.json_depth import JsonTooDeep, loads_bounded
 from perfsight.core.tables import TRACKS, RunTables, conform, meta_table, new_connection
 from perfsight.ingest.ascend import torch_npu_db_analysis as analysis_db
+from perfsight.ingest.ascend.ascend_csv import read_json
 from perfsight.ingest.ascend.detect import DB_NAME, OUTPUT_DIR, find_torch_npu_db
 from perfsight.ingest.ascend.hccl_groups import (
     link_facts,
@@ -137,8 +137,8 @@ def _facts(db: Database, path: Path, rank: int | None, warnings: list[str]) -> d
     environment = _json(meta_rows.pop("ENV_VARIABLES", None), "META_DATA ENV_VARIABLES", warnings)
     rank_devices = db.rows("SELECT rankId, deviceId FROM RANK_DEVICE_MAP", "RANK_DEVICE_MAP")
     info_path = next((p for p in sources(path)[1:] if p.suffix == ".json"), None)
-    info = (_json(read_regular(info_path).decode("utf-8", "replace"), str(info_path), warnings)
-            if info_path else None) or {}
+    info = read_json(info_path, warnings, "its facts are unknown") if info_path else None
+    info = info if isinstance(info, dict) else {}
     distributed = distributed if isinstance(distributed, dict) else {}
     named = DB_NAME.fullmatch(path.name)
     candidates = [rank, *(r for r, _ in rank_devices[:1]), distributed.get("rank"), info.get("rank_id"),
@@ -169,10 +169,12 @@ def _json(text: str | None, what: str, warnings: list[str]):
     if not text:
         return None
     try:
-        return json.loads(text)
+        return loads_bounded(text, what)
+    except JsonTooDeep as error:
+        warnings.append(f"{error}; ignored")
     except ValueError as error:
         warnings.append(f"{what} is not valid JSON ({error}); ignored")
-        return None
+    return None
 
 
 # --- tracks and slices ------------------------------------------------------------------------------

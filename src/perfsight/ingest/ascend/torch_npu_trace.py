@@ -24,7 +24,6 @@ file keeps its valid events and warns) and what each event is, by the role of it
 """
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfsight.core.json_depth import loads_bounded
 from perfsight.ingest.ascend.ascend_csv import dtypes_json, shapes_json
 from perfsight.ingest.ascend.ascend_kinds import api_kinds, process_role, task_kinds
 from perfsight.ingest.common.build import RunBuilder
@@ -165,7 +165,7 @@ def _listed(raw: pa.ChunkedArray, convert) -> pa.Array:
 
 def _string(text: str) -> str | None:
     try:
-        value = json.loads(text)
+        value = loads_bounded(text, "args")
     except ValueError:
         return None
     return value if isinstance(value, str) else None

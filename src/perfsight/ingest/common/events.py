@@ -17,7 +17,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.core.tables import BEYOND_CLOCK_WARNING, LONG_DURATION_WARNING, NEGATIVE_DURATION_WARNING
+from perfsight.core.json_depth import MAX_JSON_DEPTH, JsonTooDeep, check_depth
+from perfsight.core.tables import (
+    BEYOND_CLOCK_WARNING,
+    LONG_DURATION_WARNING,
+    NEGATIVE_DURATION_WARNING,
+    TRACE_SPAN_CATEGORY,
+)
 from perfsight.ingest.common.chrome_json import ABSENT, Event, TraceStream
 from perfsight.ingest.common.columns import ZERO, int_column, micros_to_ns, raw_text_column, scalar_text, text_column
 
@@ -35,8 +41,6 @@ MEMORY_EVENT = "[memory]"
 #: the profiler's start) and the window's end (device activity ending after it was dropped by Kineto)
 WINDOW_START_PREFIX = "Iteration Start: "
 WINDOW_END = "Record Window End"
-#: the category of Kineto's trace spans (``PyTorch Profiler (0)`` on pid ``Spans``), kept as slices too
-TRACE_SPAN_CATEGORY = "Trace"
 _EMPTY_ARGS = pa.array(["{}", "null"], pa.string())
 
 
@@ -270,11 +274,34 @@ def _slice_args_columns(raws: list[msgspec.Raw], skipped: Counter) -> dict[str, 
         "external_id": pc.coalesce(_int_args(decoded, "external_id", skipped),
                                    _int_args(decoded, "external_id_2021", skipped)),
         "correlation_id": _int_args(decoded, "correlation", skipped),
-        "input_shapes": raw_text_column([args.input_dims for args in decoded]),
-        "input_dtypes": raw_text_column([args.input_type for args in decoded]),
+        "input_shapes": _within_depth(raw_text_column([args.input_dims for args in decoded]), "Input Dims",
+                                      skipped),
+        "input_dtypes": _within_depth(raw_text_column([args.input_type for args in decoded]), "Input type",
+                                      skipped),
         "flops": _int_args(decoded, "flops", skipped),
         "bytes": _int_args(decoded, "bytes", skipped),
     }
+
+
+def _within_depth(texts: pa.Array, key: str, skipped: Counter) -> pa.Array:
+    """``texts`` (the JSON values of args ``key``) with those nested deeper than ``MAX_JSON_DEPTH`` set to null,
+    counted in ``skipped``: the analyses that walk them (shapes, the roofline's element counts) recurse once per
+    level. Only a text with more brackets than the limit can nest deeper: the others are not scanned."""
+    suspects = pc.greater(pc.count_substring_regex(texts, r"[\[{]"), MAX_JSON_DEPTH)
+    rows = pc.indices_nonzero(pc.fill_null(suspects, False)).to_pylist()
+    too_deep = []
+    for row in rows:
+        try:
+            check_depth(texts[row].as_py(), key)
+        except JsonTooDeep:
+            too_deep.append(row)
+    if not too_deep:
+        return texts
+    _count(skipped, f"args values of {key!r} nested deeper than {MAX_JSON_DEPTH} levels (set to null)",
+           len(too_deep))
+    keep = np.ones(len(texts), dtype=bool)
+    keep[too_deep] = False
+    return pc.if_else(pa.array(keep), texts, pa.nulls(len(texts), texts.type))
 
 
 def _flow_table(events: list[Event], skipped: Counter) -> pa.Table:

@@ -431,7 +431,7 @@ ADVICE = OutputFile(
           "export's advice replaces an earlier one.",
     columns=(
         Column("Rule", "rule", "rule id, e.g. data_loader_bound, amp_unused, uneven_ranks"),
-        Column("Severity", "severity", "high, medium or low"),
+        Column("Severity", "severity", "high, medium or low: by the estimated gain where there is a what-if"),
         Column("Title", "title", "what was found, in a few words"),
         Column("Finding", "finding", "the finding with its numbers"),
         Column("Evidence", "evidence", "the steps, operators, ranks and times behind it (JSON)", "json"),

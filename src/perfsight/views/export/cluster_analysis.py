@@ -41,7 +41,7 @@ from perfsight.analysis.rank_facts import STEP_TRACE_TIME_HEADERS
 from perfsight.analysis.summary import cluster_summary
 from perfsight.core.memo import computed
 from perfsight.core.tables import new_connection
-from perfsight.mapreduce import ClusterJob, analyse_job
+from perfsight.mapreduce import ClusterJob, analyse_job, holding_store, output_root
 from perfsight.mapreduce.engines import engine_for
 from perfsight.mapreduce.map import RankOutcome
 from perfsight.views.export.catalog import RANK_BREAKDOWN
@@ -346,17 +346,18 @@ def stage_rank_breakdown(ranks: pa.Table, stage: Staging) -> None:
 @dataclass(frozen=True)
 class ClusterReport:
     """What ``cluster`` did: the job it analysed (each rank's outcome, its summaries), its ranks compared
-    (``summary.cluster_summary``; None for fewer than two ranks) and the files written."""
+    (``summary.cluster_summary``; None for fewer than two ranks) and the files written (None: none were to be
+    written, as ``perfsight analyse`` of a mapped job writes none)."""
 
     job: ClusterJob
     cluster: dict | None
-    files: list[Path]
+    files: list[Path] | None
 
 
 def cluster(path: str | Path, output: str | Path | None = None, *, ray: str | bool | None = None,
             workers: int | None = None, use_cache: bool = True, on_start: Callable[[int], None] | None = None,
             on_outcome: Callable[[RankOutcome], None] | None = None, bound_memory: bool = False,
-            light: bool = False) -> ClusterReport:
+            light: bool = False, on_wait: Callable[[str], None] | None = None) -> ClusterReport:
     """Analyse the job at ``path`` (its ranks' folders or traces, or one run) by map-reduce
     (``perfsight.mapreduce.analyse_job``: the local pool of ``workers`` processes, or Ray with ``ray`` True or
     an address) and write msprof-analyze's cluster outputs into ``output/cluster_analysis_output/`` (``output``
@@ -364,12 +365,16 @@ def cluster(path: str | Path, output: str | Path | None = None, *, ray: str | bo
     ``output/perfsight_cluster/``). All files are written or none; a file perfsight did not write is never
     replaced (the module docstring). ``on_start`` is told the number of ranks found, ``on_outcome`` each
     rank's outcome as it comes; ``bound_memory`` bounds this process's DuckDB (the CLI's, ``perfsight.mapreduce``'s
-    ``bound_reduce_memory``); ``light`` reads each rank light (``perfsight.mapreduce``'s module docstring)."""
+    ``bound_reduce_memory``); ``light`` reads each rank light (``perfsight.mapreduce``'s module docstring). The
+    store is held from the map to the report (``holding_store``: another run into the same output waits, and
+    ``on_wait`` is told why)."""
     path = Path(path)
-    root = Path(output) if output is not None else path if path.is_dir() else path.parent
-    analysed = analyse_job(path, engine=engine_for(ray, workers), output=root, use_cache=use_cache,
-                           on_start=on_start, on_outcome=on_outcome, bound_memory=bound_memory, light=light)
-    with staging(root / OUTPUT_FOLDER) as stage:
-        stage_cluster(ClusterOutputs.of(analysed.job, analysed.sources), stage)
-        files = stage.commit()
-    return ClusterReport(analysed, computed(cluster_summary, analysed.job), files)
+    root = output_root(path, output)
+    engine = engine_for(ray, workers)
+    with holding_store(root, on_wait):
+        analysed = analyse_job(path, engine=engine, output=root, use_cache=use_cache, on_start=on_start,
+                               on_outcome=on_outcome, bound_memory=bound_memory, light=light)
+        with staging(root / OUTPUT_FOLDER) as stage:
+            stage_cluster(ClusterOutputs.of(analysed.job, analysed.sources), stage)
+            files = stage.commit()
+        return ClusterReport(analysed, computed(cluster_summary, analysed.job), files)

@@ -17,7 +17,8 @@ from perfsight.comparison import Comparison
 from perfsight.views.export.output import staging
 
 #: the comparison's tables (``Comparison`` method names) and the file each is written to
-FILES = {"steps": "compare_steps.csv", "breakdown": "compare_breakdown.csv", "operators": "compare_operators.csv",
+FILES = {"runs": "compare_runs.csv", "steps": "compare_steps.csv", "breakdown": "compare_breakdown.csv",
+         "operators": "compare_operators.csv",
          "kernels": "compare_kernels.csv", "modules": "compare_modules.csv",
          "communication": "compare_communication.csv", "memory": "compare_memory.csv", "ranks": "compare_ranks.csv",
          "figures": "compare_figures.csv"}
@@ -28,11 +29,15 @@ LIST_SEPARATOR = " | "
 
 
 def comparison_report(comparison: Comparison, *, fail_if_slower: float | None = None) -> dict:
-    """The comparison's tables as row lists by name (``FILES``' keys; ``steps`` its one row), BASE's and NEW's
-    paths and labels (which rank of a job was taken), and with ``fail_if_slower`` the gate: ``{"percent",
-    "failed"}`` (``Comparison.slower_than``)."""
-    report: dict = {"base": str(comparison.base.path), "new": str(comparison.new.path),
-                    "base_label": comparison.base_label, "new_label": comparison.new_label}
+    """The comparison's tables as row lists by name (``FILES``' keys; ``steps`` its one row), the paths of
+    BASE's and NEW's runs and their labels (which rank of a job was taken), a list a side in the order of the
+    ``runs`` table, what of each side was not read (``Taken.not_read``), and with ``fail_if_slower`` the gate:
+    ``{"percent", "failed"}`` (``Comparison.slower_than``)."""
+    report: dict = {}
+    for side, runs in (("base", comparison.base_taken), ("new", comparison.new_taken)):
+        report[side] = [str(taken.run.path) for taken in runs]
+        report[f"{side}_labels"] = [taken.label for taken in runs]
+        report[f"{side}_not_read"] = [item for taken in runs for item in taken.not_read]
     for name in FILES:
         report[name] = getattr(comparison, name)().to_pylist()
     report["steps"] = report["steps"][0]

@@ -35,8 +35,9 @@ from typing import Callable
 
 from perfsight.analysis.job import Job
 from perfsight.core.errors import PerfsightError
+from perfsight.core.numbers import number_runs
 from perfsight.ingest.common import progress
-from perfsight.mapreduce import WHOLE_JOB_RANKS, ClusterJob, analyse_job
+from perfsight.mapreduce import WHOLE_JOB_RANKS, ClusterJob, analyse_job, holding_store, output_root
 from perfsight.mapreduce.engines import engine_for
 from perfsight.mapreduce.map import FAILED, RankOutcome
 from perfsight.run import Run, open_sources
@@ -99,7 +100,8 @@ class Entry:
         failed = [{"name": o.name, "error": o.error} for o in self.cluster.failed] if self.cluster else []
         return {"id": c.id, "path": c.relpath, "kind": c.kind, "size_bytes": self.bytes_total,
                 "status": self.status, "progress": round(fraction, 3), "error": self.error,
-                "steps": self.steps, "ranks": self.ranks, "slices": self.slices,
+                "steps": self.steps, "ranks": self.ranks,
+                "ranks_as_ranges": number_runs(self.ranks) if self.ranks else None, "slices": self.slices,
                 "parse_warnings": self.warnings, "parse_seconds": self.parse_seconds, "mode": self.mode,
                 "job": self.job_id, "ranks_done": self.ranks_done, "ranks_total": self.ranks_total,
                 "phase": self.phase, "failed_ranks": failed}
@@ -241,10 +243,11 @@ class RunLibrary:
 
         try:
             confine(self.base, entry.candidate)
-            cluster = analyse_job(entry.candidate.path, engine=engine_for(workers=self.map_workers),
-                                  on_start=begun, on_outcome=arrived)
-            entry.phase = "reducing"
-            self.prepare_job(cluster.job)
+            with holding_store(output_root(entry.candidate.path)):
+                cluster = analyse_job(entry.candidate.path, engine=engine_for(workers=self.map_workers),
+                                      on_start=begun, on_outcome=arrived)
+                entry.phase = "reducing"
+                self.prepare_job(cluster.job)
         except Exception as error:  # noqa: BLE001 - one broken job must not break the list
             _failed(entry, error, "map this job")
             return

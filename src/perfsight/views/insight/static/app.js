@@ -22,11 +22,36 @@ function schedule(fn, ms) {
   pollTimer = setTimeout(fn, ms);
 }
 
+/* The parts of the address's hash, each URI-decoded; null when one is not valid %-encoding (an address cut
+   or typed by hand: "%zz", half of a UTF-8 character). */
+function hashParts() {
+  try {
+    return location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  } catch (error) {
+    if (error instanceof URIError) return null;
+    throw error;
+  }
+}
+
+/* What a malformed address shows, instead of the page it replaces: what is wrong, and the way back. */
+function showMalformed() {
+  document.getElementById("run-title").textContent = "";
+  document.getElementById("run-nav").replaceChildren(PS.el("a", {href: "#/"}, "← runs"));
+  document.getElementById("page").replaceChildren(PS.message(
+    `This address is malformed: its %-escapes do not decode (each "%" takes two hexadecimal digits, and together ` +
+    `they must spell UTF-8 characters): ${location.hash}. Open the page from the run list.`, "error"));
+}
+
 async function route() {
   clearTimeout(pollTimer);
   if (leavePage) { leavePage(); leavePage = null; }
   const token = ++renderToken;
-  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  const parts = hashParts();
+  if (parts === null) {
+    showMalformed();
+    setState("error");
+    return;
+  }
   setState("loading");
   try {
     if (parts[0] === "run" && parts[1]) await showRun(token, parts[1], parts[2] || "overview", parts.slice(3));
@@ -68,7 +93,7 @@ async function showList(token) {
       ? PS.el("a", {href: `#/run/${encodeURIComponent(r.id)}/${r.mode === "cluster" ? "cluster" : "overview"}`}, v) : v},
     {key: "kind", label: "kind"},
     {key: "size_bytes", label: "size", format: PS.fmtBytes, cls: "num"},
-    {key: "ranks", label: "ranks", format: v => (v && v.length) ? v.join(", ") : "–"},
+    {key: "ranks_as_ranges", label: "ranks"},
     {key: "steps", label: "steps", format: v => (v && v.length) ? String(v.length) : "–", cls: "num"},
     {key: "slices", label: "slices", format: PS.fmtNum, cls: "num"},
     {key: "status", label: "parse status", format: (v, r) => statusCell(r)},

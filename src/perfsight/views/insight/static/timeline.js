@@ -512,10 +512,26 @@
       return this.hatchPattern;
     }
 
+    /* What counter `track` shows in the view: its window answer `c`, its scale from `lo` (0, or the least value
+       below it) to `hi`, the largest value in view (the one it holds at the view's start and the samples inside),
+       and `label`, that value in the counter's unit; null when the view holds none of its values. */
+    counterView(track) {
+      const c = this.data && this.data.counters.get(track.id);
+      if (!c) return null;
+      let held = c.before, lo = 0, hi = -Infinity;
+      for (let i = 0; i < c.ts.length && c.ts[i] < this.view.t1; i++) {
+        if (c.ts[i] <= this.view.t0) { held = c.last[i]; continue; }
+        lo = Math.min(lo, c.min[i]);
+        hi = Math.max(hi, c.max[i]);
+      }
+      if (held !== null) { lo = Math.min(lo, held); hi = Math.max(hi, held); }
+      return hi === -Infinity ? null : {c, lo, hi, label: fmtValue(hi, track.unit)};
+    }
+
     drawCounter(track, y, h, drawn) {
-      const c = this.data.counters.get(track.id);
-      if (!c) return;
-      const ctx = this.ctx, lo = track.min, hi = track.max;
+      const shown = this.counterView(track);
+      if (!shown) return;
+      const ctx = this.ctx, {c, lo, hi} = shown;
       const level = (v) => y + h - 4 - (hi > lo ? (v - lo) / (hi - lo) : 0.5) * (h - 8);
       ctx.strokeStyle = "#2f6fde";
       ctx.beginPath();
@@ -533,7 +549,7 @@
       path.forEach(([px, py], i) => (i ? ctx.lineTo(px, py) : ctx.moveTo(px, py)));
       ctx.stroke();
       ctx.fillStyle = "#667085";
-      ctx.fillText(fmtValue(hi, track.unit), LABEL_W + 4, y + 8);
+      ctx.fillText(shown.label, LABEL_W + 4, y + 8);
     }
 
     drawFlows(positions, drawn) {
@@ -823,7 +839,7 @@
         profiled: this.profiled && {...this.profiled},
         rows: this.rows.map((r) => ({kind: r.kind, id: r.id, name: r.name, y: AXIS_H + r.y - this.wrap.scrollTop,
                                      h: r.h, scale: r.track && r.track.kind === "counter"
-                                       ? fmtValue(r.track.max, r.track.unit) : undefined})),
+                                       ? this.counterView(r.track)?.label : undefined})),
         labelWidth: LABEL_W, collapsed: [...this.collapsed], selected: this.selected, detail: this.detail,
         search: {text: this.search.text, total: this.search.total, index: this.search.index,
                  id: this.search.match && this.search.match.id, wrapped: this.search.wrapped,

@@ -49,12 +49,14 @@ window.PS = {
     return Math.round(ns) + " ns";
   },
   fmtPct(p) { return (p === null || p === undefined) ? "–" : Number(p).toFixed(1) + "%"; },
+  /* Bytes in the largest binary unit that keeps them at 1 or more: "8 B", "6.2 MiB"; a mean (bytes per step)
+     under 1 KiB with one decimal: "1.3 B". */
   fmtBytes(b) {
     if (b === null || b === undefined) return "–";
     const units = ["B", "KiB", "MiB", "GiB", "TiB"];
     let i = 0, v = Number(b);
     while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
-    return (i ? v.toFixed(1) : String(v)) + " " + units[i];
+    return (i || !Number.isInteger(v) ? v.toFixed(1) : String(v)) + " " + units[i];
   },
   fmtNum(n) { return (n === null || n === undefined) ? "–" : Number(n).toLocaleString("en-US"); },
 
@@ -99,10 +101,17 @@ window.PS = {
     return div;
   },
 
+  /* The colours of the heatmaps of amounts between ranks or nodes (bytes, time, bandwidth): Plotly's "Blues"
+     runs from dark blue to light grey; reversed, the largest amounts are the darkest (not light grey on white). */
+  AMOUNT_COLORS: {colorscale: "Blues", reversescale: true},
+
+  /* A legend on the right of its chart, top-aligned: clear of the x axis's labels however many are rotated. */
+  SIDE_LEGEND: {orientation: "v", x: 1.02, y: 1},
+
   /* The layout of the pages' pies: shares written inside the slices (hidden where they do not fit at a
      readable size, never outside over a title or a neighbour), names in a legend on the right. */
   pieLayout() {
-    return {uniformtext: {minsize: 10, mode: "hide"}, showlegend: true, legend: {orientation: "v", x: 1.02, y: 1}};
+    return {uniformtext: {minsize: 10, mode: "hide"}, showlegend: true, legend: {...PS.SIDE_LEGEND}};
   },
 
   /* Fill `node` with what `build()` returns (a node or a list of nodes), marking node.dataset.state

@@ -190,8 +190,8 @@
       const speed = c.bandwidth_gbps === null ? "" : `, ${gbps(c.bandwidth_gbps)} GB/s`;
       return `${PS.fmtBytes(c.transit_bytes)} in ${c.collectives} operations, ${time}${speed} (${PS.plotText(c.transport)})`;
     }));
-    return PS.plot([{type: "heatmap", x: columns, y: rows.map(r => `rank ${r}`), z, text, colorscale: "Blues",
-                     reversescale: true, hovertemplate: "%{y} to %{x}: %{text}<extra></extra>", colorbar: shown.bar}],
+    return PS.plot([{type: "heatmap", x: columns, y: rows.map(r => `rank ${r}`), z, text, ...PS.AMOUNT_COLORS,
+                     hovertemplate: "%{y} to %{x}: %{text}<extra></extra>", colorbar: shown.bar}],
                    {xaxis: {title: {text: "to (peer)"}, type: "category"}, yaxis: {title: {text: "from (recorded by)"},
                     type: "category", autorange: "reversed"}}, {id: "comm-matrix", height: Math.min(640, 140 + 40 * rows.length)});
   }

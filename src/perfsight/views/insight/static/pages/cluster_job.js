@@ -100,7 +100,7 @@
         `${m.bandwidth_gbps[i] === null ? "" : ", " + gbps(m.bandwidth_gbps[i]) + " GB/s"} (${PS.plotText(m.transport[i])})`;
     });
     return PS.plot([{type: "heatmap", x: columns.map(PS.plotText), y: names.map(PS.plotText), z, text,
-                     colorscale: "Blues", reversescale: metric === "bandwidth", colorbar: shown.bar,
+                     ...PS.AMOUNT_COLORS, colorbar: shown.bar,
                      hovertemplate: "%{y} to %{x}: %{text}<extra></extra>"}],
                    {xaxis: {title: {text: "to node"}, type: "category"},
                     yaxis: {title: {text: "from node (recorded by its ranks)"}, type: "category", autorange: "reversed"},
@@ -129,8 +129,8 @@
     const cols = [...new Set(known.map(l => l.dst_rank))].sort((a, b) => a - b);
     const z = rows.map(() => cols.map(() => null));
     known.forEach(l => { z[rows.indexOf(l.src_rank)][cols.indexOf(l.dst_rank)] = l.transit_bytes; });
-    return PS.plot([{type: "heatmap", x: cols.map(r => `rank ${r}`), y: rows.map(r => `rank ${r}`), z, colorscale: "Blues",
-                     colorbar: {title: {text: "bytes"}, tickformat: "~s", ticksuffix: "B"},
+    return PS.plot([{type: "heatmap", x: cols.map(r => `rank ${r}`), y: rows.map(r => `rank ${r}`), z,
+                     ...PS.AMOUNT_COLORS, colorbar: {title: {text: "bytes"}, tickformat: "~s", ticksuffix: "B"},
                      hovertemplate: "%{y} to %{x}: %{z} bytes<extra></extra>"}],
                    {xaxis: {type: "category"}, yaxis: {type: "category", autorange: "reversed"}},
                    {id: "node-pair-matrix", height: Math.min(520, 160 + 24 * rows.length)});
@@ -212,7 +212,7 @@
     return PS.section("Clock offsets",
       PS.message("Each rank's clock against the reference rank's, from the ends of the collectives both ran; " +
                  "cross-rank figures use times minus these offsets."),
-      PS.plot([{type: "scattergl", mode: "markers", x: offsets.rank, y: offsets.offset_ns.map(ms), marker: {size: 4},
+      PS.plot([{type: "scatter", mode: "markers", x: offsets.rank, y: offsets.offset_ns.map(ms), marker: {size: 4},
                 hovertemplate: "rank %{x}: %{y:.6f} ms<extra></extra>"}],
               {xaxis: {title: {text: "rank"}}, yaxis: {title: {text: "offset (ms)"}}},
               {id: "offsets-chart", height: 260, onClick: event => rank.open(event.points[0].x)}),

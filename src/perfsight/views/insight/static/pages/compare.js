@@ -7,7 +7,9 @@
 (() => {
   const ms = ns => (ns === null || ns === undefined) ? null : ns / 1e6;
   const signedMs = ns => (ns === null || ns === undefined) ? "–" : (ns >= 0 ? "+" : "−") + PS.fmtNs(Math.abs(ns));
-  const perStep = n => (n === null || n === undefined) ? "–" : (Number.isInteger(n) ? String(n) : n.toFixed(1));
+  /* a count per step (a mean: calls, allocations): grouped, with up to one decimal (two under 1) */
+  const perStep = n => (n === null || n === undefined) ? "–"
+    : n.toLocaleString("en-US", {maximumFractionDigits: Math.abs(n) < 1 ? 2 : 1});
   const signedPct = v => (v === null || v === undefined) ? "–" : (v >= 0 ? "+" : "") + v.toFixed(1) + "%";
   /* "BASE → NEW" of a per-step count: the row's base_<name> and new_<name> */
   const change = name => (v, r) => `${perStep(r["base_" + name])} → ${perStep(r["new_" + name])}`;

@@ -53,7 +53,8 @@
     const x = steps.map(r => "step " + r.step);
     const perStep = PS.plot(used.map(c => ({type: "bar", name: CATEGORY_LABELS[c] || c, x, y: steps.map(r => ms(r[c + "_ns"])),
                                             hovertemplate: "%{x}: %{y:.3f} ms<extra>%{fullData.name}</extra>"})),
-      {barmode: "stack", yaxis: {title: {text: "ms"}}, title: {text: "per step"}}, {id: "chart-step-breakdown"});
+      {barmode: "stack", yaxis: {title: {text: "ms"}}, title: {text: "per step"},
+       legend: {...PS.SIDE_LEGEND}}, {id: "chart-step-breakdown"});
     const averageChart = PS.plot([{type: "pie", hole: 0.45, sort: false, labels: used.map(c => CATEGORY_LABELS[c] || c),
                                    values: used.map(c => average[c + "_ns"]), textinfo: "percent",
                                    textposition: "inside",
