@@ -7,4 +7,7 @@ bash scripts/setup.sh
 .venv/bin/ruff check src tests bench
 .venv/bin/mypy
 bash scripts/install_chromium.sh
-.venv/bin/python -m pytest -q "$@"
+# Two test processes per core (pytest-xdist; a file's tests stay in one process, so its module fixtures are made
+# once): much of the suite waits on subprocesses, browsers and Ray, not the CPU. The 15 slowest tests are named
+# at the end.
+.venv/bin/python -m pytest -q -n "$(( $(nproc) * 2 ))" --dist loadfile --durations=15 "$@"

@@ -19,8 +19,10 @@ CONFIGS = ["off", "l0", "l1", "l1_full", "torch"]
 
 def _run(*args, tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
+    # five configurations, each a training process of its own: 113 s here with the 2 cores busy, so a deadline
+    # against a hang, not a time the work must fit in
     done = subprocess.run([sys.executable, str(SCRIPT), "--rounds", "1", "--steps", "4", "--quiet", *args],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 

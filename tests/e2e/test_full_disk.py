@@ -62,18 +62,18 @@ def test_ageing_names_every_window_once_and_keeps_each_runs_newest(tiny_disk):
     out = tiny_disk / "prof"
     for _ in range(2):
         result = perfsight("run", "-o", out, "-O", "flush_every=5", "-O", "storage_limit=200", "--",
-                           sys.executable, script("train_tiny.py"), "40")
+                           sys.executable, script("train_tiny.py"), "20")
         assert result.returncode == 0, result.stderr
     first, second = run_dirs(out)
     for run in (first, second):
         m = manifest(run)
         assert m["traces"] == [f"trace_{i:04d}.pt.trace.json" for i in range(len(m["traces"]))]   # each name once
-        assert m["status"] == "complete" and len(m["traces"]) == 9 and m["steps_collected"] == list(range(40))
+        assert m["status"] == "complete" and len(m["traces"]) == 5 and m["steps_collected"] == list(range(20))
     kept = sorted(p.name for p in (second / layout.HOST_DATA).glob(layout.TRACE_GLOB))
-    assert kept == ["trace_0008.pt.trace.json"]          # the newest window of the newest run
+    assert kept == ["trace_0004.pt.trace.json"]          # the newest window of the newest run
     assert not list((first / layout.HOST_DATA).glob(layout.TRACE_GLOB))   # the older run's went first
     # the newest window holds what followed the last step: the training's end, no whole step
-    assert ("steps 0-39 in 9 trace windows (one every 5 steps: flush_every); 8 aged out to stay within "
+    assert ("steps 0-19 in 5 trace windows (one every 5 steps: flush_every); 4 aged out to stay within "
             "storage_limit, leaving no profiled steps") in result.stderr
 
 

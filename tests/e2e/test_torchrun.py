@@ -1,5 +1,6 @@
 """A torchrun job of 2 CPU ranks (gloo) under ``perfsight run``: one run directory per rank, never clobbering
 each other, and its gloo communication, wait and matrix."""
+import socket
 import sys
 
 import pytest
@@ -9,10 +10,17 @@ from .conftest import manifest, perfsight, run_dirs, script
 pytestmark = pytest.mark.e2e
 
 
+def free_port() -> int:
+    """A port nothing listens on now (a fixed one is taken when another run of the suite shares the machine)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def test_two_rank_torchrun_job(tmp_path):
     launcher = [sys.executable, "-m", "torch.distributed.run"]    # torchrun of this interpreter, not PATH's
     result = perfsight("run", "-o", tmp_path, "--steps", "1-2", "--", *launcher, "--nproc-per-node=2",
-                       "--master-port=29517", script("train_tiny.py"), "4", "--ddp", timeout=300)
+                       f"--master-port={free_port()}", script("train_tiny.py"), "4", "--ddp", timeout=300)
     assert result.returncode == 0, result.stderr
     runs = run_dirs(tmp_path)
     assert len(runs) == 2, f"expected one run per rank, got {runs}"

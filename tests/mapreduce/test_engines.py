@@ -14,7 +14,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from perfsight.core.errors import InputError
 from perfsight.core.process import usable_cores
 from perfsight.mapreduce import engines
 from perfsight.mapreduce.engines import (
+    CONNECT_TIMEOUT_S,
     IN_FLIGHT_PER_WORKER,
     MAX_ATTEMPTS,
     LocalPool,
@@ -240,15 +240,22 @@ def test_ray_asked_for_but_not_installed(monkeypatch, no_ray_address):
         engine_for()
 
 
-def test_a_ray_address_where_nothing_answers_is_an_input_error_at_once(no_ray_address):
+def test_a_ray_address_where_nothing_answers_is_an_input_error_at_once(no_ray_address, monkeypatch):
     with socket.socket() as unused:          # a port nothing listens on
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
-    started = time.perf_counter()
+    asked = []
+    connect = socket.create_connection
+
+    def probe(address, timeout=None, **kwargs):
+        asked.append((address, timeout))
+        return connect(address, timeout=timeout, **kwargs)
+    monkeypatch.setattr(socket, "create_connection", probe)
     with pytest.raises(InputError, match=rf"^--ray 127.0.0.1:{port}: no Ray cluster answers at 127.0.0.1:{port} "
                                          r"\(Connection refused\); start one with `ray start --head`"):
         engine_for(ray=f"127.0.0.1:{port}")
-    assert time.perf_counter() - started < 5   # ray.init alone waits for minutes
+    # one probe, bounded by CONNECT_TIMEOUT_S, before Ray (whose ray.init alone waits for minutes) is started
+    assert asked == [(("127.0.0.1", port), CONNECT_TIMEOUT_S)]
 
 
 def test_choosing_the_local_pool_does_not_import_ray():
