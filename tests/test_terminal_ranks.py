@@ -1,4 +1,4 @@
-"""The terminal report of a job reads at any rank count: planted jobs of 8, 16, 17, 64 and 256 ranks
+"""The terminal report of a job reads at any rank count: planted jobs of 8, 16, 17, 64 and 128 ranks
 (tests/analysis/planted_ranks.py, built as tables) printed at COLUMNS=80 and 120. Up to MAX_RANK_ROWS ranks
 each per-rank table has a row per rank; beyond, a summary across ranks (min, median, max, the slowest and
 fastest rank) and a line naming where every rank's rows are. No line is wider than the terminal and no cell
@@ -65,12 +65,12 @@ def test_16_ranks_are_rows_and_17_a_summary(monkeypatch):
                                                                        "0 (min)"]
 
 
-@pytest.mark.parametrize("ranks, median", [(64, "10.065"), (256, "10.257")])
+@pytest.mark.parametrize("ranks, median", [(64, "10.065"), (128, "10.129")])
 @pytest.mark.parametrize("columns", [80, 120])
 def test_beyond_a_screenful_each_per_rank_table_is_summarised_across_ranks(ranks, median, columns, monkeypatch):
     """Steps of 10 ms + 2 us x rank and the slow rank's 20 ms: the median of the per-rank means is the mean of
-    the middle two (64 ranks: ranks 32 and 33 once the slow rank 21 is last: 10.064 and 10.066 ms; 256: ranks
-    128 and 129: 10.256 and 10.258 ms). The slowest is the slow rank at the max, the fastest rank 0. (A job
+    the middle two (64 ranks: ranks 32 and 33 once the slow rank 21 is last: 10.064 and 10.066 ms; 128: ranks
+    64 and 65: 10.128 and 10.130 ms). The slowest is the slow rank at the max, the fastest rank 0. (A job
     merged whole at more ranks reads the same; the CLI and insight map such a job rather than merge it.)"""
     lines = _report(ranks, columns, monkeypatch)
     slow = f"{slow_rank(ranks)} (max)"

@@ -106,8 +106,9 @@ def test_npu_8_ranks_planted_answers_found(tmp_path, shared_data):
 
 
 @pytest.mark.slow
-def test_npu_64_ranks_planted_answers_found(tmp_path, shared_data):
-    answers = jobgen.generate("npu", 64, tmp_path, seed=11, data=shared_data)
+def test_npu_24_ranks_on_three_nodes_planted_answers_found(tmp_path, shared_data):
+    answers = jobgen.generate("npu", 24, tmp_path, seed=11, data=shared_data)
+    assert answers["nodes"] == 3
     _check(answers, perfsight.open(tmp_path))
 
 

@@ -15,9 +15,17 @@ from .conftest import perfsight, script
 pytestmark = pytest.mark.e2e
 
 
-def test_tune_records_the_first_steps_and_fills_the_bank(tmp_path):
-    result = perfsight("tune", "--mode", "op", "--bank", tmp_path / "bank", "--steps", "2", "--", sys.executable,
-                       script("train_tiny.py"), "4", cwd=tmp_path)
+@pytest.fixture(scope="module")
+def op_tuned(tmp_path_factory):
+    """`perfsight tune --mode op` on train_tiny.py (4 steps, two recorded): its folder and its outcome."""
+    where = tmp_path_factory.mktemp("opat")
+    result = perfsight("tune", "--mode", "op", "--bank", where / "bank", "--steps", "2", "--", sys.executable,
+                       script("train_tiny.py"), "4", cwd=where)
+    return where, result
+
+
+def test_tune_records_the_first_steps_and_fills_the_bank(op_tuned):
+    tmp_path, result = op_tuned
     assert result.returncode == 0, result.stderr
     assert "step 3" in result.stdout                                   # the script ran on to its end
     [report] = tmp_path.glob("aoe_result_opat_*_*.json")
@@ -78,10 +86,10 @@ def test_dynamic_shapes_in_the_script_exit_2_after_it_ran(tmp_path):
     assert not list(tmp_path.glob("aoe_result_opat_*.json"))
 
 
-def test_perfsight_run_applies_the_bank_of_tune_bank_path(tmp_path):
-    tuned = perfsight("tune", "--mode", "op", "--bank", tmp_path / "bank", "--", sys.executable,
-                      script("train_tiny.py"), "2", cwd=tmp_path)
+def test_perfsight_run_applies_the_bank_of_tune_bank_path(op_tuned, tmp_path):
+    tuned_in, tuned = op_tuned
     assert tuned.returncode == 0, tuned.stderr
+    shutil.copytree(tuned_in / "bank", tmp_path / "bank")          # a bank of its own to edit
     [bank] = (tmp_path / "bank").iterdir()
     store = json.loads((bank / "opat.json").read_text())
     for entry in store["entries"].values():       # make a winner of an alternative that was checked correct
