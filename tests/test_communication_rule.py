@@ -31,6 +31,12 @@ DEVICE = [("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"), ("kernel", "NCC
           ("kernel", "void tensorrt_llm::kernels::oneShotAllReduceKernel<__nv_bfloat16, 8>(tensorrt_llm::kernels::"
                      "AllReduceParams)"),
           ("kernel", "void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*, int*, long*)"),
+          # DeepEP-style expert-parallel kernels of another namespace, and NVSHMEM's
+          ("kernel", "void moe::internode_ll::dispatch<false, 3, 7168>(void*, float*, int*, long*)"),
+          ("kernel", "void moe::internode_ll::combine<3, 7168>(void*, int*, long*)"),
+          ("kernel", "void moe::intranode::notify_dispatch<8>(int const*, int*, int, int*)"),
+          ("kernel", "nvshmemi_transfer_rma_kernel"),
+          ("kernel", "void at::native::index_put_kernel_dispatch<float>(float*)"),   # "dispatch" inside a name
           ("kernel", "mscclpp_AllGather_kernel"), ("kernel", "multimem_all_gather_kernel"),
           ("kernel", "void at_cuda_detail::cub::DeviceReduceKernel<float>(float*)"),    # only reduces: compute
           ("kernel", "void at::native::reduce_kernel<512, 1>(at::native::ReduceOp<float>)"),
@@ -41,7 +47,8 @@ HOST = [("cpu_op", "c10d::allreduce_"), ("user_annotation", "nccl:all_reduce"), 
         ("user_annotation", "mpi:all_reduce"), ("user_annotation", "ucc:all_reduce"), ("cpu_op", "aten::mm"),
         ("cpu_op", "my_allreduce"), ("cpu_op", "multimem_all_reduce")]
 COMPUTE_KERNELS = {"gemm_kernel", "void at_cuda_detail::cub::DeviceReduceKernel<float>(float*)",
-                   "void at::native::reduce_kernel<512, 1>(at::native::ReduceOp<float>)", "triton_red_fused_all_0"}
+                   "void at::native::reduce_kernel<512, 1>(at::native::ReduceOp<float>)", "triton_red_fused_all_0",
+                   "void at::native::index_put_kernel_dispatch<float>(float*)"}
 COMMUNICATION = {name for category, name in DEVICE if category == "kernel" and name not in COMPUTE_KERNELS} | {
                  "c10d::allreduce_", "nccl:all_reduce", "rccl:all_gather", "gloo:broadcast", "record_param_comms"}
 DEVICE_NAMES = {name for _, name in DEVICE}

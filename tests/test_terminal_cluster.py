@@ -16,6 +16,7 @@ from rich.console import Console
 
 import perfsight
 from perfsight.analysis.summary import run_summary
+from perfsight.analysis.waiting import STRAGGLER_THRESHOLD
 from perfsight.cli import main
 from perfsight.views.terminal import MAX_RANK_ROWS, print_summary
 from tests.analysis import planted_pair
@@ -25,17 +26,18 @@ from tests.ingest.test_ascend_partial import CLUSTER_FILES, TEXT, rank_copy
 from tests.terminal_tables import cells
 
 NCCL_SECTION = """\
-Ranks (mean step over the steps compared, ms)
-┏━━━━━━┳━━━━━━━┳━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━┳━━━━━━━━━━━┓
-┃ rank ┃  step ┃ exposed comm. ┃ outside comm. ┃           ┃
-┡━━━━━━╇━━━━━━━╇━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━╇━━━━━━━━━━━┩
-│    0 │ 5.000 │         2.500 │         2.500 │ slowest   │
-│    1 │ 5.000 │         1.550 │         3.450 │ straggler │
-└──────┴───────┴───────────────┴───────────────┴───────────┘
-slowest rank: rank 0 has the longest mean step (5.000 ms, 0.0% over rank 1's);
-rank 1 spends the most time outside exposed communication (3.450 ms per step)
-and 1.550 ms communicating against 2.500 ms at most on the others, which wait
-for it in their collectives
+Ranks (median step from step end to step end; mean exposed
+communication; the others' wait each causes per step; ms)
+┏━━━━━━┳━━━━━━━┳━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━━┓
+┃ rank ┃  step ┃ exposed comm. ┃ others wait ┃ last at ┃           ┃
+┡━━━━━━╇━━━━━━━╇━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━━┩
+│    0 │ 5.000 │         2.500 │       0.000 │       0 │           │
+│    1 │ 5.000 │         1.550 │       0.950 │       4 │ straggler │
+└──────┴───────┴───────────────┴─────────────┴─────────┴───────────┘
+slowest rank: ranks are even: step by step, rank 0 takes at most 0.000 ms longer
+than rank 1 (median), within the noise (0.100 ms); median steps (each step's own
+span) 5.000 ms to 5.000 ms; rank 1 is the straggler: its late arrival makes the
+others wait 0.950 ms per step (1 rank waiting), last at 4 of its 4 collectives
 Collectives with the longest wait (ms; bus bandwidth GB/s)
 ┏━━━━━━┳━━━━━━━┳━━━━━━━━━━━━━━━┳━━━━━┳━━━━━━━━━┳━━━━━━━┳━━━━━━━┓
 ┃ rank ┃ group ┃ collective    ┃ ops ┃    size ┃  wait ┃ busbw ┃
@@ -45,12 +47,13 @@ Collectives with the longest wait (ms; bus bandwidth GB/s)
 │    1 │ pg0   │ allreduce     │   3 │ 3.8 MiB │ 0.000 │ 8.000 │
 │    1 │ pg1   │ recv          │   1 │ 3.9 KiB │ 0.000 │ 0.080 │
 └──────┴───────┴───────────────┴─────┴─────────┴───────┴───────┘
-slow ranks (4 checked): rank 1 in group pg0 (the others wait 0.300 ms on
-average, it 0.000 ms)
-    rule: the rank of a group with the least mean wait (arrival skew) over the
-    group's instances, while the other members' mean wait is at least the factor
-    times and the gap longer: they wait for it
-    threshold: others' mean wait >= 2 x the rank's and >= 0.1 ms longer
+stragglers by group (4 checked): rank 1 in group pg0 (the others wait 0.900 ms
+per step for it, last at 3 of 3)
+    rule: the rank whose late arrival at collectives causes the most wait of the
+    others per step (the part of their wait its longer work since the previous
+    collective explains)
+    threshold: the others' wait it causes per step >= 0.1 ms and >= 2% of the
+    median step, and >= 2 x the next rank's
 slow links (2 checked): none
     rule: a link (src, dst) whose bandwidth (transit bytes / transit time over
     its operations) is below the share of the median bandwidth of the links of
@@ -71,7 +74,7 @@ def _report(path) -> str:
 
 def _section(text: str) -> str:
     """The cluster section: from the ranks table to the trace health section that follows it."""
-    return text[text.index("Ranks (mean step"):re.search(r"^(Trace health$|trace health: )", text, re.M).start()]
+    return text[text.index("Ranks (median step"):re.search(r"^(Trace health$|trace health: )", text, re.M).start()]
 
 
 def test_the_cluster_section_of_a_planted_nccl_job(tmp_path):
@@ -82,20 +85,22 @@ def test_analyse_json_holds_the_cluster_section(tmp_path, capsys):
     assert main(["analyse", str(write_nccl_job(tmp_path / "job")), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     cluster = report["cluster"]
-    assert [(r["rank"], r["step_ns"], r["communication_ns"], r["non_communication_ns"], r["slowest"], r["straggler"])
-            for r in cluster["ranks"]] == [(0, 5_000_000, 2_500_000, 2_500_000, True, False),
-                                           (1, 5_000_000, 1_550_000, 3_450_000, False, True)]
-    assert (cluster["slowest"]["slowest_rank"], cluster["slowest"]["fastest_rank"],
-            cluster["slowest"]["straggler_rank"]) == (0, 1, 1)
+    # one step each: its own span on the common boundary; rank 1 arrives 300 us late at each all-reduce and
+    # 50 us late at the recv of rank 0's send: it makes rank 0 wait 0.95 ms per step
+    assert [(r["rank"], r["boundary_step_ns"], r["communication_ns"], r["caused_wait_ns"], r["last_arrivals"],
+             r["slowest"], r["straggler"]) for r in cluster["ranks"]] == [
+        (0, 5_000_000, 2_500_000, 0, 0, False, False), (1, 5_000_000, 1_550_000, 950_000, 4, False, True)]
+    assert (cluster["slowest"]["even"], cluster["slowest"]["straggler_rank"],
+            cluster["slowest"]["straggler_wait_ns"]) == (True, 1, 950_000)
     assert [(c["rank"], c["process_group"], c["collective"], c["wait_ns"], c["transit_ns"], c["busbw_gbps"])
             for c in cluster["top_collectives"]] == [(0, "pg0", "allreduce", 900_000, 1_500_000, 8.0),
                                                      (0, "pg1", "send", 50_000, 50_000, 0.08),
                                                      (1, "pg0", "allreduce", 0, 1_500_000, 8.0),
                                                      (1, "pg1", "recv", 0, 50_000, 0.08)]
-    assert [(r["process_group"], r["rank"], r["mean_wait_ns"], r["others_mean_wait_ns"])
-            for r in cluster["slow_ranks"]] == [("pg0", 1, 0, 300_000)]
+    assert [(r["process_group"], r["rank"], r["caused_per_step_ns"], r["waited_per_step_ns"])
+            for r in cluster["slow_ranks"]] == [("pg0", 1, 900_000, 0)]       # pg1's 50 us: below the floor
     assert (cluster["rank_verdicts"], cluster["slow_links"], cluster["link_verdicts"]) == (4, [], 2)
-    assert cluster["slow_rank_threshold"] == "others' mean wait >= 2 x the rank's and >= 0.1 ms longer"
+    assert cluster["slow_rank_threshold"] == STRAGGLER_THRESHOLD
     assert [(o["rank"], o["offset_ns"], o["collectives_used"]) for o in cluster["clock_offsets"]] == [(1, 7_000_123, 3)]
     assert cluster["lacks"] == []
     # the summaries across ranks too (the terminal shows them beyond 16 ranks); every rank's rows stay
@@ -104,9 +109,10 @@ def test_analyse_json_holds_the_cluster_section(tmp_path, capsys):
     assert [(r["figure"], r["median"]) for r in report["rank_spreads"]["breakdown"]][:2] == [
         ("median_step_ns", 5e6), ("step_ns", 5e6)]
     assert [(r["figure"], r["min"], r["median"], r["max"], r["slowest_rank"], r["fastest_rank"])
-            for r in spreads["ranks_compared"]] == [("step_ns", 5e6, 5e6, 5e6, 0, 1),
+            for r in spreads["ranks_compared"]] == [("boundary_step_ns", 5e6, 5e6, 5e6, 0, 1),
+                                                   ("step_ns", 5e6, 5e6, 5e6, 0, 1),
                                                    ("communication_ns", 1.55e6, 2.025e6, 2.5e6, 0, 1),
-                                                   ("non_communication_ns", 2.5e6, 2.975e6, 3.45e6, 1, 0)]
+                                                   ("caused_wait_ns", 0, 4.75e5, 9.5e5, 1, 0)]
     assert [(r["figure"], r["ranks"], r["median"], r["slowest_rank"], r["slowest_value"])
             for r in spreads["clock_offsets"]] == [("offset_ns", 1, 7_000_123, 1, 7_000_123)]
 
@@ -129,7 +135,7 @@ def test_one_rank_has_no_cluster_section(tmp_path):
     write_nccl_job(tmp_path / "job")
     trace = tmp_path / "job" / "rank0.pt.trace.json"
     assert run_summary(perfsight.open(trace).tables)["cluster"] is None
-    assert "Ranks (mean step" not in _report(trace) and "slow ranks" not in _report(trace)
+    assert "Ranks (median step" not in _report(trace) and "stragglers by group" not in _report(trace)
 
 
 def _lines(capsys, *, title: bool = False) -> list[str]:

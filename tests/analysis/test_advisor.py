@@ -28,14 +28,21 @@ def rules(tables):
 
 
 def test_uneven_ranks_names_the_slowest_rank():
+    """Back-to-back steps of 10 ms on rank 0 and 13 ms on rank 1: rank 1 takes 3 ms (30%) longer step by step;
+    at 10.5 ms against 10 ms (5%) the ranks are not uneven enough to advise on."""
+    ms = 1_000_000
     tracks = [{"track_id": 0, "rank": 0, "kind": "thread", "name": "r0", "device": "cpu"},
               {"track_id": 1, "rank": 1, "kind": "thread", "name": "r1", "device": "cpu"}]
-    tables = run([step(1, 0, 100), step(2, 100, 100), step(1, 0, 130, track=1), step(2, 130, 130, track=1)], tracks)
-    advice = rules(tables)["uneven_ranks"]
+
+    def steps(rank_ns: int, track: int) -> list[dict]:
+        return [step(n, (n - 1) * rank_ns, rank_ns, track=track) for n in (1, 2, 3)]
+
+    advice = rules(run(steps(10 * ms, 0) + steps(13 * ms, 1), tracks))["uneven_ranks"]
     # no collective to wait at: ranks arriving together saves nothing, so 30% slower is not rated on gain
     assert (advice["severity"], advice["what_if"], advice["gain_ns"]) == ("low", "ranks arriving together", 0)
-    assert json.loads(advice["evidence"]) == {"mean_step_ns_by_rank": {"0": 100, "1": 130}, "slowest_rank": 1}
-    even = run([step(1, 0, 100), step(1, 0, 105, track=1)], tracks)
+    assert json.loads(advice["evidence"]) == {"straggler_rank": None, "straggler_wait_ns": None, "slowest_rank": 1,
+                                              "gap_ns": 3 * ms, "median_step_ns": 10 * ms}
+    even = run(steps(10 * ms, 0) + steps(10 * ms + ms // 2, 1), tracks)
     assert "uneven_ranks" not in rules(even)                                  # 5% < 10%
 
 

@@ -127,8 +127,12 @@ def test_overlap_planted():
             step["pure_communication_ns"], step["free_ns"]) == (10000, 1510, 2000, 1000, 1000, 7490)
     assert step["comm_comp_overlap_pct"] == 50.0
     assert (total["span_ns"], total["free_ns"], total["comm_comp_overlap_pct"]) == (5160, 2650, 50.0)
-    [cpu] = breakdown.overlap(cpu_only_run()).to_pylist()
-    assert (cpu["computation_ns"], cpu["free_ns"], cpu["comm_comp_overlap_pct"]) == (0, 10000, None)
+    # a CPU-only run's host is its device: its host operators are its computation (aten::linear [1500, 3000),
+    # aten::add_ [6500, 8000)); its span runs from the first to the last of them
+    cpu_step, cpu_total = breakdown.overlap(cpu_only_run()).to_pylist()
+    assert (cpu_step["computation_ns"], cpu_step["communication_ns"], cpu_step["free_ns"],
+            cpu_step["comm_comp_overlap_pct"]) == (3000, 0, 7000, None)
+    assert (cpu_total["span_ns"], cpu_total["computation_ns"], cpu_total["free_ns"]) == (6500, 3000, 3500)
 
 
 # --- real traces ------------------------------------------------------------------------------------------

@@ -5,7 +5,6 @@ import shutil
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pytest
 
 import perfsight
 from perfsight.analysis import cluster
@@ -32,6 +31,7 @@ WAIT = {"Collective name": "wait", "dtype": "Byte", "In msg nelems": 0, "Out msg
         "Process Group Ranks": "[]"}
 
 _ids = iter(range(1, 1000))
+MS = 1_000_000
 
 
 def s(kind, name, rank, start, end, *, stream=False, step=None, args=None, shapes=None, dtypes=None):
@@ -43,8 +43,9 @@ def s(kind, name, rank, start, end, *, stream=False, step=None, args=None, shape
 
 def job():
     """Rank 0: steps 1, 2 (and 3, which rank 1 lacks) of 10000 ns, 5000 compute + 4000 exposed communication
-    each. Rank 1: steps 1, 2 of 9800 ns, 8000 compute + 1000 communication. Rank 2: no steps. So rank 0 is
-    the slowest (10000 vs 9800) and rank 1 the straggler (8800 ns outside communication vs 6000)."""
+    each. Rank 1: steps 1, 2 of 9800 ns, 8000 compute + 1000 communication. Both end step 2 20000 ns after step
+    1: on that common boundary the ranks are even, whatever their spans. No collective instance has two timed
+    members (rank 1's kernels carry no collective args), so who waits for whom is unknown."""
     slices = []
     for step, t0 in ((1, 0), (2, 20000), (3, 40000)):
         slices += [s("step", f"ProfilerStep#{step}", 0, t0, t0 + 10000, step=step),
@@ -66,49 +67,52 @@ def job():
     return tables_from_rows(slices=slices, tracks=TRACKS)
 
 
-def test_rank_breakdown_over_common_steps_with_slowest_and_straggler():
+def test_rank_breakdown_over_common_steps_on_the_common_boundary():
     rows = {r["rank"]: r for r in cluster.rank_breakdown(job_of(job())).to_pylist()}
     assert set(rows) == {0, 1}
     zero, one = rows[0], rows[1]
     assert (zero["steps"], zero["step_ns"], zero["compute_ns"], zero["communication_ns"]) == (2, 10000, 5000, 4000)
     assert (one["steps"], one["step_ns"], one["compute_ns"], one["communication_ns"]) == (2, 9800, 8000, 1000)
-    assert (zero["non_communication_ns"], one["non_communication_ns"]) == (6000, 8800)
-    assert (zero["gap_ns"], one["gap_ns"]) == (200, 0)
-    assert zero["gap_pct"] == pytest.approx(100 * 200 / 9800)
-    assert (zero["slowest"], zero["straggler"], one["slowest"], one["straggler"]) == (True, False, False, True)
+    # step 2 ends 20000 ns after step 1 on both ranks (rank 1's first step is its own span, not compared)
+    assert (zero["boundary_step_ns"], one["boundary_step_ns"], zero["gap_ns"], one["gap_ns"]) == (20000, 20000, 0, 0)
+    assert (zero["caused_wait_ns"], zero["last_arrivals"]) == (None, None)
+    assert not any(row[flag] for row in rows.values() for flag in ("slowest", "straggler"))
     assert zero["common_steps"] and one["common_steps"]
 
 
 def test_slowest_rank_row():
     (row,) = cluster.slowest_rank(job_of(job())).to_pylist()
-    assert (row["ranks"], row["steps"], row["slowest_rank"], row["slowest_step_ns"], row["fastest_rank"],
-            row["fastest_step_ns"], row["gap_ns"]) == (2, 2, 0, 10000, 1, 9800, 200)
-    assert (row["straggler_rank"], row["straggler_non_communication_ns"]) == (1, 8800)
-    assert "rank 1 spends the most time outside exposed communication" in row["reason"]
+    assert (row["ranks"], row["steps"], row["even"], row["slowest_step_ns"], row["fastest_step_ns"],
+            row["gap_ns"], row["straggler_rank"]) == (2, 1, True, 20000, 20000, 0, None)
+    assert row["reason"].startswith("ranks are even: step by step, rank 0 takes at most 0.000 ms longer than rank 1")
+    assert row["reason"].endswith("no collective with two timed members: who waits for whom is unknown")
     assert cluster.slowest_rank(job_of(tables_from_rows(slices=[], tracks=TRACKS))).num_rows == 0
 
 
-def test_the_advisor_and_the_cluster_page_quote_the_same_mean_step():
-    """Rank 0: steps 1, 2, 3 of 10000, 10000 and 40000 ns; rank 1: steps 1, 2 of 12000 ns. Over all its steps
-    rank 0's mean (20000) would make it the slow rank; over the steps both have (1, 2) it is 10000 ns, and
-    rank 1 is 20% slower: what the Cluster page and the uneven-ranks advice both say."""
+def test_the_advisor_and_the_cluster_page_read_one_verdict():
+    """Rank 0: back-to-back steps 1-4 of 40 ms (the warm-up), 10, 10 and 10 ms; rank 1: 40, 12, 12, 12 ms.
+    Means over all steps (17.5, 19 ms) fold the warm-up in and put rank 1 8.6% over rank 0; step by step, end
+    to end, rank 1 takes 2 ms (20%) longer: what the Cluster page, the report and the uneven-ranks advice all
+    say, the warm-up named."""
     from perfsight.analysis.advisor import advise
 
-    slices = [s("step", f"ProfilerStep#{step}", 0, start, end, step=step)
-              for step, start, end in ((1, 0, 10000), (2, 20000, 30000), (3, 40000, 80000))]
-    slices += [s("step", f"ProfilerStep#{step}", 1, start, start + 12000, step=step)
-               for step, start in ((1, 0), (2, 20000))]
+    slices = []
+    for rank, step_ns in ((0, MS * 10), (1, MS * 12)):
+        ends = [MS * 40 + step_ns * i for i in range(4)]
+        slices += [s("step", f"ProfilerStep#{step}", rank, start, end, step=step)
+                   for step, start, end in zip((1, 2, 3, 4), [0] + ends[:-1], ends)]
     tables = tables_from_rows(slices=slices, tracks=TRACKS)
-    assert cluster.mean_step_by_rank(job_of(tables)).to_pylist() == [
-        {"rank": 0, "steps": 2, "step_ns": 10000, "common_steps": True},
-        {"rank": 1, "steps": 2, "step_ns": 12000, "common_steps": True}]
-    page = {r["rank"]: r["step_ns"] for r in cluster.rank_breakdown(job_of(tables)).to_pylist()}
+    page = {r["rank"]: (r["boundary_step_ns"], r["gap_ns"], r["outlier_steps"], r["slowest"])
+            for r in cluster.rank_breakdown(job_of(tables)).to_pylist()}
     (slowest,) = cluster.slowest_rank(job_of(tables)).to_pylist()
     (advice,) = [a for a in advise(tables).to_pylist() if a["rule"] == "uneven_ranks"]
-    assert page == {0: 10000, 1: 12000}
-    assert (slowest["slowest_rank"], slowest["slowest_step_ns"], slowest["fastest_step_ns"]) == (1, 12000, 10000)
-    assert json.loads(advice["evidence"]) == {"mean_step_ns_by_rank": {"0": 10000, "1": 12000}, "slowest_rank": 1}
-    assert "rank 1 takes 0.012 ms per step, 20% more than rank 0 (0.010 ms)" in advice["finding"]
+    assert page == {0: (MS * 10, 0, [1], False), 1: (MS * 12, MS * 2, [1], True)}
+    assert (slowest["even"], slowest["slowest_rank"], slowest["slowest_step_ns"], slowest["fastest_step_ns"],
+            slowest["gap_ns"], slowest["gap_pct"]) == (False, 1, MS * 12, MS * 10, MS * 2, 20.0)
+    assert "step 1 a warm-up (over 2 x the rank's median) on every rank" in slowest["reason"]
+    assert json.loads(advice["evidence"]) == {"straggler_rank": None, "straggler_wait_ns": None, "slowest_rank": 1,
+                                              "gap_ns": MS * 2, "median_step_ns": MS * 10}
+    assert "rank 1's median step (12.000 ms) is 20% over rank 0's" in advice["finding"]
 
 
 def test_ranks_without_common_steps_compare_their_own():
@@ -122,28 +126,34 @@ def test_ranks_without_common_steps_compare_their_own():
 
 
 def test_real_two_rank_job(shared_data, tmp_path):
-    """trace_filter: ranks 0 and 1 of a 128-rank job, two steps each."""
+    """trace_filter: ranks 0 and 1 of a 128-rank job, two steps each (ProfilerStep#551, #552): one step each
+    on the common boundary, a few microseconds apart: even."""
     folder = shared_data / "kineto" / "hta" / "trace_filter"
     for path in folder.glob("*.json.gz"):
         shutil.copy(path, tmp_path / path.name)
     run = perfsight.open(tmp_path)
     breakdown = cluster.rank_breakdown(job_of(run.tables)).to_pylist()
-    assert [r["steps"] for r in breakdown] == [2, 2] and sum(r["slowest"] for r in breakdown) == 1
+    assert [r["steps"] for r in breakdown] == [2, 2] and not any(r["slowest"] for r in breakdown)
+    (row,) = cluster.slowest_rank(job_of(run.tables)).to_pylist()
+    assert row["even"] and row["steps"] == 1, row["reason"]
 
 
-def test_the_fastest_rank_of_equal_steps_is_another_than_the_slowest():
-    """Two ranks of 5000 ns steps: rank 0 is the slowest (ties go to the lowest), rank 1 the fastest, not
-    rank 0 "0.0% over rank 0's"."""
+def test_equal_ranks_are_even():
+    """Two ranks of one 5000 ns step: "ranks are even", no rank named the slowest (not "rank 0 ... 0.0% over
+    rank 1's")."""
     slices = [s("step", "ProfilerStep#1", rank, 0, 5000, step=1) for rank in (0, 1)]
-    (row,) = cluster.slowest_rank(job_of(tables_from_rows(slices=slices, tracks=TRACKS))).to_pylist()
-    assert (row["slowest_rank"], row["fastest_rank"], row["gap_ns"]) == (0, 1, 0)
-    assert row["reason"].startswith("rank 0 has the longest mean step (0.005 ms, 0.0% over rank 1's)")
+    tables = tables_from_rows(slices=slices, tracks=TRACKS)
+    (row,) = cluster.slowest_rank(job_of(tables)).to_pylist()
+    assert (row["even"], row["slowest_rank"], row["fastest_rank"], row["gap_ns"]) == (True, 0, 1, 0)
+    assert row["reason"].startswith("ranks are even")
+    assert not any(r["slowest"] for r in cluster.rank_breakdown(job_of(tables)).to_pylist())
 
 
 def test_rank_lacks_from_each_ranks_meta():
     """Each rank's own meta says what it lacks and what its reader read around (its parse_warnings); the job's
     own warnings (not of one rank) are not a rank's."""
-    meta = {"rank_meta": json.dumps({"0": {"step_source": "trace", "parse_warnings": json.dumps(["cut row 3"])},
+    meta = {"rank_meta": json.dumps({"0": {"step_source": "trace", "parse_warnings": json.dumps(["cut row 3"]),
+                                           "damage": json.dumps(["cut row 3"])},
                                      "1": {"step_source": "step_trace_time.csv",
                                            "lacking_files": json.dumps(["kernel_details.csv", "trace_view.json"]),
                                            "parse_warnings": json.dumps(["no kernel_details.csv"])},
@@ -151,7 +161,8 @@ def test_rank_lacks_from_each_ranks_meta():
             "parse_warnings": json.dumps(["rank 1: no kernel_details.csv", "rank 0: cut row 3", "job: two folders"])}
     tables = tables_from_rows(slices=[], tracks=TRACKS, meta=meta)
     assert cluster.rank_lacks(job_of(tables)).to_pylist() == [
-        {"rank": 0, "step_source": "trace", "lacking_files": [], "warnings": ["cut row 3"]},
+        {"rank": 0, "step_source": "trace", "lacking_files": [], "warnings": ["cut row 3"], "damage": ["cut row 3"]},
         {"rank": 1, "step_source": "step_trace_time.csv", "lacking_files": ["kernel_details.csv", "trace_view.json"],
-         "warnings": ["no kernel_details.csv"]},
-        {"rank": 2, "step_source": None, "lacking_files": [], "warnings": []}]
+         "warnings": ["no kernel_details.csv"], "damage": []},
+        {"rank": 2, "step_source": None, "lacking_files": [], "warnings": [], "damage": []}]
+    assert cluster.incomplete_ranks(job_of(tables)) == [0, 1]

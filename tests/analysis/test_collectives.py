@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 import perfsight
-from perfsight.analysis import breakdown, collectives
+from perfsight.analysis import breakdown, collectives, waiting
 from perfsight.analysis.job_summaries import job_of
 from perfsight.core.tables import new_connection
 
@@ -218,14 +218,14 @@ def test_matrix_pairs_groups_and_slow_rank_of_the_shifted_job():
          "ranks_global": True, "source": "Process Group Ranks"},
         {"process_group": "pg1", "group_name": "pp", "kind": "p2p", "ranks": [0, 1], "ranks_global": True,
          "source": "Process Group Ranks"}]
-    slow = [(r["process_group"], r["rank"], r["instances"], r["mean_wait_ns"], r["others_mean_wait_ns"], r["slow"])
-            for r in collectives.slow_ranks(job_of(tables)).to_pylist()]
-    # rank 1 arrives 300 us late at every all-reduce: rank 0 waits for it. On pg1 the 50 us gap is below 0.1 ms
-    assert slow == [("pg0", 0, 3, 300_000, 0, False), ("pg0", 1, 3, 0, 300_000, True),
-                    ("pg1", 0, 1, 50_000, 0, False), ("pg1", 1, 1, 0, 50_000, False)]
-    row = collectives.slow_ranks(job_of(tables)).to_pylist()[1]
-    assert row["threshold"] == "others' mean wait >= 2 x the rank's and >= 0.1 ms longer"
-    assert "least mean wait" in row["rule"]
+    slow = [(r["process_group"], r["rank"], r["instances"], r["last_arrivals"], r["caused_per_step_ns"],
+             r["waited_per_step_ns"], r["slow"]) for r in waiting.slow_ranks(job_of(tables)).to_pylist()]
+    # rank 1 arrives 300 us late at every all-reduce, rank 0 waits 900 us in all: each 300 us is rank 1's longer
+    # work since its previous all-reduce (the first: since the step began). On pg1 the 50 us are below the floor
+    assert slow == [("pg0", 0, 3, 0, 0, 900_000, False), ("pg0", 1, 3, 3, 900_000, 0, True),
+                    ("pg1", 0, 1, 0, 0, 50_000, False), ("pg1", 1, 1, 1, 50_000, 0, False)]
+    row = waiting.slow_ranks(job_of(tables)).to_pylist()[1]
+    assert row["threshold"] == waiting.STRAGGLER_THRESHOLD and "late arrival" in row["rule"]
     links = collectives.slow_links(job_of(tables)).to_pylist()
     assert [(r["src_rank"], r["dst_rank"], r["transport"], r["median_gbps"], r["links"], r["slow"]) for r in links] == [
         (0, 1, "UNKNOWN", 8.0, 6, False), (0, 2, "UNKNOWN", 8.0, 6, False), (0, 3, "UNKNOWN", 8.0, 6, False),
@@ -284,7 +284,8 @@ def test_gloo_on_cpu_is_communication():
                        (1, "host annotation", "allreduce", 4000, 3000, 0, 3000)]
     pairs = [(r["src_rank"], r["dst_rank"], r["transit_bytes"], r["transit_ns"])
              for r in collectives.communication_pairs(job_of(tables)).to_pylist()]
-    assert pairs == [(0, None, 4000, 3000), (1, None, 4000, 3000)]
+    # the group is not recorded: each all-reduce pairs with the other rank traced in its instance
+    assert pairs == [(0, 1, 4000, 3000), (1, 0, 4000, 3000)]
 
 
 def test_host_communication_of_a_rank_whose_device_communicates_stays_host_ops():
@@ -377,26 +378,46 @@ def test_ascend_figures_match_msprof_analyze_cluster_communication(ascend_job, s
 
 
 def test_real_job_without_recorded_peers(shared_data, tmp_path):
-    """trace_filter: ranks 0 and 1 of a 128-rank job, PyTorch without collective metadata: every
-    operation is a host annotation (NCCL's: no time), peers not recorded; bytes from the Input Dims."""
+    """trace_filter: ranks 0 and 1 of a 128-rank job, PyTorch without collective metadata: every operation is a
+    host annotation (``nccl:all_reduce`` ...), peers not recorded; bytes from the Input Dims, the time from the
+    NCCL kernels each range launched (its cudaLaunchKernel's correlation), checked here from the raw events."""
     folder = shared_data / "kineto" / "hta" / "trace_filter"
     for path in folder.glob("*.json.gz"):
         shutil.copy(path, tmp_path / path.name)
     run = perfsight.open(tmp_path)
     assert run.ranks == [0, 1]
     size = {"float": 4, "int": 4, "long": 8, "signed char": 1, "unsigned char": 1}
-    pairs = {r["src_rank"]: r for r in run.communication_pairs().to_pylist()}
-    assert set(pairs) == {0, 1} and all(r["dst_rank"] is None and r["transit_ns"] is None for r in pairs.values())
+    # the group is not recorded: an operation pairs with the other rank traced in its instance (the same
+    # sequence and kind: 8 of the 10; the 7th and 8th differ between the ranks); the job's other 126 ranks were
+    # not traced
+    cells = run.communication_pairs().to_pylist()
+    assert {(r["src_rank"], r["dst_rank"]): r["collectives"] for r in cells} == {
+        (0, 1): 8, (0, None): 2, (1, 0): 8, (1, None): 2}
+    pairs = {rank: {"collectives": sum(r["collectives"] for r in cells if r["src_rank"] == rank),
+                    "transit_bytes": sum(r["transit_bytes"] for r in cells if r["src_rank"] == rank)}
+             for rank in (0, 1)}
+    figures = run.collective_figures().to_pylist()
     for rank in (0, 1):
         with gzip.open(folder / f"sampled_rank-{rank}.json.gz", "rt") as f:
-            events = [e for e in json.load(f)["traceEvents"] if e.get("name", "").startswith("nccl:")]
+            every = json.load(f)["traceEvents"]
+        events = sorted((e for e in every if e.get("name", "").startswith("nccl:")), key=lambda e: e["ts"])
         expected = sum(math_prod(dims) * size[dtype] for e in events
                        for dims, dtype in zip(e["args"]["Input Dims"], e["args"]["Input type"]) if dims)
         assert pairs[rank]["collectives"] == len(events) == 10
         assert pairs[rank]["transit_bytes"] == expected
-    assert {r["wait_ns"] for r in run.collective_figures().to_pylist()} == {None}
+        kernels = {e["args"]["correlation"]: e for e in every if e.get("cat") == "kernel" and "correlation" in e.get(
+            "args", {}) and e["name"].startswith("ncclKernel")}
+        launches = [e for e in every if e.get("cat") == "cuda_runtime" and e.get("args", {}).get("correlation")
+                    in kernels]
+        elapse = []
+        for event in events:
+            mine = [kernels[c["args"]["correlation"]] for c in launches
+                    if c["tid"] == event["tid"] and event["ts"] <= c["ts"] < event["ts"] + event["dur"]]
+            elapse.append(round(1000 * (max(k["ts"] + k["dur"] for k in mine) - min(k["ts"] for k in mine))))
+        assert [r["elapse_ns"] for r in figures if r["rank"] == rank] == elapse
+    assert all(r["wait_ns"] is not None for r in figures if r["members"] == 2)
     assert [r["method"] for r in run.clock_offsets().to_pylist()] == [
-        "reference rank", "no timed collective shared with the reference rank: offset 0 assumed"]
+        "reference rank", "median of (end - reference end) over shared symmetric collective instances"]
 
 
 def math_prod(dims):

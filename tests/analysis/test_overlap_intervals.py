@@ -56,12 +56,14 @@ def test_lengths_equal_overlap_whole_span_row():
             assert lengths.get((rank, "free time"), 0) == total["free_ns"]
 
 
-def test_sorted_by_rank_row_start_and_no_device_no_rows():
+def test_sorted_by_rank_row_start_and_a_cpu_run_has_its_hosts():
     rows = breakdown.overlap_intervals(gpu_run()).to_pylist()
     keys = [(r["rank"], breakdown.OVERLAP_ROWS.index(r["row"]), r["start_ns"]) for r in rows]
     assert keys == sorted(keys)
-    empty = breakdown.overlap_intervals(cpu_only_run())
-    assert empty.num_rows == 0 and empty.schema == breakdown.OVERLAP_INTERVALS
+    cpu = breakdown.overlap_intervals(cpu_only_run())
+    assert cpu.schema == breakdown.OVERLAP_INTERVALS
+    assert [(r["row"], r["start_ns"] - BASE, r["end_ns"] - BASE) for r in cpu.to_pylist()] == [
+        ("merged computation", 1500, 3000), ("merged computation", 6500, 8000), ("free time", 3000, 6500)]
 
 
 def test_run_method():

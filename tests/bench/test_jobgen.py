@@ -21,6 +21,7 @@ def _found(run) -> dict:
     """What perfsight says of the planted answers."""
     slow_ranks = run.slow_ranks().to_pylist()
     return {
+        "straggler": run.straggler().to_pylist()[0]["straggler_rank"],
         "slow_ranks": sorted({r["rank"] for r in slow_ranks if r["slow"]}),
         "slow_groups": sorted(r["process_group"] for r in slow_ranks if r["slow"]),
         "slow_links": [(r["src_rank"], r["dst_rank"]) for r in run.slow_links().to_pylist() if r["slow"]],
@@ -33,10 +34,12 @@ def _found(run) -> dict:
 def _check(answers: dict, run) -> None:
     found = _found(run)
     assert run.ranks == list(range(answers["world_size"]))
-    assert found["slow_ranks"] == answers["slow_ranks"]
-    # flagged in every group it is in (its node's TP group, its DP group, world, its send/recv pairs)
-    assert found["slow_groups"] == sorted(name for name, group in answers["groups"].items()
-                                          if answers["slow_ranks"][0] in group["ranks"])
+    assert found["slow_ranks"] == answers["slow_ranks"] == [found["straggler"]]
+    # flagged only in groups it is in, and in the world group, where its lateness adds up over the step's most
+    # collectives; in a group where the wait it causes is under the noise (2% of the 222 ms step), not
+    its_groups = {name for name, group in answers["groups"].items() if answers["slow_ranks"][0] in group["ranks"]}
+    world = {name for name, group in answers["groups"].items() if group["layer"] == "world"}
+    assert world <= set(found["slow_groups"]) <= its_groups
     link = answers["slow_link"]
     assert found["slow_links"] == [(link["src"], link["dst"])]
     assert found["offsets"] == answers["clock_offsets_ns"]
@@ -51,10 +54,11 @@ def test_gpu_8_ranks_on_two_nodes_planted_answers_found(tmp_path, shared_data):
     run = perfsight.open(tmp_path)
     _check(answers, run)
     assert json.loads(run.meta.get("parse_warnings") or "[]") == []
-    waits = {r["rank"]: r["mean_wait_ns"] for r in run.slow_ranks().to_pylist() if r["process_group"] == "0"}
+    waits = {r["rank"]: r for r in run.slow_ranks().to_pylist() if r["process_group"] == "0"}
     slow = answers["slow_ranks"][0]
-    # the others wait for it: more than the planted delay on average, it not at all
-    assert waits[slow] == 0 and min(w for r, w in waits.items() if r != slow) > answers["slow_delay_ns"]
+    # the others wait for it, more than the planted delay per step each, it not at all; it arrives last each time
+    assert waits[slow]["waited_per_step_ns"] == 0 and waits[slow]["last_arrivals"] == waits[slow]["instances"]
+    assert min(w["waited_per_step_ns"] for r, w in waits.items() if r != slow) > answers["slow_delay_ns"]
     link = next(r for r in run.slow_links().to_pylist() if r["slow"])
     assert link["bandwidth_gbps"] < 0.5 * link["median_gbps"]
     assert link["median_gbps"] == pytest.approx(answers["collective_gbps"], rel=0.01)

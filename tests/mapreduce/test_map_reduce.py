@@ -13,7 +13,7 @@ import pytest
 
 import perfsight
 from perfsight import cli
-from perfsight.analysis import cluster, cluster_outputs, collectives
+from perfsight.analysis import cluster, cluster_outputs, collectives, waiting
 from perfsight.core.errors import InputError, OutputError
 from perfsight.core.memo import computed
 from perfsight.mapreduce import STORE_FOLDER, WHOLE_JOB_RANKS, analyse_job
@@ -24,7 +24,8 @@ from tests.views.export.test_ascend_export import writable_copy
 #: every cross-rank analysis, compared between the two ways of reading a job
 CROSS_RANK = [*(getattr(collectives, name) for name in (
     "clock_offsets", "collective_figures", "link_bandwidth", "collective_totals", "link_totals",
-    "communication_matrix", "communication_pairs", "communication_groups", "slow_ranks", "slow_links")),
+    "communication_matrix", "communication_pairs", "communication_groups", "slow_links")),
+    *(getattr(waiting, name) for name in ("collective_arrivals", "rank_waits", "straggler", "rank_pace", "slow_ranks")),
     *(getattr(cluster, name) for name in ("mean_step_by_rank", "rank_breakdown", "slowest_rank", "rank_lacks")),
     *(getattr(cluster_outputs, name) for name in (
         "cluster_step_trace", "cluster_rank_devices", "cluster_communication_groups", "cluster_communication_time",
@@ -53,7 +54,7 @@ def test_the_planted_job_mapped_gives_its_known_answers(tmp_path):
         (0, "done", None), (1, "done", None)]
     offsets = computed(collectives.clock_offsets, job.job).to_pylist()
     assert [(r["rank"], r["offset_ns"], r["collectives_used"]) for r in offsets] == [(0, 0, 3), (1, SHIFT_NS, 3)]
-    slow = [(r["process_group"], r["rank"]) for r in computed(collectives.slow_ranks, job.job).to_pylist() if r["slow"]]
+    slow = [(r["process_group"], r["rank"]) for r in computed(waiting.slow_ranks, job.job).to_pylist() if r["slow"]]
     assert slow == [("pg0", 1)]
     totals = computed(collectives.collective_totals, job.job).to_pylist()
     waits = {(r["rank"], r["collective"]): r["wait_ns"] for r in totals}

@@ -38,7 +38,7 @@ ADVICE = pa.schema([("rule", pa.string()), ("severity", pa.string()), ("title", 
                     ("suggestion", pa.string()), ("what_if", pa.string()), ("gain_ns", pa.int64()),
                     ("gain_pct", pa.float64())])
 
-UNEVEN_RANKS_RATIO = 0.10         # slowest rank's mean step >= 10% above the fastest's
+UNEVEN_RANKS_RATIO = 0.10         # the straggler's wait, or the slowest rank's excess, >= 10% of the median step
 SYNC_SHARE = 0.05                 # time in device synchronisation >= 5% of the profiled steps
 FP32_MATMUL_SHARE = 0.20          # fp32 matmul/conv kernels >= 20% of device kernel time
 CONV_SHARE = 0.10                 # NCHW convolutions >= 10% of device kernel time (CPU: of the profiled time)
@@ -169,25 +169,34 @@ class Facts:
 
 
 def _uneven_ranks(facts: Facts) -> Advice | None:
-    """The ranks' mean steps as the Cluster page compares them (``cluster.mean_step_by_rank``)."""
-    from perfsight.analysis.cluster import mean_step_by_rank
+    """The ranks compared as the Cluster page and the cluster report compare them (``cluster.slowest_rank``:
+    the straggler the others wait for, or the slowest median step when the ranks are not even)."""
+    from perfsight.analysis.cluster import slowest_rank
 
-    per_rank = sorted(facts.of_job(mean_step_by_rank).to_pylist(), key=lambda r: (r["step_ns"], r["rank"]))
-    if len(per_rank) < 2 or not per_rank[0]["step_ns"]:
+    verdict = next(iter(facts.of_job(slowest_rank).to_pylist()), None)
+    if verdict is None or verdict["ranks"] < 2 or not verdict["fastest_step_ns"]:
         return None
-    fastest, slowest = per_rank[0], per_rank[-1]
-    excess = slowest["step_ns"] / fastest["step_ns"] - 1
-    if excess < UNEVEN_RANKS_RATIO:
+    waited = verdict["straggler_wait_ns"] or 0
+    slow = not verdict["even"] and verdict["gap_ns"] >= UNEVEN_RANKS_RATIO * verdict["fastest_step_ns"]
+    if waited < UNEVEN_RANKS_RATIO * verdict["fastest_step_ns"] and not slow:
         return None
+    said = []
+    if waited:
+        said.append(f"the others wait {_duration(waited)} per step for rank {verdict['straggler_rank']}, which "
+                    f"arrives last at {verdict['straggler_last_arrivals']} of its {verdict['straggler_instances']} "
+                    "collectives")
+    if slow:
+        said.append(f"rank {verdict['slowest_rank']}'s median step ({_duration(verdict['slowest_step_ns'])}) is "
+                    f"{verdict['gap_pct']:.0f}% over rank {verdict['fastest_rank']}'s")
     return Advice(
-        "uneven_ranks", "Ranks are uneven",
-        f"rank {slowest['rank']} takes {_duration(slowest['step_ns'])} per step, {excess:.0%} more than rank "
-        f"{fastest['rank']} ({_duration(fastest['step_ns'])}); every rank waits for the slowest at each collective",
-        {"mean_step_ns_by_rank": {str(r["rank"]): r["step_ns"] for r in per_rank},
-         "slowest_rank": slowest["rank"]},
-        f"slowest rank's mean step >= {UNEVEN_RANKS_RATIO:.0%} above the fastest's",
-        "Compare the slow rank's step breakdown with the others: uneven data shards or sequence lengths, a slower "
-        "device or host, or extra work on rank 0 (logging, checkpointing) are the usual causes.",
+        "uneven_ranks", "Ranks are uneven", "; ".join(said),
+        {"straggler_rank": verdict["straggler_rank"], "straggler_wait_ns": verdict["straggler_wait_ns"],
+         "slowest_rank": verdict["slowest_rank"] if slow else None, "gap_ns": verdict["gap_ns"],
+         "median_step_ns": verdict["fastest_step_ns"]},
+        f"the others' wait for the straggler, or the slowest rank's median step over the fastest's, >= "
+        f"{UNEVEN_RANKS_RATIO:.0%} of the fastest rank's median step",
+        "Compare the straggler's step breakdown with the others: uneven data shards or sequence lengths, a slower "
+        "device or host, or extra work on one rank (logging, checkpointing on rank 0) are the usual causes.",
         _scenario("no_rank_waits"))
 
 
@@ -628,7 +637,7 @@ EVIDENCE_REFS = pa.schema([("rule", pa.string()), ("kind", pa.string()), ("value
 _EVIDENCE_KEYS = {"ranks": "rank", "idle_pct_by_rank": "rank", "mean_step_ns_by_rank": "rank", "devices": "device",
                   "ops": "host_op", "host_ops": "host_op", "frames": "frame"}
 #: fields inside an evidence entry (or at the top level) whose value names a thing
-_EVIDENCE_FIELDS = {"slowest_rank": "rank", "step": "step", "op_type": "host_op"}
+_EVIDENCE_FIELDS = {"slowest_rank": "rank", "straggler_rank": "rank", "step": "step", "op_type": "host_op"}
 
 
 def evidence_refs(advice: pa.Table) -> pa.Table:

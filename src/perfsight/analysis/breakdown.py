@@ -96,15 +96,37 @@ class _Rank:
         return out
 
 
+def _host_rows(tables: RunTables) -> pa.Table:
+    """The host slices the sweep counts, with their category (``_HOST_CATEGORY_SQL``); through the memo."""
+    return tables.sql(_HOST_CATEGORY_SQL).to_arrow_table()
+
+
 def _ranks(tables: RunTables, *, host: bool = True) -> dict[int, _Rank]:
     """Each rank's category sets; with ``host=False`` only the device ones (the host sets stay empty). Every
     breakdown analysis uses them: through the memo (``computed``)."""
     rank, category, start, end = computed(device_task_arrays, tables)
     if host:
-        rows = tables.sql(_HOST_CATEGORY_SQL).to_arrow_table()
+        rows = computed(_host_rows, tables)
         rank, category, start, end = (np.concatenate((device, rows.column(c).to_numpy())) for device, c in
                                       zip((rank, category, start, end), ("rank", "category", "start_ns", "end_ns")))
     return {int(r): _Rank(category[rank == r], start[rank == r], end[rank == r]) for r in np.unique(rank)}
+
+
+def _overlap_ranks(tables: RunTables) -> dict[int, _Rank]:
+    """Each rank's sets as ``overlap`` compares them: its device tasks; a rank without device tasks (a CPU
+    job) has its host as its device: its host operators (the sweep's ``host_ops`` slices) are its computation
+    and its host communication its communication. Through the memo (``computed``)."""
+    ranks = dict(computed(_ranks, tables, host=False))
+    rows = computed(_host_rows, tables)
+    rank, category, start, end = (rows.column(c).to_numpy() for c in ("rank", "category", "start_ns", "end_ns"))
+    communication, host_ops = CATEGORIES.index("communication"), CATEGORIES.index("host_ops")
+    for r in np.unique(rank).tolist():
+        if r in ranks and ranks[r].device_span() is not None:
+            continue
+        mine = (rank == r) & np.isin(category, (communication, host_ops))
+        as_device = np.where(category[mine] == host_ops, CATEGORIES.index("compute"), communication)
+        ranks[r] = _Rank(as_device, start[mine], end[mine])
+    return ranks
 
 
 def _steps(tables: RunTables) -> pa.Table:
@@ -288,11 +310,13 @@ def overlap(tables: RunTables) -> pa.Table:
     * ``comm_comp_overlap_pct`` = 100 * overlap / communication (null without communication): the share of
       communication hidden behind computation, HTA's get_comm_comp_overlap (over the whole span).
 
-    A rank whose device compute was not recorded (``rank_facts.ranks_without_compute``: only its
-    communication operators were kept) has no row: its overlap is unknown, not zero.
+    A rank without device tasks (a CPU job) has its host as its device: its host operators are its
+    computation, its torch.distributed work its communication. A rank whose device compute was not recorded
+    (``rank_facts.ranks_without_compute``: only its communication operators were kept) has no row: its
+    overlap is unknown, not zero.
 
     Sorted by rank, then the steps in order, then the whole-span row."""
-    ranks, steps = computed(_ranks, tables, host=False), computed(_steps, tables)
+    ranks, steps = computed(_overlap_ranks, tables), computed(_steps, tables)
     step_rank = steps.column("rank").to_numpy()
     rows = []
     for r in sorted((set(ranks) | set(step_rank.tolist())) - computed(ranks_without_compute, tables)):
@@ -339,9 +363,9 @@ def overlap_intervals(tables: RunTables) -> pa.Table:
       neither computation nor communication (memcpy/memset time counts as free, as in ``overlap``).
 
     Each row's intervals are disjoint, sorted and non-empty; their lengths add up to ``overlap``'s
-    ``computation_ns``, ``communication_ns``, ``pure_communication_ns`` and ``free_ns``. Sorted by rank,
-    row (in ``OVERLAP_ROWS`` order), start."""
-    ranks = computed(_ranks, tables, host=False)
+    ``computation_ns``, ``communication_ns``, ``pure_communication_ns`` and ``free_ns`` (a rank without
+    device tasks: its host's, as there). Sorted by rank, row (in ``OVERLAP_ROWS`` order), start."""
+    ranks = computed(_overlap_ranks, tables)
     parts = []                          # (rank, row index, starts, ends)
     for r, data in sorted(ranks.items()):
         span = data.device_span()

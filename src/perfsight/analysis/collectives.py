@@ -1,6 +1,6 @@
 """Communication between the ranks of a job: every collective and point-to-point operation a rank ran with
 its size, timing and bandwidth, the clocks' offsets between ranks, the communication matrix between global
-ranks, the groups, and the slow rank and slow link verdicts.
+ranks, the groups, and the slow link verdict.
 
 **Map and reduce**: what one rank's tables say of its operations is computed on that rank alone
 (``rank_operations``, ``reported_links``, ``reported_matrix``: a job's per-rank summaries,
@@ -25,8 +25,11 @@ sources the rank has (so nothing is counted twice):
 3. ``host annotation``: the backend's host ranges (``nccl:all_reduce``, ``gloo:...``: core/communication.py's
    ``BACKENDS``) of traces whose PyTorch records no metadata: the collective is the name after the colon,
    ``in_nelems`` the elements of the recorded input shapes, the dtype the first input's; the group and the
-   output are unknown. ``dur_ns`` is the range's time for a backend that runs the collective on the host
-   thread that records it (``HOST_EXECUTED_BACKENDS``: gloo), else null.
+   output are unknown. The time is the communication kernels the range launched (a launch call inside it,
+   its kernel by correlation: an older PyTorch's NCCL kernels carry no metadata; ``slice_id`` and
+   ``start_ns`` are then the first kernel's, ``dur_ns`` to the last one's end), else the range's own for a
+   backend that runs the collective on the host thread that records it (``HOST_EXECUTED_BACKENDS``: gloo),
+   else null.
 
 Sizes: ``in_bytes`` / ``out_bytes`` = elements x the dtype's size (``DTYPE_BYTES``; null for a dtype not
 listed). The group's ranks come from ``Process Group Ranks`` ("[0, 1, 2]"); PyTorch cuts that text past
@@ -42,10 +45,14 @@ whose args say ``Process Group Ranks Local`` holds group-local positions (no glo
 * ``collective``: the name normalised (``COLLECTIVE_KINDS``; ``all_reduce``, ``_allgather_base``,
   ``reduce_scatter_tensor_coalesced``, HCCL's ``allreduce`` ... -> ``allreduce``, ``allgather``,
   ``reducescatter``; names none fits are ``other``).
-* ``sequence``: the operation's index among the rank's operations of the same process group (a group not
-  recorded is one group), 0-based. An *instance* is the operations of one group with one sequence number
-  on every rank that recorded it (of the same collective kind; a rank whose operation there is of another
-  kind is not a member: its profile window began elsewhere; a send and its recv are one instance).
+* ``sequence``: the operation's index among the rank's operations of the same process group, 0-based. An
+  operation whose group the trace does not say (gloo's and older NCCL's host ranges, kernels without
+  collective args) is in the rank's one process group when torch's ``distributedInfo`` (meta
+  ``distributed_info``) lists one (``pg_config``: its ``pg_name``, ``ranks``, ``pg_desc``), else in
+  ``UNRECORDED_GROUP``, one group the cluster outputs key like any other. An *instance* is the operations of
+  one group with one sequence number on every rank that recorded it (of the same collective kind; a rank
+  whose operation there is of another kind is not a member: its profile window began elsewhere; a send and
+  its recv are one instance).
 * ``bytes``: the message size, the larger of input and output bytes (nccl-tests' size: an all-gather's
   output, a reduce-scatter's input).
 * ``elapse_ns``: the operation's time (device time, or a gloo range's time), null when not recorded.
@@ -87,7 +94,9 @@ send is (rank, peer), a recv (peer, rank), a group operation (rank, each other m
 operations' message bytes and transit time. A computed cell is the volume of the operations the two ranks
 share as the recording rank's trace records it, not the bytes crossing that link (NCCL moves data along
 rings and trees no trace records): an all-reduce of N bytes in a group of 8 puts N bytes in 7 cells.
-Operations whose peers are not recorded go to one row with ``dst_rank`` null, and so do those of a group
+A group operation whose group's ranks are not recorded pairs with the other ranks traced in its instance, a
+send or recv whose peer is not recorded with the other rank of its instance.
+Operations whose peers are not known so go to one row with ``dst_rank`` null, and so do those of a group
 of more than ``PAIRED_GROUP_RANKS`` ranks: a world all-reduce of 1,024 ranks would be a million cells per
 step saying only that every rank took part (its data moves between ring or tree neighbours, which no trace
 records). ``ranks_global`` false:
@@ -97,8 +106,8 @@ the row's src and dst are group-local positions (a reported link of a group noth
 recording rank, or dst null), so a link is counted once; a group-local peer is never shown as a global rank:
 its traffic goes to dst null.
 
-**Verdicts**: ``slow_ranks`` (``SLOW_RANK_RULE``) and ``slow_links`` (``SLOW_LINK_RULE``) state their
-rule and threshold in every row.
+**Verdicts**: ``slow_links`` (``SLOW_LINK_RULE``) states its rule and threshold in every row. Which rank
+holds the others up is ``analysis/waiting.py``'s, from the arrivals at these instances.
 """
 from __future__ import annotations
 
@@ -319,17 +328,6 @@ CLOCK_OFFSETS = pa.schema([
     ("estimate_ns", pa.int64()),
 ])
 
-SLOW_RANKS = pa.schema([
-    ("process_group", pa.string()),
-    ("rank", pa.int32()),
-    ("instances", pa.int64()),
-    ("mean_wait_ns", pa.int64()),
-    ("others_mean_wait_ns", pa.int64()),
-    ("slow", pa.bool_()),
-    ("rule", pa.string()),
-    ("threshold", pa.string()),
-])
-
 SLOW_LINKS = pa.schema([
     ("src_rank", pa.int32()),
     ("dst_rank", pa.int32()),
@@ -353,16 +351,6 @@ COMMUNICATION_GROUPS = pa.schema([
     ("source", pa.string()),
 ])
 
-#: a slow rank: the least mean wait of its group while the other members wait at least this many times
-#: as long on average ...
-SLOW_RANK_WAIT_FACTOR = 2.0
-#: ... and at least this much longer (ns): less is noise, not a rank holding the others up
-SLOW_RANK_MIN_GAP_NS = 100_000
-SLOW_RANK_THRESHOLD = (f"others' mean wait >= {SLOW_RANK_WAIT_FACTOR:g} x the rank's and >= "
-                       f"{SLOW_RANK_MIN_GAP_NS / 1e6:g} ms longer")
-SLOW_RANK_RULE = ("the rank of a group with the least mean wait (arrival skew) over the group's instances, "
-                  "while the other members' mean wait is at least the factor times and the gap longer: "
-                  "they wait for it")
 #: a slow link: bandwidth below this share of the median of the links of its transport ...
 SLOW_LINK_SHARE = 0.8
 #: ... among at least this many such links
@@ -410,7 +398,30 @@ WHERE (collective IS NOT NULL AND (track_kind = 'stream' OR name = 'record_param
 ORDER BY rank, start_ns, id
 """
 
+# The communication kernels each backend host range launched (a launch call inside the range, its kernel by
+# correlation, on the rank's streams): the collective's device time when no kernel carries its metadata.
+_LAUNCHED_SQL = """
+WITH ranges AS (
+    SELECT s.id, s.track_id, t.rank, s.start_ns, s.start_ns + s.dur_ns AS end_ns
+    FROM slices s JOIN tracks t USING (track_id)
+    WHERE s.kind = 'comm' AND t.kind = 'thread' AND regexp_matches(s.name, $backend)
+), calls AS (
+    SELECT s.track_id, s.start_ns, s.correlation_id FROM slices s
+    WHERE s.kind IN ('runtime', 'driver') AND s.correlation_id IS NOT NULL
+), kernels AS (
+    SELECT s.id, t.rank, s.correlation_id, s.start_ns, s.start_ns + s.dur_ns AS end_ns
+    FROM slices s JOIN tracks t USING (track_id)
+    WHERE s.kind = 'comm' AND t.kind = 'stream' AND s.correlation_id IS NOT NULL
+)
+SELECT r.id, arg_min(k.id, k.start_ns) AS kernel_id, min(k.start_ns) AS start_ns, max(k.end_ns) AS end_ns
+FROM ranges r JOIN calls c ON c.track_id = r.track_id AND c.start_ns >= r.start_ns AND c.start_ns < r.end_ns
+JOIN kernels k ON k.correlation_id = c.correlation_id AND k.rank IS NOT DISTINCT FROM r.rank
+GROUP BY r.id
+"""
+
 SOURCES = ("device", "host record", "host annotation")
+#: the process group of the operations whose group the trace does not say
+UNRECORDED_GROUP = "unrecorded"
 _RANK_LIST = re.compile(r"^\s*\[(.*)\]\s*$", re.S)
 
 
@@ -475,8 +486,10 @@ def _operations(tables: RunTables) -> list[dict]:
                                                       ("reported_bandwidth", REPORTED_BANDWIDTH),
                                                       ("reported_from", REPORTED_FROM))}}
     rows = tables.sql(_CANDIDATES_SQL, params=params).to_arrow_table().to_pylist()
+    launched = {row[0]: row[1:] for row in tables.sql(_LAUNCHED_SQL, params={"backend": BACKEND_RANGE}).fetchall()}
     best: dict[int, int] = {}
     members: dict[tuple, list[int]] = {}      # (rank, group) -> its ranks, from any record of the group
+    only = {rank: _only_group(facts.get("distributed_info")) for rank, facts in computed(rank_meta, tables).items()}
     for row in rows:
         best[row["rank"]] = min(best.get(row["rank"], 4), row["source"])
         row["group_ranks"] = _group_ranks(row["group_ranks_text"], row["group_size"], row["rank_start"],
@@ -487,11 +500,18 @@ def _operations(tables: RunTables) -> list[dict]:
     for row in rows:
         if row["source"] != best[row["rank"]]:
             continue
+        if row["process_group"] is None:
+            group, ranks = only.get(row["rank"]) or (UNRECORDED_GROUP, None)
+            row["process_group"] = group
+            row["group_ranks"] = row["group_ranks"] or ranks
         collective, dtype, in_nelems = row["collective"], row["dtype"], row["in_nelems"]
         if row["source"] == 3:
             collective = row["name"].split(":", 1)[1]
             in_nelems, shapes = _elements(row["input_shapes"])
             dtype = _first_dtype(row["input_dtypes"], shapes)
+            if row["dur_ns"] is None and row["id"] in launched:    # its kernels' time: the collective's own
+                row["id"], row["start_ns"], end = launched[row["id"]]
+                row["dur_ns"] = end - row["start_ns"]
         peer = next((p for p in (row["dst_rank"], row["src_rank"]) if p is not None and p >= 0 and p != row["rank"]),
                     None)
         out.append({
@@ -508,6 +528,28 @@ def _operations(tables: RunTables) -> list[dict]:
             "bandwidth_info": _json(row["bandwidth_info"]), "figures_from": row["figures_from"],
         })
     return out
+
+
+def _pg_config(distributed_info: str | None) -> list[dict]:
+    """The process groups a rank made, as torch's ``distributedInfo`` lists them (``pg_config``: each with
+    ``pg_name``, ``pg_desc``, ``ranks``...); none when the meta holds no such list."""
+    try:
+        info = json.loads(distributed_info) if distributed_info else None
+    except ValueError:
+        return []
+    groups = info.get("pg_config") if isinstance(info, dict) else None
+    return [group for group in groups if isinstance(group, dict)] if isinstance(groups, list) else []
+
+
+def _only_group(distributed_info: str | None) -> tuple[str, list[int] | None] | None:
+    """The name and global ranks of a rank's one process group (``_pg_config``), or None when it made none or
+    several (then an operation that does not say its group cannot be placed)."""
+    groups = _pg_config(distributed_info)
+    if len(groups) != 1 or not isinstance(groups[0].get("pg_name"), (str, int)):
+        return None
+    ranks = groups[0].get("ranks")
+    fine = isinstance(ranks, list) and all(isinstance(r, int) and 0 <= r < MAX_GROUP_SIZE for r in ranks)
+    return str(groups[0]["pg_name"]), (sorted(ranks) if fine and ranks else None)
 
 
 def _json(text: str | None) -> dict | None:
@@ -672,6 +714,8 @@ def _reported_links(rank: int, text: str) -> list[dict]:
 
 
 def _descriptions(tables: RunTables) -> dict[str, str]:
+    """Each process group's description: its operations' ``Process Group Desc`` args, else the ``pg_desc`` of
+    torch's ``distributedInfo``."""
     query = """
         SELECT json_extract_string(args, '$."Process Group Name"') AS pg,
                any_value(coalesce(json_extract_string(args, '$."Process Group Desc"'),
@@ -679,7 +723,12 @@ def _descriptions(tables: RunTables) -> dict[str, str]:
         FROM (SELECT CASE WHEN json_valid(args) THEN args END AS args FROM slices WHERE kind = 'comm')
         GROUP BY pg HAVING pg IS NOT NULL
     """
-    return {pg: desc for pg, desc in tables.sql(query).fetchall() if desc}
+    described = {pg: desc for pg, desc in tables.sql(query).fetchall() if desc}
+    for facts in computed(rank_meta, tables).values():
+        for group in _pg_config(facts.get("distributed_info")):
+            if isinstance(group.get("pg_desc"), str):
+                described.setdefault(str(group.get("pg_name")), group["pg_desc"])
+    return described
 
 
 # ---- the reduce: the cross-rank figures over a job's summaries (``analysis/job.py``)
@@ -912,21 +961,28 @@ def link_totals(job: Job) -> pa.Table:
 #: the largest group whose operations are computed matrix cells by pair of ranks (module docstring)
 PAIRED_GROUP_RANKS = 256
 
-_COMPUTED_LINKS_SQL = """
-WITH ops AS (
-    SELECT f.*, o.kind FROM figures f JOIN operations o USING (rank, slice_id)
+_COMPUTED_LINKS_SQL = f"""
+WITH instances AS (
+    SELECT process_group, sequence, list(DISTINCT rank) AS traced FROM {_members_sql("operations")}
+    GROUP BY ALL HAVING count(DISTINCT rank) > 1
+), ops AS (
+    SELECT f.* REPLACE (coalesce(f.peer, CASE WHEN o.kind IN ('send', 'recv') AND len(i.traced) = 2
+                                              THEN list_filter(i.traced, lambda r: r <> f.rank)[1] END) AS peer),
+           o.kind, CASE WHEN len(f.group_ranks) > 0 THEN f.group_ranks ELSE i.traced END AS known_ranks
+    FROM figures f JOIN operations o USING (rank, slice_id)
+    LEFT JOIN instances i ON i.process_group IS NOT DISTINCT FROM f.process_group AND i.sequence = f.sequence
     WHERE f.rank NOT IN (SELECT DISTINCT rank FROM reported_matrix)
 ), pairs AS (
     SELECT *, rank AS src, NULL::INTEGER AS dst FROM ops
-    WHERE NOT ranks_global OR (peer IS NULL AND (coalesce(len(group_ranks), 0) = 0 OR len(group_ranks) > $paired))
+    WHERE NOT ranks_global OR (peer IS NULL AND (coalesce(len(known_ranks), 0) = 0 OR len(known_ranks) > $paired))
     UNION ALL BY NAME
     SELECT *, CASE WHEN kind = 'recv' THEN peer ELSE rank END AS src,
            CASE WHEN kind = 'recv' THEN rank ELSE peer END AS dst
     FROM ops WHERE ranks_global AND peer IS NOT NULL
     UNION ALL BY NAME
     SELECT * EXCLUDE (others), rank AS src, unnest(others) AS dst
-    FROM (SELECT *, list_filter(group_ranks, lambda r: r <> rank) AS others FROM ops
-          WHERE ranks_global AND peer IS NULL AND len(group_ranks) BETWEEN 1 AND $paired)
+    FROM (SELECT *, list_filter(known_ranks, lambda r: r <> rank) AS others FROM ops
+          WHERE ranks_global AND peer IS NULL AND len(known_ranks) BETWEEN 1 AND $paired)
 )
 SELECT rank, step, process_group, kind AS key,
        first(op_name ORDER BY coalesce(bytes, 0) DESC, start_ns, slice_id) AS op_name, src AS src_rank, dst AS dst_rank,
@@ -980,35 +1036,6 @@ def communication_pairs(job: Job) -> pa.Table:
     con = job.connect()
     con.register("m", computed(communication_matrix, job))
     return con.sql(_PAIRS_SQL).to_arrow_table().cast(COMMUNICATION_PAIRS)
-
-
-_SLOW_RANKS_SQL = """
-WITH waits AS (
-    SELECT process_group, rank, count(*) AS instances, sum(wait_ns) AS total, sum(wait_ns) / count(*) AS mean
-    FROM figures WHERE wait_ns IS NOT NULL GROUP BY ALL
-), groups AS (
-    SELECT process_group, sum(instances) AS instances, sum(total) AS total,
-           arg_min(rank, (mean, rank)) AS least
-    FROM waits GROUP BY ALL HAVING count(*) > 1
-)
-SELECT w.process_group, w.rank, w.instances, round_even(w.mean, 0)::BIGINT AS mean_wait_ns,
-       round_even((g.total - w.total) / (g.instances - w.instances), 0)::BIGINT AS others_mean_wait_ns,
-       w.rank = g.least AND (g.total - w.total) / (g.instances - w.instances) >= $factor * w.mean
-           AND (g.total - w.total) / (g.instances - w.instances) - w.mean >= $gap AS slow,
-       $rule AS rule, $threshold AS threshold
-FROM waits w JOIN groups g ON g.process_group IS NOT DISTINCT FROM w.process_group
-ORDER BY w.process_group NULLS FIRST, w.rank
-"""
-
-
-def slow_ranks(job: Job) -> pa.Table:
-    """Per process group and rank with wait figures (schema ``SLOW_RANKS``): the ``instances`` it took part
-    in, its ``mean_wait_ns``, the other members' mean wait over the same group, and ``slow`` by
-    ``SLOW_RANK_RULE`` (``rule`` and ``threshold`` say it in every row). A group of one rank has no
-    verdict. Sorted by group, rank."""
-    params = {"factor": SLOW_RANK_WAIT_FACTOR, "gap": SLOW_RANK_MIN_GAP_NS, "rule": SLOW_RANK_RULE,
-              "threshold": SLOW_RANK_THRESHOLD}
-    return _figures_connection(job).sql(_SLOW_RANKS_SQL, params=params).to_arrow_table().cast(SLOW_RANKS)
 
 
 _SLOW_LINKS_SQL = """

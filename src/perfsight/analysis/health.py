@@ -54,10 +54,11 @@ import re
 
 import pyarrow as pa
 
-from perfsight.analysis.collectives import SLOW_RANK_MIN_GAP_NS, clock_offsets
+from perfsight.analysis.collectives import clock_offsets
 from perfsight.analysis.job_summaries import job_of
 from perfsight.analysis.kernels import DEVICE_TASKS_SQL
 from perfsight.analysis.rank_facts import rank_meta
+from perfsight.analysis.waiting import NOISE_FLOOR_NS
 from perfsight.core.memo import computed
 from perfsight.core.tables import READER_DURATION_WARNINGS, RunTables
 
@@ -71,10 +72,10 @@ TRACE_HEALTH = pa.schema([
     ("detail", pa.string()),
 ])
 
-#: a clock offset from the reference rank from which cross-rank figures are in doubt: the smallest difference
-#: of mean collective waits the slow-rank verdict acts on (``collectives.SLOW_RANK_MIN_GAP_NS``); a skew as
-#: large can move a collective's wait from one rank to another and so the verdict
-CLOCK_SKEW_THRESHOLD_NS = SLOW_RANK_MIN_GAP_NS
+#: a clock offset from the reference rank from which cross-rank figures are in doubt: the smallest wait the
+#: straggler verdict acts on (``waiting.NOISE_FLOOR_NS``); a skew as large can move a collective's wait from
+#: one rank to another and so the verdict
+CLOCK_SKEW_THRESHOLD_NS = NOISE_FLOOR_NS
 
 _BUSY_FIGURES = ("temporal_breakdown", "kernel_type_breakdown", "idle_time_breakdown", "overlap",
                  "step_breakdown", "queue_length")
@@ -91,7 +92,7 @@ CHECKS: dict[str, tuple[str, tuple[str, ...]]] = {
     "duration_overflow": ("slices with an impossible duration", ("op_statistic", "kernel_breakdown",
                                                                  "step_breakdown", "temporal_breakdown")),
     "clock_skew": ("clock offset from the reference rank", ("collective_figures", "collective_totals",
-                                                            "slow_ranks", "communication_matrix",
+                                                            "slow_ranks", "straggler", "communication_matrix",
                                                             "cluster_step_trace")),
     "dropped_events": ("events the profiler dropped", ("kernel_breakdown", "temporal_breakdown",
                                                        "step_breakdown", "launch_stats", "op_statistic")),

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from perfsight.analysis import cluster, collectives
+from perfsight.analysis import cluster, collectives, waiting
 from perfsight.analysis.advisor import advise
 from perfsight.analysis.breakdown import CATEGORIES, median, overlap, step_breakdown, step_breakdown_average
 from perfsight.analysis.critical_path import critical_path, critical_path_breakdown, what_if_summary, windows
@@ -151,9 +151,9 @@ SPREAD_FIGURES: dict[str, dict[str, str]] = {
     "memory_peak": dict.fromkeys(("peak_allocated_bytes", "peak_reserved_bytes"), HIGHER),
     "flops": {"flops_per_s": LOWER, "utilization_percent": LOWER},
     "data": dict.fromkeys(("wait_percent", "max_step_wait_percent"), HIGHER),
-    "ranks_compared": dict.fromkeys(("step_ns", "communication_ns", "non_communication_ns"), HIGHER),
+    "ranks_compared": dict.fromkeys(("boundary_step_ns", "step_ns", "communication_ns", "caused_wait_ns"), HIGHER),
     "clock_offsets": {"offset_ns": HIGHER},        # the "slowest" rank: the latest clock
-    # the slowest rank waits least in its collectives: the others wait for it (``collectives.slow_ranks``)
+    # the rank the others wait for waits least in its collectives (``waiting``: who waits for whom)
     "collectives": {"wait_ns": LOWER, "transit_ns": HIGHER},
 }
 
@@ -192,14 +192,16 @@ TOP_COLLECTIVES = 5
 
 def cluster_summary(job: Job, *, top: int = TOP_COLLECTIVES) -> dict | None:
     """A job's ranks compared, for the reports (None for a job of fewer than two ranks): ``ranks``
-    (``cluster.rank_breakdown``: each rank's mean step, exposed communication, slowest and straggler),
+    (``cluster.rank_breakdown``: each rank's steps, exposed communication, the wait it causes, slowest and
+    straggler),
     ``slowest`` (``cluster.slowest_rank``'s row, None without steps), ``top_collectives`` (the ``top``
-    rows of ``collectives.collective_totals``, by wait), ``slow_ranks`` and ``slow_links`` (the verdict
+    rows of ``collectives.collective_totals``, by wait), ``slow_ranks`` (``waiting.slow_ranks``: each group's
+    straggler) and ``slow_links`` (the verdict
     rows that are slow) with ``slow_rank_rule`` / ``slow_link_rule`` and their thresholds, and how many
     verdicts were given (``rank_verdicts``: (group, rank) rows; ``link_verdicts``: links); ``clock_offsets``
     (``collectives.clock_offsets`` of the ranks whose offset or estimate is not 0), ``lacks``
-    (``cluster.rank_lacks`` of the ranks that lack files), ``damaged`` (those whose reader read around damage
-    or said what is missing: their ``warnings``) and ``spreads``: the job's number of ``ranks``, and
+    (``cluster.rank_lacks`` of the ranks that lack files), ``damaged`` (those whose input was damaged and read
+    around: their ``damage``) and ``spreads``: the job's number of ``ranks``, and
     ``ranks_compared``, ``clock_offsets`` and ``collectives`` (each rank's ``collective_totals`` summed over its
     groups and kinds) summarised across ranks (``rank_spread`` of the figures ``SPREAD_FIGURES`` names), which
     the reports show instead beyond a screenful of ranks."""
@@ -209,7 +211,7 @@ def cluster_summary(job: Job, *, top: int = TOP_COLLECTIVES) -> dict | None:
     if count < 2:
         return None
     slowest = computed(cluster.slowest_rank, job).to_pylist()
-    verdicts = {name: computed(fn, job) for name, fn in (("ranks", collectives.slow_ranks),
+    verdicts = {name: computed(fn, job) for name, fn in (("ranks", waiting.slow_ranks),
                                                          ("links", collectives.slow_links))}
     offsets = computed(collectives.clock_offsets, job)
     offsets = offsets.filter(pc.or_(pc.not_equal(offsets.column("offset_ns"), 0),
@@ -220,14 +222,14 @@ def cluster_summary(job: Job, *, top: int = TOP_COLLECTIVES) -> dict | None:
     return {"ranks": ranks, "slowest": slowest[0] if slowest else None,
             "top_collectives": totals.slice(0, top),
             "slow_ranks": verdicts["ranks"].filter(verdicts["ranks"].column("slow")),
-            "slow_rank_rule": collectives.SLOW_RANK_RULE, "slow_rank_threshold": collectives.SLOW_RANK_THRESHOLD,
+            "slow_rank_rule": waiting.STRAGGLER_RULE, "slow_rank_threshold": waiting.STRAGGLER_THRESHOLD,
             "rank_verdicts": verdicts["ranks"].num_rows,
             "slow_links": verdicts["links"].filter(verdicts["links"].column("slow")),
             "slow_link_rule": collectives.SLOW_LINK_RULE, "slow_link_threshold": collectives.SLOW_LINK_THRESHOLD,
             "link_verdicts": verdicts["links"].num_rows,
             "clock_offsets": offsets,
             "lacks": lacks.filter(pc.greater(pc.list_value_length(lacks.column("lacking_files")), 0)),
-            "damaged": lacks.filter(pc.greater(pc.list_value_length(lacks.column("warnings")), 0)),
+            "damaged": lacks.filter(pc.greater(pc.list_value_length(lacks.column("damage")), 0)),
             "spreads": {"ranks": count, "ranks_compared": rank_spread(ranks, SPREAD_FIGURES["ranks_compared"]),
                         "clock_offsets": rank_spread(offsets, SPREAD_FIGURES["clock_offsets"]),
                         "collectives": rank_spread(by_rank, SPREAD_FIGURES["collectives"])}}

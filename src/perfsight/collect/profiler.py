@@ -61,6 +61,7 @@ class Profiler:
         self._storage: StorageGuard | None = None
         self._steps_collected: list[int] = []    # the steps in trace windows written
         self._steps_in_window: list[int] = []    # the steps recorded since, written with the next window
+        self._distributed_noted = False  # the window being recorded holds torch's distributedInfo
         self._steps_before_run = 0       # step() calls before the first start(): steps count from here
         self._step_pending = False       # step_soon() was called; step() runs at the next safe point
         self._epoch: int | None = None
@@ -221,8 +222,24 @@ class Profiler:
         closed = self._recorder.finish_step()
         if recording:
             self._steps_in_window.append(closed)
+            if not self._distributed_noted:
+                self._note_distributed(self._torch_profile)
         if self._torch_profile is not None:
             self._torch_profile.step()
+
+    def _note_distributed(self, prof) -> None:
+        """Put torch.distributed's description of the job (backend, rank, world size, process groups: torch's
+        ``distributedInfo``) into the window being recorded. torch writes it only when a window starts after
+        the process group exists, and an unmodified script makes its process group after perfsight started
+        profiling: the first window would lack it. Once per window, from the first step recorded with a
+        process group."""
+        import torch.distributed as dist
+
+        describe = getattr(prof, "_get_distributed_info", None)
+        if describe is None or not dist.is_available() or not dist.is_initialized():
+            return
+        prof.add_metadata_json("distributedInfo", json.dumps(describe(), default=str))
+        self._distributed_noted = True
 
     def _on_trace_ready(self, prof) -> None:
         if self.failsafe.failed:    # torch calls this from stop() too: after a failure nothing more is written
@@ -241,6 +258,7 @@ class Profiler:
                         trace_steps={**self.run.manifest["trace_steps"], path.name: self._steps_in_window},
                         steps_collected=list(self._steps_collected))
         self._steps_in_window = []
+        self._distributed_noted = False
         self._storage.enforce(keep=path)
 
     def _stop_session(self) -> None:

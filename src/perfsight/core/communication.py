@@ -8,7 +8,8 @@
   kernel named after a collective (``all_reduce``, ``all_gather``, ``reduce_scatter``, ``all_to_all``, with or
   without the underscores: torch's symmetric-memory ``multimem_all_reduce_kernel``, TensorRT-LLM's
   ``oneShotAllReduceKernel``, an inference engine's custom all-reduce), vLLM's and SGLang's custom all-reduce
-  (``cross_device_reduce_1stage``), torch's symmetric-memory namespace and DeepEP's; a host operator or
+  (``cross_device_reduce_1stage``), torch's symmetric-memory namespace, DeepEP's and kernels named as DeepEP
+  names its expert-parallel all-to-all (``dispatch``, ``combine``, ``notify_dispatch``), NVSHMEM's; a host operator or
   range named after torch.distributed (``c10d::...``), after a backend of ``BACKENDS`` (``nccl:all_reduce``,
   ``gloo:broadcast``...) or PyTorch's ``record_param_comms`` (``is_comm_host_name``). After the readers,
   what is communication is ``kind`` alone (the breakdowns' COMMUNICATION kernel type, the collectives, the
@@ -60,6 +61,10 @@ COMM_KERNEL_PATTERNS = (
     r"cross_device_reduce",                          # vLLM's and SGLang's custom all-reduce (1stage, 2stage)
     r"c10d::symmetric_memory::",                     # torch's symmetric memory (NVLS/multimem exchanges, barriers)
     r"deep_ep::",                                    # DeepEP's expert-parallel dispatch and combine
+    # expert-parallel all-to-all kernels named as DeepEP names them, in any namespace (its forks and look-alikes):
+    # dispatch, combine, notify_dispatch, cached_notify_combine ... as the function's own name
+    r"(?:^|::|\s)(?:cached_)?(?:notify_)?(?:dispatch|combine)(?:_kernel)?\s*(?:<|\(|$)",
+    r"nvshmem",                                      # NVSHMEM's one-sided communication kernels
 )
 _KERNEL_NAME = re.compile("|".join(f"(?:{pattern})" for pattern in COMM_KERNEL_PATTERNS), re.IGNORECASE)
 

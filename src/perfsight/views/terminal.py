@@ -253,7 +253,8 @@ _RANK_TABLE = {"box": box.SIMPLE_HEAD, "collapse_padding": True, "pad_edge": Fal
 
 #: a figure's name in the reports, where it is not the column name without its unit
 _FIGURE_LABELS = {"median_step_ns": "median step", "fp_bp_ns": "fwd+bwd", "communication_ns": "communication",
-                  "non_communication_ns": "outside comm.", "peak_allocated_bytes": "allocated",
+                  "boundary_step_ns": "step (end to end)", "caused_wait_ns": "others wait",
+                  "peak_allocated_bytes": "allocated",
                   "peak_reserved_bytes": "reserved", "flops_per_s": "FLOP/s", "utilization_percent": "utilisation %",
                   "wait_percent": "mean wait %", "max_step_wait_percent": "worst step %", "offset_ns": "offset ns"}
 
@@ -311,15 +312,17 @@ def _print_cluster(cluster: dict, console: Console) -> None:
     ranks = cluster["ranks"].to_pylist()
     spreads = cluster["spreads"] if cluster["spreads"]["ranks"] > MAX_RANK_ROWS else None
     if spreads is not None:
-        _print_spread(f"{spreads['ranks']:,} ranks compared (mean step, ms)", spreads["ranks_compared"], console)
+        _print_spread(f"{spreads['ranks']:,} ranks compared (ms)", spreads["ranks_compared"], console)
     elif ranks:
-        table = Table(title="Ranks (mean step over the steps compared, ms)", title_justify="left")
-        for column in ("rank", "step", "exposed comm.", "outside comm.", ""):
+        table = Table(title="Ranks (median step from step end to step end; mean exposed communication; the "
+                            "others' wait each causes per step; ms)", title_justify="left")
+        for column in ("rank", "step", "exposed comm.", "others wait", "last at", ""):
             table.add_column(column, justify="left" if not column else "right")
         for row in ranks:
             flags = ", ".join(flag for flag in ("slowest", "straggler") if row[flag])
-            table.add_row(str(row["rank"]), in_ms(row["step_ns"]), in_ms(row["communication_ns"]),
-                          in_ms(row["non_communication_ns"]), flags)
+            table.add_row(str(row["rank"]), in_ms(row["boundary_step_ns"]), in_ms(row["communication_ns"]),
+                          in_ms(row["caused_wait_ns"]), "-" if row["last_arrivals"] is None else
+                          f"{row['last_arrivals']:,}", flags)
         console.print(table)
     if cluster["slowest"]:
         console.print(f"slowest rank: {escape(cluster['slowest']['reason'])}")
@@ -338,9 +341,9 @@ def _print_cluster(cluster: dict, console: Console) -> None:
                           in_ms(row["wait_ns"]), _gbps(row["busbw_gbps"]))
         console.print(table)
     slow = [f"rank {row['rank']} in group {escape(_short(row['process_group'] or '-', GROUP_WIDTH))} (the others wait "
-            f"{in_ms(row['others_mean_wait_ns'])} ms on average, it {in_ms(row['mean_wait_ns'])} ms)"
-            for row in cluster["slow_ranks"].to_pylist()]
-    console.print(f"slow ranks ({cluster['rank_verdicts']} checked): {_listed(slow)}")
+            f"{in_ms(row['caused_per_step_ns'])} ms per step for it, last at {row['last_arrivals']:,} of "
+            f"{row['instances']:,})" for row in cluster["slow_ranks"].to_pylist()]
+    console.print(f"stragglers by group ({cluster['rank_verdicts']} checked): {_listed(slow)}")
     console.print(Padding(f"rule: {escape(cluster['slow_rank_rule'])}\nthreshold: "
                           f"{escape(cluster['slow_rank_threshold'])}", (0, 0, 0, 4)))
     slow = [f"{row['src_rank']} -> {row['dst_rank']} {escape(row['transport'])} ({_gbps(row['bandwidth_gbps'])} GB/s, "
@@ -367,9 +370,9 @@ def _print_cluster(cluster: dict, console: Console) -> None:
         console.print(f"... and {len(lacks) - MAX_RANK_ROWS:,} more ranks lack files (each rank's: analyse --json)")
     damaged = cluster["damaged"].to_pylist()
     for row in damaged[:MAX_RANK_ROWS]:
-        more = len(row["warnings"]) - 1
-        console.print(f"rank {row['rank']} read around damage or gaps, its figures cover what was read: "
-                      f"{escape(row['warnings'][0])}" + (f" (and {more} more warnings)" if more else ""))
+        more = len(row["damage"]) - 1
+        console.print(f"rank {row['rank']} read around damage, its figures cover what was read: "
+                      f"{escape(row['damage'][0])}" + (f" (and {more} more)" if more else ""))
     if len(damaged) > MAX_RANK_ROWS:
         console.print(f"... and {len(damaged) - MAX_RANK_ROWS:,} more ranks read around damage (each rank's: "
                       "analyse --json)")

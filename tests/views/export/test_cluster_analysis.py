@@ -175,8 +175,9 @@ def test_rank_breakdown_csv_has_a_row_per_rank(tmp_path):
     with open(written, newline="", encoding="utf-8") as file:
         header, *lines = list(csv.reader(file))
     assert header == [column.header for column in RANK_BREAKDOWN.columns]
-    picked = ["Rank", "Steps", "Step(us)", "Communication(us)", "Communication(%)", "Outside Communication(us)",
-              "Slowest", "Straggler"]
+    picked = ["Rank", "Steps", "Step(us)", "Communication(us)", "Communication(%)", "Boundary Step(us)",
+              "Others Wait(us)", "Last Arrivals", "Slowest", "Straggler"]
+    # rank 1 arrives 300 us late at each of three all-reduces and 50 us late at the send: it makes rank 0 wait
     assert [[dict(zip(header, line))[name] for name in picked] for line in lines] == [
-        ["0", "1", "5000.000", "2500.000", "50.000", "2500.000", "true", "false"],
-        ["1", "1", "5000.000", "1550.000", "31.000", "3450.000", "false", "true"]]
+        ["0", "1", "5000.000", "2500.000", "50.000", "5000.000", "0.000", "0", "false", "false"],
+        ["1", "1", "5000.000", "1550.000", "31.000", "5000.000", "950.000", "4", "false", "true"]]

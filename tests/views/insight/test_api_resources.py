@@ -138,9 +138,9 @@ def test_one_device_is_the_default():
 def test_cluster_and_communication(client):
     body = ok(client, "/api/runs/job/cluster")
     assert body["categories"][-1] == "idle" and body["categories"][0] == "compute"
-    ranks = {r["rank"]: r for r in body["ranks"]}
-    assert ranks[0]["slowest"] and ranks[1]["straggler"]
-    assert (body["slowest"]["slowest_rank"], body["slowest"]["straggler_rank"]) == (0, 1)
+    ranks = {r["rank"]: r for r in body["ranks"]}            # tests/analysis/test_cluster.py's job: even
+    assert not any(r["slowest"] or r["straggler"] for r in ranks.values())
+    assert (body["slowest"]["even"], body["slowest"]["straggler_rank"]) == (True, None)
     steps = body["steps"]
     assert list(zip(steps["rank"], steps["step"], steps["step_ns"])) == [
         (0, 1, 10000), (0, 2, 10000), (0, 3, 10000), (1, 1, 9800), (1, 2, 9800)]

@@ -55,6 +55,11 @@ GZIP_MAGIC = b"\x1f\x8b"
 UTF8_BOM = b"\xef\xbb\xbf"
 
 
+class Damage(str):
+    """A parse warning that says the input was damaged and read around (cut, malformed, a broken gzip stream):
+    the rank's data is incomplete, not only noted. Readers list these in meta ``damage`` too."""
+
+
 class Event(msgspec.Struct, gc=False):
     """One trace event. Floats arrive as their exact text (``float_hook=str``); ``args`` as raw JSON text.
 
@@ -208,7 +213,7 @@ class TraceStream:
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as error:
             if not _KINETO_HEADER_KEY.match(text):
                 raise InputError(f"{self.path}: malformed JSON ({error}); expected {EXPECTED}") from None
-            self.warnings.append(f"{self.path.name}: {error} before the events; no events read")
+            self.warnings.append(Damage(f"{self.path.name}: {error} before the events; no events read"))
             return None
         raise InputError(f'{self.path}: a JSON object without "traceEvents"; expected {EXPECTED}')
 
@@ -293,8 +298,8 @@ class TraceStream:
         while (found := _NEXT_EVENT.search(text, 1)) is None:
             piece = next(pieces, None)
             if piece is None:
-                self.warnings.append(f"{self.path.name}: truncated or malformed JSON after byte {at} of the JSON "
-                                     f"text; kept the events before it and skipped the rest of the file")
+                self.warnings.append(Damage(f"{self.path.name}: truncated or malformed JSON after byte {at} of the "
+                                            "JSON text; kept the events before it and skipped the rest of the file"))
                 return None
             keep = text.rstrip()[-64:]  # a "}," that ends in this text and a "{" in the next piece still match
             skipped, text = skipped + len(text) - len(keep), keep + piece
@@ -302,16 +307,16 @@ class TraceStream:
         self._offset = at + skipped
         self._damages += 1
         if self._damages <= MAX_DAMAGE_WARNINGS:
-            self.warnings.append(f"{self.path.name}: {why} byte {at} of the JSON text; skipped {skipped} bytes to "
-                                 "the next event and read on")
+            self.warnings.append(Damage(f"{self.path.name}: {why} byte {at} of the JSON text; skipped {skipped} "
+                                        "bytes to the next event and read on"))
         return text[found.end():]
 
     def _report_skipped(self) -> None:
         """Warn what was skipped without a warning of its own; InputError if the array held nothing but
         elements that are not objects."""
         if self._damages > MAX_DAMAGE_WARNINGS:
-            self.warnings.append(f"{self.path.name}: {self._damages - MAX_DAMAGE_WARNINGS} more damaged stretches "
-                                 f"skipped in the same way")
+            self.warnings.append(Damage(f"{self.path.name}: {self._damages - MAX_DAMAGE_WARNINGS} more damaged "
+                                        "stretches skipped in the same way"))
         described = [f"{count} {why}, the first{what} at byte {offset} of the JSON text"
                      for why, (count, what, offset) in self._skipped.items()]
         if not self._events and not self._damages and list(self._skipped) == [NOT_OBJECTS]:
@@ -530,7 +535,7 @@ def _gunzipped(file: BinaryIO, compressed: bytes, path: Path, warnings: list[str
         except isal_zlib.error as error:  # type: ignore[misc]  # a class; isal's stub says an instance
             if not produced:
                 raise InputError(f"{path}: not a readable gzip file ({error}); expected {EXPECTED}") from None
-            warnings.append(f"{path.name}: gzip stream broken ({error}) after {produced} bytes of JSON text")
+            warnings.append(Damage(f"{path.name}: gzip stream broken ({error}) after {produced} bytes of JSON text"))
             return
         produced += len(piece)
         if produced > limit[0]:
@@ -545,4 +550,4 @@ def _gunzipped(file: BinaryIO, compressed: bytes, path: Path, warnings: list[str
         else:
             compressed = decompressor.unconsumed_tail or _read(file, piece_bytes)
     if not decompressor.eof:
-        warnings.append(f"{path.name}: gzip stream truncated after {produced} bytes of JSON text")
+        warnings.append(Damage(f"{path.name}: gzip stream truncated after {produced} bytes of JSON text"))

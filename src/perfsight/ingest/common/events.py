@@ -54,6 +54,7 @@ class _SliceArgs(msgspec.Struct, gc=False, rename={
     input_type: msgspec.Raw = ABSENT
     flops: Any = None
     bytes: Any = None
+    rank: Any = None
 
 
 class _MemoryArgs(msgspec.Struct, gc=False, rename={
@@ -280,6 +281,7 @@ def _slice_args_columns(raws: list[msgspec.Raw], skipped: Counter) -> dict[str, 
                                       skipped),
         "flops": _int_args(decoded, "flops", skipped),
         "bytes": _int_args(decoded, "bytes", skipped),
+        "args_rank": _int_args(decoded, "rank", skipped),
     }
 
 

@@ -18,6 +18,10 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+#: the parse warning of slices that started inside another of their track and ended after it (kept whole, as
+#: siblings), after its count
+OVERLAP_REPAIR_WARNING = "times a slice started inside another of its track and ended after it (made siblings)"
+
 
 class Nesting:
     """Parents and depths of slices (rows in the caller's order; -1 for none)."""
@@ -73,7 +77,7 @@ class Nesting:
 
 def overlap_warning(count: int) -> str:
     """The parse warning for ``Nesting.overlaps`` partial overlaps (readers that report them as text)."""
-    return f"{count} times a slice started inside another of its track and ended after it (made siblings)"
+    return f"{count} {OVERLAP_REPAIR_WARNING}"
 
 
 def ids_or_null(ids: np.ndarray, rows: np.ndarray) -> pa.Array:

@@ -31,12 +31,13 @@ import pyarrow.compute as pc
 
 from perfsight.core import layout
 from perfsight.core.errors import InputError
+from perfsight.core.numbers import number_runs
 from perfsight.core.tables import RunTables, conform, fits, flows_table, meta_table
-from perfsight.ingest.common.chrome_json import TraceStream, json_pieces
+from perfsight.ingest.common.chrome_json import Damage, TraceStream, json_pieces
 from perfsight.ingest.common.columns import dictionary, flat
 from perfsight.ingest.common.events import GROUPS, EventTables, TraceMetadata, event_tables
 from perfsight.ingest.common.kinds import classify_columns
-from perfsight.ingest.common.nesting import Nesting, ids_or_null, take_or_missing
+from perfsight.ingest.common.nesting import OVERLAP_REPAIR_WARNING, Nesting, ids_or_null, take_or_missing
 from perfsight.ingest.common.reader import Reader, RunSource
 from perfsight.ingest.jobs import rank_in_name
 from perfsight.ingest.kineto.tracks import Tracks, build_tracks
@@ -108,22 +109,37 @@ def _trace_stem(path: Path) -> str:
     return name
 
 
+#: the pid stride of a trace that merged several ranks' traces as rank x stride + the rank's own pid
+FUSED_PID_STRIDE = 100_000_000
+
+
 def read_kineto(paths: Sequence[Path], *, rank: int | None = None, id_offset: int = 0,
                 track_offset: int = 0) -> RunTables:
     """Read the trace files of one process (successive profiling windows share its clock) into tables.
 
-    ``rank`` overrides the rank in the traces' ``distributedInfo``. Raises InputError for a file that is
-    not a trace; damage inside a trace is skipped and reported in meta ``parse_warnings``.
+    ``rank`` overrides the rank in the traces' ``distributedInfo``. A trace that holds several ranks' events
+    (``_fused_ranks``: merged into one file) is read as those ranks, each track its own, and says so in meta
+    ``parse_warnings``. Raises InputError for a file that is not a trace; damage inside a trace is skipped and
+    reported in meta ``parse_warnings``.
     """
     paths = [Path(path) for path in paths]
     if not paths:
         raise InputError("read_kineto: no trace files given; expected one or more Kineto trace files")
     sources = [_Source.read(index, path) for index, path in enumerate(paths)]
     source = _combine(sources)
-    rank = rank if rank is not None else _first_fact(sources, "rank")
+    fused = _fused_ranks(source.slices)
+    if fused:
+        ranks, how = fused
+        sources[0].stream.warnings.append(
+            f"{paths[0].name}: holds {len(set(ranks.values()))} ranks ({how}): read as a job of ranks "
+            f"{number_runs(ranks.values())}")
+        rank = None
+    elif rank is None:
+        rank = _first_fact(sources, "rank")
     for name, column in classify_columns(source.slices["cat"], source.slices["name"]).items():
         source.slices = source.slices.append_column(name, column)
-    tracks = build_tracks(source.slices, source.memory, source.counters, source.metadata, rank, track_offset)
+    tracks = build_tracks(source.slices, source.memory, source.counters, source.metadata, rank, track_offset,
+                          ranks_by_pid=fused[0] if fused else None)
     slices = _Slices.build(source.slices, tracks, id_offset, source.skipped)
     return RunTables(
         slices=slices.table(),
@@ -153,6 +169,25 @@ class _Source:
             table = getattr(events, group)
             setattr(events, group, table.append_column("file", pa.array(np.full(table.num_rows, index, np.int32))))
         return cls(path, stream, events)
+
+
+def _fused_ranks(slices: pa.Table) -> tuple[dict[str, int], str] | None:
+    """Per pid, the rank of a trace that holds several ranks' events (ranks' traces merged into one file), and
+    how that was told: its events' args ``rank`` (a pid's most frequent), or pids that carry the rank as their
+    prefix (rank x ``FUSED_PID_STRIDE`` + the rank's own pid). None for a trace of one rank."""
+    said = pa.table({"pid": slices["pid"], "rank": slices["args_rank"]}).filter(pc.is_valid(slices["args_rank"]))
+    if said.num_rows and len(pc.unique(said["rank"])) > 1:
+        counts = said.group_by(["pid", "rank"]).aggregate([("rank", "count")]).to_pylist()
+        counts.sort(key=lambda row: (row["pid"], -row["rank_count"], row["rank"]))
+        ranks: dict[str, int] = {}
+        for row in counts:
+            ranks.setdefault(row["pid"], row["rank"])
+        return ranks, "its events' args rank"
+    pids = [pid for pid in pc.unique(slices["pid"]).to_pylist() if pid is not None and pid.isdigit()]
+    prefixes = {pid: int(pid) // FUSED_PID_STRIDE for pid in pids}
+    if len(set(prefixes.values())) > 1:       # no process id reaches the stride (Linux's pid_max: 2^22)
+        return prefixes, f"pids prefixed with the rank x {FUSED_PID_STRIDE:,}"
+    return None
 
 
 def _combine(sources: list[_Source]) -> EventTables:
@@ -204,8 +239,7 @@ class _Slices:
         track, start, dur = (source[name].to_numpy() for name in ("track_id", "ts_ns", "dur_ns"))
         nesting = Nesting(track, start, dur)
         if nesting.overlaps:
-            skipped["times a slice started inside another of its track and ended after it (made siblings)"] += \
-                nesting.overlaps
+            skipped[OVERLAP_REPAIR_WARNING] += nesting.overlaps
         on_device = source["on_device"].to_numpy(zero_copy_only=False)
         launcher = np.full(len(track), -1, dtype=np.int64)
         device = np.flatnonzero(on_device)
@@ -374,6 +408,7 @@ def _meta(sources: list[_Source], rank: int | None, skipped: Counter) -> pa.Tabl
         "world_size": _first_fact(sources, "world_size"),
         "distributed_info": next((s.stream.distributed_info for s in sources if s.stream.distributed_info), None),
         "parse_warnings": warnings,
+        "damage": [warning for warning in warnings if isinstance(warning, Damage)] or None,
         "profiling_windows": [list(s.events.window) for s in sources if s.events.window] or None,
         "profiler_log": _profiler_log(sources) or None,
     })

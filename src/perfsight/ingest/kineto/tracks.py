@@ -48,8 +48,9 @@ TIMELINE, COUNTER = "timeline", "counter"
 
 
 def build_tracks(slices: pa.Table, memory: pa.Table, counters: pa.Table, metadata: TraceMetadata,
-                 rank: int | None, track_offset: int) -> Tracks:
-    """One track per distinct thread, stream and counter series, in display order."""
+                 rank: int | None, track_offset: int, *, ranks_by_pid: dict[str, int] | None = None) -> Tracks:
+    """One track per distinct thread, stream and counter series, in display order; each of ``rank``, or of
+    its pid's rank in ``ranks_by_pid`` (a trace holding several ranks)."""
     timelines = dictionary(pc.binary_join_element_wise(
         pa.chunked_array(slices["pid"].chunks + memory["pid"].chunks, pa.string()),
         pa.chunked_array(slices["tid"].chunks + memory["tid"].chunks, pa.string()), _KEY_SEPARATOR))
@@ -61,9 +62,10 @@ def build_tracks(slices: pa.Table, memory: pa.Table, counters: pa.Table, metadat
     series = pc.unique(flat(pc.binary_join_element_wise(counters["pid"], counters["series"], _KEY_SEPARATOR)))
     rows += [_counter_row(*_pid_and_rest(key), metadata) for key in series.to_pylist()]
     rows.sort(key=_display_order)
+    ranks = ranks_by_pid or {}
     table = pa.Table.from_pylist([
-        {**row, "track_id": track_offset + position, "rank": rank} for position, row in enumerate(rows)],
-        schema=TRACKS)
+        {**row, "track_id": track_offset + position, "rank": ranks.get(row["pid"], rank)}
+        for position, row in enumerate(rows)], schema=TRACKS)
     keys = [_KEY_SEPARATOR.join((COUNTER, row["pid"], row["name"])) if row["kind"] == "counter"
             else _KEY_SEPARATOR.join((TIMELINE, row["pid"], row["tid"])) for row in rows]
     return Tracks(table, pa.array(keys, pa.string()))

@@ -466,13 +466,20 @@ RANK_BREAKDOWN = OutputFile(
                  "category (docs/analyses.md: step_breakdown), us", "us") for part in _PARTS),
         *(Column(f"{part.replace('_', ' ').title()}(%)", f"{part}_pct", f"{part}'s share of the summed step time, %",
                  "%") for part in _PARTS),
-        Column("Outside Communication(us)", "non_communication_ns", "Step - Communication: the time outside exposed "
-                                                                    "communication, us", "us"),
-        Column("Gap(us)", "gap_ns", "mean step over the fastest rank's, us", "us"),
-        Column("Gap(%)", "gap_pct", "mean step over the fastest rank's, % of the fastest rank's", "%"),
-        Column("Slowest", "slowest", "true for the rank with the longest mean step (ties: the lowest rank)"),
-        Column("Straggler", "straggler", "true for the rank with the most time outside exposed communication: the "
-                                         "rank the others wait for"),
+        Column("Boundary Step(us)", "boundary_step_ns", "median step on the common boundary: step end to step end "
+                                                       "(a rank's first step its own span), us", "us"),
+        Column("Gap(us)", "gap_ns", "boundary step over the fastest rank's, us", "us"),
+        Column("Gap(%)", "gap_pct", "boundary step over the fastest rank's, % of the fastest rank's", "%"),
+        Column("Outlier Steps", "outlier_steps", "the steps longer than twice the rank's median (the rank's "
+                                                 "first: a warm-up); the median it is compared by does not move "
+                                                 "for them"),
+        Column("Others Wait(us)", "caused_wait_ns", "the wait per step (median over the steps) its late arrival at "
+                                                    "collectives causes the other members, us", "us"),
+        Column("Last Arrivals", "last_arrivals", "the collectives it arrived at last"),
+        Column("Slowest", "slowest", "true for the rank with the longest boundary step when the ranks are not even "
+                                     "(cluster.slowest_rank)"),
+        Column("Straggler", "straggler", "true for the rank whose late arrivals cause the others the most wait, "
+                                         "beyond the noise (waiting.straggler)"),
     ),
     stamped=False,
 )

@@ -8,8 +8,10 @@ job's ranks' summaries (``LoadedRun.job``: a job mapped rank by rank, or one mer
   (``cluster_nodes.communication_by_node``), columnar;
 * ``nodes/links?src=&dst=``: the rank pairs of one node pair (``cluster_nodes.node_links``; dst empty: the
   traffic whose peers are not recorded);
-* ``top?n=``: the ``n`` slowest ranks by mean step (``cluster.rank_breakdown``), the slow-rank verdicts
-  (``collectives.slow_ranks``: slow first, then the groups whose others wait longest) and the slowest links
+* ``top?n=``: the ``n`` ranks that hold the others up most (``cluster.rank_breakdown``: the wait they cause
+  per step, then their step on the common boundary), the
+  stragglers by group (``waiting.slow_ranks``: slow first, then the ranks that make the others wait longest)
+  and the slowest links
   (``collectives.slow_links``: slow first, then the lowest bandwidth), each row with its figures, rule and
   threshold, and how many rows each has;
 * ``offsets``: every rank's clock offset (``collectives.clock_offsets``).
@@ -27,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fastapi import APIRouter, Depends, HTTPException
 
-from perfsight.analysis import cluster, cluster_nodes, collectives
+from perfsight.analysis import cluster, cluster_nodes, collectives, waiting
 from perfsight.analysis.breakdown import CATEGORIES
 from perfsight.analysis.job import Job
 from perfsight.core.memo import computed
@@ -37,7 +39,7 @@ from perfsight.views.insight.results import choice, integer
 
 #: what the routes read of a job, computed ahead by ``prepare``
 ANALYSES = (cluster.rank_steps, cluster.rank_breakdown, cluster.slowest_rank, cluster_nodes.rank_nodes,
-            cluster_nodes.communication_by_node, collectives.slow_ranks, collectives.slow_links,
+            cluster_nodes.communication_by_node, waiting.slow_ranks, collectives.slow_links,
             collectives.clock_offsets)
 #: the heatmap's values: the step, or a category of its breakdown
 HEATMAP_VALUES = ("step", *CATEGORIES, "idle")
@@ -47,9 +49,10 @@ TOP, MAX_TOP = 10, 1000
 
 #: the top-N lists: the analysis, and the order its rows are listed in
 ORDERS: dict[str, tuple[Callable[[Job], pa.Table], list[tuple[str, str]]]] = {
-    "ranks": (cluster.rank_breakdown, [("step_ns", "descending"), ("rank", "ascending")]),
-    "slow_ranks": (collectives.slow_ranks, [("slow", "descending"), ("others_mean_wait_ns", "descending"),
-                                            ("mean_wait_ns", "ascending"), ("rank", "ascending")]),
+    "ranks": (cluster.rank_breakdown, [("caused_wait_ns", "descending"), ("boundary_step_ns", "descending"),
+                                       ("rank", "ascending")]),
+    "slow_ranks": (waiting.slow_ranks, [("slow", "descending"), ("caused_per_step_ns", "descending"),
+                                        ("waited_per_step_ns", "ascending"), ("rank", "ascending")]),
     "slow_links": (collectives.slow_links, [("slow", "descending"), ("bandwidth_gbps", "ascending"),
                                             ("src_rank", "ascending"), ("dst_rank", "ascending")]),
 }
@@ -135,7 +138,7 @@ def router(get_run: Callable[[str], LoadedRun]) -> APIRouter:
         count = integer("n", n, TOP, low=1, high=MAX_TOP)
         return json_response({
             **{name: _top(loaded.job, name, count) for name in ORDERS},
-            "rules": {"slow_rank": {"rule": collectives.SLOW_RANK_RULE, "threshold": collectives.SLOW_RANK_THRESHOLD},
+            "rules": {"slow_rank": {"rule": waiting.STRAGGLER_RULE, "threshold": waiting.STRAGGLER_THRESHOLD},
                       "slow_link": {"rule": collectives.SLOW_LINK_RULE, "threshold": collectives.SLOW_LINK_THRESHOLD}},
         })
 

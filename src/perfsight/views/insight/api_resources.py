@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fastapi import APIRouter, Depends, HTTPException
 
-from perfsight.analysis import cluster, collectives, data, memory, resources
+from perfsight.analysis import cluster, collectives, data, memory, resources, waiting
 from perfsight.analysis.breakdown import CATEGORIES, step_breakdown
 from perfsight.analysis.job_summaries import job_of
 from perfsight.analysis.ops import instance_page
@@ -176,9 +176,9 @@ def router(get_run: Callable[[str], LoadedRun]) -> APIRouter:
             "links": computed(collectives.link_totals, job),
             "offsets": computed(collectives.clock_offsets, job),
             "groups": computed(collectives.communication_groups, job),
-            "slow_ranks": computed(collectives.slow_ranks, job),
+            "slow_ranks": computed(waiting.slow_ranks, job),
             "slow_links": computed(collectives.slow_links, job),
-            "rules": {"slow_rank": {"rule": collectives.SLOW_RANK_RULE, "threshold": collectives.SLOW_RANK_THRESHOLD},
+            "rules": {"slow_rank": {"rule": waiting.STRAGGLER_RULE, "threshold": waiting.STRAGGLER_THRESHOLD},
                       "slow_link": {"rule": collectives.SLOW_LINK_RULE, "threshold": collectives.SLOW_LINK_THRESHOLD}},
         })
 

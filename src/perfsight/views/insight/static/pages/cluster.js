@@ -1,9 +1,10 @@
 /* The Cluster page (MindSpore Insight's cluster pages and msprof-analyze's cluster outputs, for a run of
-   several ranks): each rank's mean step breakdown side by side, the slowest rank and the straggler, every
+   several ranks): each rank's mean step breakdown side by side, the slowest rank (or even ranks) and the
+   straggler (analysis/waiting.py), every
    rank's step times and what each rank lacks; then communication: the matrix between global ranks (bytes,
    transit time or bandwidth), the collectives per rank, group and kind with their wait, transit and bus
    bandwidth (sortable, longest wait first) and every operation's figures page by page, bandwidth per link
-   type with packet sizes, the slow rank and slow link verdicts with their rules, the clock offsets and the
+   type with packet sizes, the stragglers by group and the slow links with their rules, the clock offsets and the
    groups. Draws GET <api>/cluster, <api>/cluster/communication and <api>/cluster/operations
    (api_resources.py): every number is an analysis result, formatted here. A job analysed rank by rank (too
    many ranks to merge) gets pages/cluster_job.js's page instead. */
@@ -18,12 +19,19 @@
     if (!slowest) return PS.message("No steps were recorded, so the ranks cannot be compared step by step.");
     return PS.el("div", {id: "slowest-rank"},
       PS.el("div", {class: "cards"},
-        PS.card("slowest rank", `rank ${slowest.slowest_rank}`, `mean step ${PS.fmtNs(slowest.slowest_step_ns)}`),
-        PS.card("gap to the fastest", PS.fmtNs(slowest.gap_ns),
-                `${PS.fmtPct(slowest.gap_pct)} over rank ${slowest.fastest_rank} (${PS.fmtNs(slowest.fastest_step_ns)})`),
-        PS.card("straggler", `rank ${slowest.straggler_rank}`,
-                `${PS.fmtNs(slowest.straggler_non_communication_ns)} per step outside exposed communication`),
-        PS.card("compared", `${slowest.ranks} ranks, ${slowest.steps} steps`,
+        slowest.even
+          ? PS.card("ranks are even", `rank ${slowest.slowest_rank} at most ${PS.fmtPct(slowest.gap_pct)} over`,
+                    `median step ${PS.fmtNs(slowest.slowest_step_ns)} against rank ${slowest.fastest_rank}'s ` +
+                    `${PS.fmtNs(slowest.fastest_step_ns)}: within the noise`)
+          : PS.card("slowest rank", `rank ${slowest.slowest_rank}`,
+                    `median step ${PS.fmtNs(slowest.slowest_step_ns)}, ${PS.fmtPct(slowest.gap_pct)} over rank ` +
+                    `${slowest.fastest_rank} (${PS.fmtNs(slowest.fastest_step_ns)})`),
+        slowest.straggler_rank === null
+          ? PS.card("straggler", "none", "the ranks arrive at their collectives together, within the noise")
+          : PS.card("straggler", `rank ${slowest.straggler_rank}`,
+                    `the others wait ${PS.fmtNs(slowest.straggler_wait_ns)} per step for it; last at ` +
+                    `${slowest.straggler_last_arrivals} of ${slowest.straggler_instances} collectives`),
+        PS.card("compared", `${slowest.ranks} ranks, ${slowest.steps} step${slowest.steps === 1 ? "" : "s"}`,
                 slowest.common_steps ? "the steps every rank has" : "no step in common: each rank's own")),
       PS.el("p", {}, slowest.reason));
   }
@@ -39,10 +47,12 @@
     return [
       {key: "rank", label: "rank", format: (v, r) => `${v}${r.slowest ? " (slowest)" : ""}${r.straggler ? " (straggler)" : ""}`},
       {key: "steps", label: "steps", cls: "num"},
-      {key: "step_ns", label: "mean step", format: PS.fmtNs, cls: "num"},
+      {key: "boundary_step_ns", label: "median step (end to end)", format: PS.fmtNs, cls: "num"},
       {key: "gap_pct", label: "over fastest", format: PS.fmtPct, cls: "num"},
+      {key: "caused_wait_ns", label: "others wait per step", format: PS.fmtNs, cls: "num"},
+      {key: "last_arrivals", label: "last at", cls: "num"},
+      {key: "step_ns", label: "mean step", format: PS.fmtNs, cls: "num"},
       ...categories.map(c => ({key: `${c}_ns`, label: c.replace("_", " "), format: PS.fmtNs, cls: "num"})),
-      {key: "non_communication_ns", label: "outside exposed comm.", format: PS.fmtNs, cls: "num"},
     ];
   }
 
@@ -155,9 +165,10 @@
     {key: "process_group", label: "group", format: group},
     {key: "rank", label: "rank", cls: "num"},
     {key: "instances", label: "instances", cls: "num"},
-    {key: "mean_wait_ns", label: "mean wait", format: PS.fmtNs, cls: "num"},
-    {key: "others_mean_wait_ns", label: "others' mean wait", format: PS.fmtNs, cls: "num"},
-    {key: "slow", label: "verdict", format: v => v ? "slow: the others wait for it" : "–"},
+    {key: "last_arrivals", label: "last at", cls: "num"},
+    {key: "caused_per_step_ns", label: "others wait per step", format: PS.fmtNs, cls: "num"},
+    {key: "waited_per_step_ns", label: "it waits per step", format: PS.fmtNs, cls: "num"},
+    {key: "slow", label: "verdict", format: v => v ? "straggler: the others wait for it" : "–"},
   ];
   const SLOW_LINK_COLUMNS = [
     {key: "src_rank", label: "from", cls: "num"}, {key: "dst_rank", label: "to", cls: "num"},
@@ -225,11 +236,11 @@
   function verdictSection(comm) {
     const ranks = comm.slow_ranks, links = comm.slow_links;
     const slowLinks = links.filter(l => l.slow);
-    return PS.section("Slow ranks and links",
+    return PS.section("Stragglers and slow links",
       verdict(ranks, {id: "slow-rank-verdict", rule: comm.rules.slow_rank,
-        slowText: r => `rank ${r.rank} is slow in group ${PS.shorten(r.process_group ?? "(not recorded)", 24)}: the others wait ` +
-                       `${PS.fmtNs(r.others_mean_wait_ns)} on average, it ${PS.fmtNs(r.mean_wait_ns)}`,
-        noneText: ranks.length ? `No slow rank among ${ranks.length} rank verdicts.`
+        slowText: r => `rank ${r.rank} is the straggler of group ${PS.shorten(r.process_group, 24)}: the others ` +
+                       `wait ${PS.fmtNs(r.caused_per_step_ns)} per step for it, last at ${r.last_arrivals} of ${r.instances}`,
+        noneText: ranks.length ? `No straggler among ${ranks.length} rank verdicts.`
                                : "No verdict: no collective instance was traced on two ranks (no wait figures)."}),
       ranks.length ? PS.table(ranks, SLOW_RANK_COLUMNS, {id: "slow-ranks"}) : null,
       verdict(links, {id: "slow-link-verdict", rule: comm.rules.slow_link,

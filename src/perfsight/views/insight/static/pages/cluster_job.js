@@ -34,8 +34,16 @@
         PS.card("ranks", PS.fmtNum(job.ranks.length), counts
           ? `${PS.fmtNum(counts.done)} read, ${PS.fmtNum(counts.cached)} found stored, ${PS.fmtNum(counts.failed)} failed`
           : null),
-        slowest ? PS.card("slowest rank", rank(slowest.slowest_rank),
-                          `mean step ${PS.fmtNs(slowest.slowest_step_ns)}, ${PS.fmtPct(slowest.gap_pct)} over rank ${slowest.fastest_rank}`)
+        slowest ? (slowest.even
+          ? PS.card("ranks are even", `at most ${PS.fmtPct(slowest.gap_pct)} apart`,
+                    `median step ${PS.fmtNs(slowest.fastest_step_ns)} to ${PS.fmtNs(slowest.slowest_step_ns)}: within the noise`)
+          : PS.card("slowest rank", rank(slowest.slowest_rank),
+                    `median step ${PS.fmtNs(slowest.slowest_step_ns)}, ${PS.fmtPct(slowest.gap_pct)} over rank ${slowest.fastest_rank}`))
+                : null,
+        slowest ? (slowest.straggler_rank === null
+          ? PS.card("straggler", "none", "the ranks arrive at their collectives together, within the noise")
+          : PS.card("straggler", rank(slowest.straggler_rank),
+                    `the others wait ${PS.fmtNs(slowest.straggler_wait_ns)} per step for it`))
                 : null,
         job.mapped ? PS.card("mapped by", job.mapped.engine, `in ${job.mapped.seconds.toFixed(1)} s`) : null),
       PS.message("This job is analysed rank by rank: each rank is read alone and reduced to its summaries (stored " +
@@ -167,19 +175,20 @@
   function topSection(top, rank) {
     const stepColumns = [
       {key: "rank", label: "rank", format: rank},
-      {key: "step_ns", label: "mean step", format: PS.fmtNs, cls: "num"},
+      {key: "boundary_step_ns", label: "median step (end to end)", format: PS.fmtNs, cls: "num"},
       {key: "gap_pct", label: "over fastest", format: PS.fmtPct, cls: "num"},
+      {key: "caused_wait_ns", label: "others wait per step", format: PS.fmtNs, cls: "num"},
       {key: "compute_ns", label: "compute", format: PS.fmtNs, cls: "num"},
       {key: "communication_ns", label: "communication", format: PS.fmtNs, cls: "num"},
-      {key: "non_communication_ns", label: "outside exposed comm.", format: PS.fmtNs, cls: "num"},
     ];
     const waitColumns = [
       {key: "rank", label: "rank", format: rank},
-      {key: "process_group", label: "group", format: v => PS.el("span", {title: v ?? ""}, PS.shorten(v ?? "(not recorded)", 24))},
+      {key: "process_group", label: "group", format: v => PS.el("span", {title: v}, PS.shorten(v, 24))},
       {key: "instances", label: "instances", cls: "num"},
-      {key: "mean_wait_ns", label: "its mean wait", format: PS.fmtNs, cls: "num"},
-      {key: "others_mean_wait_ns", label: "others' mean wait", format: PS.fmtNs, cls: "num"},
-      {key: "slow", label: "verdict", format: v => v ? "slow: the others wait for it" : "–"},
+      {key: "last_arrivals", label: "last at", cls: "num"},
+      {key: "caused_per_step_ns", label: "others wait per step", format: PS.fmtNs, cls: "num"},
+      {key: "waited_per_step_ns", label: "it waits per step", format: PS.fmtNs, cls: "num"},
+      {key: "slow", label: "verdict", format: v => v ? "straggler: the others wait for it" : "–"},
     ];
     const linkColumns = [
       {key: "src_rank", label: "from", format: rank}, {key: "dst_rank", label: "to", format: rank},
@@ -193,9 +202,9 @@
     const count = (part, what) => PS.message(`${PS.fmtNum(part.slow)} slow of ${PS.fmtNum(part.total)} ${what}; the ` +
                                              `first ${part.rows.length} shown.`);
     return PS.section("Slowest ranks and links",
-      PS.el("h3", {}, "Longest mean step"),
+      PS.el("h3", {}, "Ranks that hold the others up (the wait they cause per step, then the longest step)"),
       PS.table(top.ranks.rows, stepColumns, {id: "top-ranks"}),
-      PS.el("h3", {}, "Slow-rank verdicts (wait in the collectives)"),
+      PS.el("h3", {}, "Stragglers by group (the wait their late arrival causes)"),
       count(top.slow_ranks, "rank verdicts"), rule(top.rules.slow_rank),
       PS.table(top.slow_ranks.rows, waitColumns, {id: "top-slow-ranks"}),
       PS.el("h3", {}, "Slowest links"),
