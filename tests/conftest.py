@@ -39,6 +39,18 @@ def pytest_configure(config):
         os.chmod(dirpath, os.stat(dirpath).st_mode | stat.S_IWUSR)
 
 
+#: markers of the longest tests (training subprocesses, browsers, long runs): their files are handed out first
+#: (``--dist loadfile`` hands files out in their collected order), so the suite does not end on one long file
+#: running on one worker while the others idle
+FIRST_MARKERS = ("e2e", "slow", "browser")
+
+
+def pytest_collection_modifyitems(items):
+    """The files holding a test marked with one of ``FIRST_MARKERS`` first, each in its collected order."""
+    first = {item.path for item in items if any(item.get_closest_marker(marker) for marker in FIRST_MARKERS)}
+    items.sort(key=lambda item: item.path not in first)
+
+
 def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(SHARED_DATA.parent, ignore_errors=True)
     if _SNAPSHOT and _listing(REAL_SHARED_DATA) != _SNAPSHOT:
