@@ -26,14 +26,12 @@ Who communicates with whom, and how fast, is ``analysis/collectives.py``'s.
 """
 from __future__ import annotations
 
-import json
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfsight.analysis.breakdown import STEP_BREAKDOWN, STEP_BREAKDOWN_AVERAGE, step_breakdown_average
 from perfsight.analysis.job import Job
-from perfsight.analysis.rank_facts import job_rank_meta
+from perfsight.analysis.rank_facts import job_rank_meta, meta_items
 from perfsight.analysis.waiting import (
     OUTLIER_STEP_FACTOR,
     PACE_THRESHOLD,
@@ -257,12 +255,6 @@ def slowest_rank(job: Job) -> pa.Table:
         "reason": reason}], schema=SLOWEST_RANK)
 
 
-def _strings(text: str | None) -> list[str]:
-    """The strings of a meta fact holding a JSON list (anything else: none)."""
-    value = json.loads(text or "[]")
-    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
-
-
 def rank_lacks(job: Job) -> pa.Table:
     """Per rank (schema ``RANK_LACKS``): ``step_source`` (meta ``step_source``: ``trace``, ``kernel_details
     Step Id``, ``step_trace_time.csv``, ``none``; null when its reader does not say), ``lacking_files``
@@ -272,8 +264,8 @@ def rank_lacks(job: Job) -> pa.Table:
     trace). Sorted by rank."""
     return pa.Table.from_pylist([
         {"rank": rank, "step_source": meta.get("step_source") or None,
-         "lacking_files": _strings(meta.get("lacking_files")), "warnings": _strings(meta.get("parse_warnings")),
-         "damage": _strings(meta.get("damage"))}
+         "lacking_files": meta_items(meta.get("lacking_files"), str),
+         "warnings": meta_items(meta.get("parse_warnings"), str), "damage": meta_items(meta.get("damage"), str)}
         for rank, meta in sorted(computed(job_rank_meta, job).items())], schema=RANK_LACKS)
 
 

@@ -43,13 +43,11 @@ instance has one name on every rank.
 """
 from __future__ import annotations
 
-import json
-
 import pyarrow as pa
 
 from perfsight.analysis import breakdown, collectives
 from perfsight.analysis.job import Job
-from perfsight.analysis.rank_facts import STEP_TRACE_TIME_HEADERS, job_rank_meta, reported_step_trace
+from perfsight.analysis.rank_facts import STEP_TRACE_TIME_HEADERS, job_rank_meta, meta_items, reported_step_trace
 from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables, new_connection
 
@@ -387,15 +385,6 @@ def cluster_communication_matrix(job: Job) -> pa.Table:
                         computed(cluster_communication_groups, job))
 
 
-def _dicts(text: str | None) -> list[dict]:
-    """The objects of a meta fact holding a JSON list of objects (anything else: none)."""
-    try:
-        value = json.loads(text or "[]")
-    except ValueError:
-        return []
-    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
-
-
 def cluster_rank_devices(job: Job) -> pa.Table:
     """Per rank (schema ``CLUSTER_RANK_DEVICES``): its device id (meta ``device_id``, else the first NPU or
     GPU of ``device_properties``), its host's uid and name (meta ``host_info``: torch_npu's HOST_INFO) and
@@ -404,9 +393,9 @@ def cluster_rank_devices(job: Job) -> pa.Table:
     for rank, facts in sorted(computed(job_rank_meta, job).items()):
         device = facts.get("device_id")
         if device in (None, ""):
-            device = next((d.get("id") for d in _dicts(facts.get("device_properties"))
+            device = next((d.get("id") for d in meta_items(facts.get("device_properties"), dict)
                            if d.get("type") in ("npu", "cuda", "gpu")), None)
-        host = next(iter(_dicts(facts.get("host_info"))), {})
+        host: dict = next(iter(meta_items(facts.get("host_info"), dict)), {})
         rows.append({"rank": rank, "device_id": int(device) if isinstance(device, (int, str)) and str(device).isdigit()
                      else None,
                      "host_uid": host.get("host_uid"), "host_name": host.get("host_name"),

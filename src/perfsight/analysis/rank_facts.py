@@ -80,6 +80,17 @@ def job_rank_meta(job: Job) -> dict[int, dict[str, str]]:
     return {rank: json.loads(meta) for rank, meta in job.connect().sql("SELECT rank, meta FROM rank_facts").fetchall()}
 
 
+def meta_items(text: str | None, kind: type) -> list:
+    """The items of type ``kind`` (``str``, ``dict``) of a meta fact holding a JSON list (``lacking_files``,
+    ``parse_warnings``, ``damage``, ``device_properties``, ``host_info``); none when the fact is empty, not
+    JSON or not a list."""
+    try:
+        value = json.loads(text or "[]")
+    except ValueError:
+        return []
+    return [item for item in value if isinstance(item, kind)] if isinstance(value, list) else []
+
+
 def ranks_without_compute(tables: RunTables) -> set[int]:
     """The ranks whose meta says ``compute_recorded`` false (module docstring)."""
     return {rank for rank, facts in computed(rank_meta, tables).items() if facts.get("compute_recorded") == "false"}
