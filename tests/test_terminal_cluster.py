@@ -37,7 +37,8 @@ communication; the others' wait each causes per step; ms)
 slowest rank: ranks are even: step by step, rank 0 takes at most 0.000 ms longer
 than rank 1 (median), within the noise (0.100 ms); median steps (each step's own
 span) 5.000 ms to 5.000 ms; rank 1 is the straggler: its late arrival makes the
-others wait 0.950 ms per step (1 rank waiting), last at 4 of its 4 collectives
+others wait 0.950 ms per step in all (on average 1 other rank per collective),
+last at 4 of its 4 collectives
 Collectives with the longest wait (ms; bus bandwidth GB/s)
 ┏━━━━━━┳━━━━━━━┳━━━━━━━━━━━━━━━┳━━━━━┳━━━━━━━━━┳━━━━━━━┳━━━━━━━┓
 ┃ rank ┃ group ┃ collective    ┃ ops ┃    size ┃  wait ┃ busbw ┃

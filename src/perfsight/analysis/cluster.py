@@ -205,10 +205,11 @@ def _straggler_reason(verdict: dict | None) -> str:
         return "no collective with two timed members: who waits for whom is unknown"
     rank = verdict["straggler_rank"]
     if rank is not None:
-        waiting = verdict["waiting_ranks"]
+        others = verdict["waiting_ranks"]
         return (f"rank {rank} is the straggler: its late arrival makes the others wait "
-                f"{_ms(verdict['caused_per_step_ns'])} per step ({waiting} rank{'s' if waiting != 1 else ''} "
-                f"waiting), last at {verdict['last_arrivals']} of its {verdict['instances']} collectives")
+                f"{_ms(verdict['caused_per_step_ns'])} per step in all (on average {others} other "
+                f"rank{'s' if others != 1 else ''} per collective), last at {verdict['last_arrivals']} of its "
+                f"{verdict['instances']} collectives")
     following = verdict["next_rank"]
     return (f"no straggler: the ranks arrive at their collectives together within the noise (the most wait one "
             f"rank causes is {_ms(verdict['caused_per_step_ns'])} per step"
