@@ -486,7 +486,9 @@ def _operations(tables: RunTables) -> list[dict]:
                                                       ("reported_bandwidth", REPORTED_BANDWIDTH),
                                                       ("reported_from", REPORTED_FROM))}}
     rows = tables.sql(_CANDIDATES_SQL, params=params).to_arrow_table().to_pylist()
-    launched = {row[0]: row[1:] for row in tables.sql(_LAUNCHED_SQL, params={"backend": BACKEND_RANGE}).fetchall()}
+    untimed = any(row["source"] == 3 and row["dur_ns"] is None for row in rows)    # NCCL's ranges: their kernels'
+    launched = {row[0]: row[1:] for row in tables.sql(_LAUNCHED_SQL, params={"backend": BACKEND_RANGE}).fetchall()
+                } if untimed else {}
     best: dict[int, int] = {}
     members: dict[tuple, list[int]] = {}      # (rank, group) -> its ranks, from any record of the group
     only = {rank: _only_group(facts.get("distributed_info")) for rank, facts in computed(rank_meta, tables).items()}
