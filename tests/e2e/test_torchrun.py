@@ -1,20 +1,14 @@
 """A torchrun job of 2 CPU ranks (gloo) under ``perfsight run``: one run directory per rank, never clobbering
 each other, and its gloo communication, wait and matrix."""
-import socket
 import sys
 
 import pytest
 
+from tests.ports import free_port
+
 from .conftest import manifest, perfsight, run_dirs, script
 
 pytestmark = pytest.mark.e2e
-
-
-def free_port() -> int:
-    """A port nothing listens on now (a fixed one is taken when another run of the suite shares the machine)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_two_rank_torchrun_job(tmp_path):

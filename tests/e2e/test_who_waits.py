@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.ports import free_port
+
 from .conftest import manifest, perfsight, run_dirs, script
-from .test_torchrun import free_port
 
 pytestmark = pytest.mark.e2e
 
