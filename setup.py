@@ -1,5 +1,5 @@
 """Adds perfsight-autostart.pth to the wheel's root, so PERFSIGHT_OPTIONS alone profiles an
-unmodified script (the .pth line does nothing unless that variable is set)."""
+unmodified script once it imports torch (the .pth line does nothing unless that variable is set)."""
 from pathlib import Path
 
 from setuptools import setup
@@ -7,7 +7,8 @@ from setuptools.command.build_py import build_py
 
 PTH_NAME = "perfsight-autostart.pth"
 PTH_LINE = ("import os; os.environ.get('PERFSIGHT_OPTIONS') and "
-            "__import__('perfsight.collect.autostart', fromlist=['_']).activate_from_env()\n")
+            "__import__('perfsight.launch.torch_import', fromlist=['_']).when_torch_imported("
+            "__import__('perfsight.collect.autostart', fromlist=['_']).activate_from_env)\n")
 
 
 class BuildWithAutostart(build_py):

@@ -95,8 +95,8 @@ def test_a_bad_perfsight_options_is_said_once_per_process(tmp_path):
     if not _installed_autostart_pth():
         pytest.skip("perfsight is not pip-installed here (no perfsight-autostart.pth); scripts/test.sh installs it")
     env = {**os.environ, "PERFSIGHT_OPTIONS": json.dumps({"strorage_limit": 300})}
-    result = subprocess.run([sys.executable, "-c", "print('ran')"], env=env, capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run([sys.executable, "-c", "import torch; print('ran')"], env=env, capture_output=True,
+                            text=True, timeout=60)
     assert result.stdout == "ran\n"
     assert result.stderr == ("perfsight: PERFSIGHT_OPTIONS: unknown option 'strorage_limit'; did you mean "
                              "'storage_limit'?; profiling is off for this run\n")
@@ -130,6 +130,34 @@ def test_inference_script_gets_a_whole_run_profile(tmp_path):
             in " ".join(analyse.stdout.split()))
     scopes = open_run(run).scope_flops()["scope"].to_pylist()
     assert scopes and not any(scope.startswith("ProfilerStep") for scope in scopes)   # the profiler's, no scope
+
+
+COMPILED_WITH_CHILDREN = """import subprocess, sys
+import torch
+torch.manual_seed(0)
+model = torch.nn.Linear(16, 16)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+forward = torch.compile(model)
+for step in range(4):
+    optimizer.zero_grad()
+    forward(torch.randn(8, 16)).sum().backward()
+    optimizer.step()
+subprocess.run([sys.executable, "-c", "print('child ran')"], check=True)
+"""
+
+
+def test_only_the_python_processes_that_import_torch_are_profiled(tmp_path):
+    """torch.compile starts Python children (inductor's compile workers and its CPU-feature probes), and so may the
+    script: each of them took 2.5 s to start a profiler and left a run folder with no steps (ten for a compiled
+    Linear). Only the training is profiled now; the others start as plain Python."""
+    train = tmp_path / "compiled.py"
+    train.write_text(COMPILED_WITH_CHILDREN)
+    result = perfsight("run", "-o", tmp_path / "prof", "--", sys.executable, train, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "child ran" in result.stdout
+    [run] = run_dirs(tmp_path / "prof")
+    assert manifest(run)["steps_collected"] == [0, 1, 2, 3]
+    assert result.stderr.count("perfsight: run collected in") == 1, result.stderr
 
 
 @pytest.mark.parametrize("flag, value, expected", [

@@ -1,12 +1,12 @@
 """No-code-change activation: PERFSIGHT_OPTIONS (or PROFILING_OPTIONS / MS_PROFILER_OPTIONS) in the
-environment starts a Profiler when the interpreter starts.
+environment starts a Profiler when the script imports torch (launch/torch_import.py).
 
 Steps come from torch.optim's global optimizer-step hooks (taken at the next batch fetch or module
 forward), so an unmodified training script gets ProfilerStep ranges; a script that never steps an optimizer
 (inference) gets one whole-run profile. The run is closed at exit, and on SIGTERM (as torchrun and schedulers
 send) and SIGHUP.
-Launchers and helper processes (torchrun itself, multiprocessing spawn children such as DataLoader workers)
-are not profiled.
+Launchers and helper processes (torchrun itself, multiprocessing spawn children such as DataLoader workers,
+inductor's compile workers) are not profiled.
 Invalid options print one clear message and leave the script running unprofiled.
 """
 from __future__ import annotations
@@ -21,13 +21,17 @@ from perfsight.core.errors import PerfsightError
 _HELPER_MODULES = ("torch.distributed.run", "torch.distributed.launch", "perfsight", "perfsight.cli")
 _HELPER_PROGRAMS = ("torchrun", "perfsight")
 _HELPER_CODE = ("spawn_main", "forkserver", "resource_tracker")   # multiprocessing children
+_HELPER_SCRIPTS = ("torch/_inductor/compile_worker/__main__.py",)  # inductor's compile workers
 
 _state: dict = {}
 
 
 def is_helper_process(argv: list[str]) -> bool:
-    """Launchers (torchrun, perfsight's own CLI) and multiprocessing children do not train: skip them."""
+    """Launchers (torchrun, perfsight's own CLI), multiprocessing children and inductor's compile workers do not
+    train: skip them."""
     if any(os.path.basename(arg) in _HELPER_PROGRAMS for arg in argv[:2]):
+        return True
+    if any(arg.replace(os.sep, "/").endswith(_HELPER_SCRIPTS) for arg in argv[1:2]):
         return True
     for flag, value in zip(argv, argv[1:]):
         if flag == "-m" and value in _HELPER_MODULES:
@@ -56,11 +60,6 @@ def activate_from_env(environ=os.environ) -> "object | None":
         print(f"perfsight: {exc}; profiling is off for this run", file=sys.stderr)
         return None
     if opts is None or not wants_profiling(opts):
-        return None
-    try:
-        import torch  # noqa: F401  - collection needs torch; without it there is nothing to profile
-    except ImportError:
-        print("perfsight: torch is not installed; profiling is off for this run", file=sys.stderr)
         return None
     from perfsight.collect.profiler import Profiler
 

@@ -3,10 +3,10 @@
 
 The program gets perfsight's boot directory (``launch/boot``) first on PYTHONPATH, whose sitecustomize
 starts profiling (PERFSIGHT_OPTIONS), tuning (PERFSIGHT_TUNE) or a tuning bank (TUNE_BANK_PATH) in every
-Python process it starts. While it runs, the launcher passes SIGTERM and SIGHUP on to it (a scheduler's or
-a user's kill of the launcher reaches the training, which closes its run) and outlives Ctrl-C, which the
-terminal sends the program itself; it returns the program's exit code as a shell reports it (128 + N when
-signal N ended it).
+Python process it starts, once that process imports torch (launch/torch_import.py). While it runs, the
+launcher passes SIGTERM and SIGHUP on to it (a scheduler's or a user's kill of the launcher reaches the
+training, which closes its run) and outlives Ctrl-C, which the terminal sends the program itself; it returns
+the program's exit code as a shell reports it (128 + N when signal N ended it).
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Tuning inside an unmodified script: PERFSIGHT_TUNE (set by ``perfsight tune``, tune/launch.py) makes
-the boot sitecustomize call ``activate_from_env`` when the interpreter starts.
+the boot sitecustomize call ``activate_from_env`` when the script imports torch (launch/torch_import.py).
 
 Steps are delimited as ``perfsight run`` delimits them (collect/autostart.py): a step begins at the first
 module forward after the previous optimizer step and ends at the next optimizer step. The first module
