@@ -21,6 +21,13 @@ its launch call began, the host's and device's clocks apart: that launch edge is
 cudaEventRecord 11), consumer [2000, 3000) (corr 2). The path: idle 100, the launch 50, producer 1850, the
 event wait 0, consumer 1000, the sync's return 100, then the main thread to the end: idle 350,
 cudaLaunchKernel 10, idle 40, cudaLaunchKernel 100, idle 400 (sum 4000).
+
+``comm_wait()``: one ProfilerStep [0, 5000), no ``Stream Wait Event`` records (as older PyTorch writes). Main
+thread: cudaLaunchKernel [100, 150) (corr 1), cudaLaunchKernel [200, 250) (corr 2), cudaDeviceSynchronize [300,
+4100). Stream 8: ncclKernel_SendRecv [150, 3000) (corr 1); stream 7: consumer [3005, 4000) (corr 2: launched at
+200, it starts 5 ns after the NCCL kernel of the other stream ended: it waited for it). The path: idle 100, the
+launch 50, ncclKernel_SendRecv 2850 (communication), the stream wait 5, consumer 995, the sync's return 100,
+idle 900 (sum 5000).
 """
 from __future__ import annotations
 
@@ -79,6 +86,23 @@ def two_streams() -> RunTables:
         s(23, "kernel", "skewed", STREAM, 3300, 3400, 0, correlation_id=4),
         s(24, "kernel", "late", STREAM, 3550, 3700, 0, correlation_id=3),
     ], tracks=[TRACKS[0], TRACKS[2], STREAM_8_TRACK])
+
+
+def comm_wait(recorded: bool = False) -> RunTables:
+    """``recorded``: the rank's trace records its stream waits (one, of stream 7 on an event of stream 9
+    recorded outside the step), so a wait it does not record did not happen."""
+    s = _slice
+    wait = json.dumps({"cuda_sync_kind": "Stream Wait Event", "stream": 7, "wait_on_stream": 9,
+                       "wait_on_cuda_event_record_corr_id": 99})
+    return tables_from_rows(slices=[
+        s(1, "step", "ProfilerStep#1", MAIN, 0, 5000, 0, step=1),
+        s(2, "runtime", "cudaLaunchKernel", MAIN, 100, 150, 1, parent=1, correlation_id=1),
+        s(3, "runtime", "cudaLaunchKernel", MAIN, 200, 250, 1, parent=1, correlation_id=2),
+        s(4, "sync", "cudaDeviceSynchronize", MAIN, 300, 4100, 1, parent=1),
+        s(20, "comm", "ncclKernel_SendRecv", STREAM_8, 150, 3000, 0, correlation_id=1),
+        s(21, "kernel", "consumer", STREAM, 3005, 4000, 0, correlation_id=2),
+    ] + ([s(22, "sync", "Stream Wait Event", STREAM, 60, 61, 0, correlation_id=98, args=wait)] if recorded else []),
+        tracks=[TRACKS[0], TRACKS[2], STREAM_8_TRACK])
 
 
 def at(offset: int) -> int:

@@ -94,8 +94,35 @@ def test_event_waits_across_streams_and_dependencies_running_backwards_in_time()
     assert (row["what_if_ns"], row["saved_ns"]) == (3075, 925)
 
 
+def test_a_task_held_by_a_communication_kernel_of_another_stream_waited_for_it():
+    """Without recorded stream waits, the consumer (launched at 200) seemed held by its launch for 2805 ns, so
+    removing communication saved nothing; it starts 5 ns after the NCCL kernel of the other stream ended."""
+    tables = planted.comm_wait()
+    assert pieces(tables) == [
+        ("host", "idle", None, 0, 100),
+        ("launch", "launch", "ncclKernel_SendRecv", 100, 50),
+        ("device", "communication", "ncclKernel_SendRecv", 150, 2850),
+        ("comm_wait", "kernel_gap", "consumer", 3000, 5),
+        ("device", "compute", "consumer", 3005, 995),
+        ("sync", "synchronisation", "cudaDeviceSynchronize", 4000, 100),
+        ("host", "idle", None, 4100, 900),
+    ]
+    # without communication the consumer starts after its launch (200 + the rank's launch latency 50): 995 ns of
+    # it, the sync's return (100) and the host's 900 make 2245
+    [row] = cp.what_if(tables, {"communication": math.inf}).to_pylist()
+    assert (row["what_if_ns"], row["saved_ns"]) == (2245, 2755)
+
+
+def test_a_rank_that_records_its_stream_waits_gets_none_inferred():
+    """The same step on a rank whose trace records stream waits: the consumer did not wait for the NCCL kernel
+    (the trace would say so), its launch binds."""
+    path = pieces(planted.comm_wait(recorded=True))
+    assert ("launch", "launch", "consumer", 200, 2805) in path
+    assert "comm_wait" not in {edge for edge, *_ in path}
+
+
 def test_the_replay_reproduces_every_observed_time():
-    for tables in (planted.device_bound(), planted.two_threads(), planted.two_streams()):
+    for tables in (planted.device_bound(), planted.two_threads(), planted.two_streams(), planted.comm_wait()):
         for window in cp.windows(tables):
             graph = cp.graph(tables, window)
             time, _ = cp._replay(graph)

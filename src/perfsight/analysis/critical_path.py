@@ -34,12 +34,16 @@ cannot come earlier than that point plus the edge's weight" (ns). Edges, by ``ed
   before on the same stream, end to start; ``event_wait``: a ``cudaStreamWaitEvent`` (Kineto's ``Stream Wait
   Event`` with its ``wait_on_stream`` and ``wait_on_cuda_event_record_corr_id``): the last task launched on
   the awaited stream before the ``cudaEventRecord`` call, end to the start of the first task launched on the
-  waiting stream after the wait call. The dependency satisfied last (the latest source) *binds*: its edge
+  waiting stream after the wait call; ``comm_wait``, a stream wait the trace did not record (a rank without
+  Kineto's ``Stream Wait Event`` records, as in older PyTorch): a task starting at most ``COMM_WAIT_NS`` after a
+  communication task of another stream ended, when that end is later than every recorded dependency of the
+  task (its launch, the task before it on its stream), waited for it, so the collective and the other ranks it
+  waited for hold the task, not its launch. The dependency satisfied last (the latest source) *binds*: its edge
   weighs the observed time between the two points. The others weigh the observed time capped at the rank's
   nominal latency of their kind (the median of the observed times where that kind binds: ``launch``, the
   launch latency of an idle stream; ``stream`` and ``event_wait``, the gap between queued tasks), which is what
-  they would take if a what-if made them bind. A task with no dependency in the window (running when it
-  began) hangs from the source (``window``). Categories: ``launch``, ``kernel_gap``.
+  they would take if a what-if made them bind (``comm_wait``: as ``event_wait``). A task with no dependency in
+  the window (running when it began) hangs from the source (``window``). Categories: ``launch``, ``kernel_gap``.
 * ``sync``: the device task a blocking call waited for (the last task of the rank ending inside the call) to
   the call's end, weight the time between (the call's return); category ``synchronisation``.
 
@@ -84,11 +88,15 @@ from perfsight.core.tables import RunTables
 #: the categories of the path's pieces: the step breakdown's, then the dependencies' own
 PATH_CATEGORIES = (*CATEGORIES, "rank_wait", "launch", "kernel_gap", "synchronisation", "idle")
 #: the edges' kinds (module docstring)
-EDGE_KINDS = ("host", "device", "rank_wait", "launch", "stream", "event_wait", "sync", "handoff", "window")
+EDGE_KINDS = ("host", "device", "rank_wait", "launch", "stream", "event_wait", "comm_wait", "sync", "handoff",
+              "window")
 _CATEGORY = {name: i for i, name in enumerate(PATH_CATEGORIES)}
 _EDGE = {name: i for i, name in enumerate(EDGE_KINDS)}
 _EDGE_CATEGORY = {"rank_wait": "rank_wait", "launch": "launch", "stream": "kernel_gap", "event_wait": "kernel_gap",
-                  "sync": "synchronisation", "handoff": "idle", "window": "idle"}
+                  "comm_wait": "kernel_gap", "sync": "synchronisation", "handoff": "idle", "window": "idle"}
+#: a task that starts at most this long after a communication task of another stream ended, later than all its
+#: recorded dependencies, waited for it (``comm_wait``): a stream wait resolves within microseconds
+COMM_WAIT_NS = 20_000
 
 CRITICAL_PATH = pa.schema([
     ("rank", pa.int32()),
@@ -213,6 +221,11 @@ SELECT s.correlation_id AS wait_correlation, json_extract_string(s.args, '$.stre
 FROM slices s JOIN tracks t USING (track_id)
 WHERE s.kind = 'sync' AND s.name = 'Stream Wait Event' AND coalesce(t.rank, 0) = $rank AND json_valid(s.args)
   AND s.start_ns < $w1 AND s.start_ns + s.dur_ns > $w0
+"""
+
+_STREAM_WAIT_RANKS_SQL = """
+SELECT DISTINCT coalesce(t.rank, 0) AS rank FROM slices s JOIN tracks t USING (track_id)
+WHERE s.kind = 'sync' AND s.name = 'Stream Wait Event'
 """
 
 _CALLS_SQL = """
@@ -440,9 +453,10 @@ class _Builder:
         for j, found in enumerate(candidates):        # a dependency after its task began cannot hold: dropped
             candidates[j] = [c for c in found if c[1] <= self.d_start[j]]
             self.dropped += len(found) - len(candidates[j])
+        self._comm_waits(candidates)
         binding = [max(c, key=lambda dep: (dep[1], dep[2] == "launch")) if c else None for c in candidates]
         nominal = _nominal((int(self.d_start[j]) - b[1], b[2]) for j, b in enumerate(binding) if b)
-        nominal["event_wait"] = nominal["stream"]
+        nominal["event_wait"] = nominal["comm_wait"] = nominal["stream"]
         for j in range(self.n_device):
             task = n_host + j
             category = KERNEL_TYPE_CATEGORY[kernel_type[j]]
@@ -458,6 +472,30 @@ class _Builder:
                 observed = int(self.d_start[j]) - ns
                 weight = observed if (node, ns, kind) == binding[j] else min(observed, nominal[kind])
                 self.add(node, self.start(task), kind, _EDGE_CATEGORY[kind], task, weight)
+
+    def _comm_waits(self, candidates: list[list[tuple[int, int, str]]]) -> None:
+        """Adds each task's ``comm_wait`` dependency (module docstring) to its ``candidates``, on a rank whose trace
+        records no stream waits."""
+        if self.window.rank in computed(_ranks_recording_stream_waits, self.tables):
+            return
+        communication = np.array([KERNEL_TYPE_CATEGORY[t] == "communication"
+                                  for t in self.device.column("kernel_type").to_pylist()], dtype=bool)
+        if not communication.any():
+            return
+        tracks = self.device.column("track_id").to_numpy()
+        ends = np.flatnonzero(communication)
+        ends = ends[np.argsort(self.d_end[ends], kind="stable")]
+        end_ns = self.d_end[ends]
+        for j in range(self.n_device):
+            start = int(self.d_start[j])
+            latest = max((c[1] for c in candidates[j]), default=start - COMM_WAIT_NS - 1)
+            k = int(np.searchsorted(end_ns, start, side="right")) - 1
+            while k >= 0 and end_ns[k] > latest and end_ns[k] >= start - COMM_WAIT_NS:
+                if tracks[ends[k]] != tracks[j]:
+                    task = self.n_host + int(ends[k])
+                    candidates[j].append((self.end(task), int(end_ns[k]), "comm_wait"))
+                    break
+                k -= 1
 
     def _event_waits(self) -> list[tuple[int, int]]:
         """(awaited task, waiting task) of the window's stream waits (module docstring), as slice indices."""
@@ -526,6 +564,11 @@ def _nominal(observed: Iterable[tuple[int, str]]) -> dict[str, int]:
 
 #: a device task's path category by its kernel type (``kernels.KERNEL_TYPES``)
 KERNEL_TYPE_CATEGORY = dict(zip(KERNEL_TYPES, ("compute", "communication", "memory")))
+
+
+def _ranks_recording_stream_waits(tables: RunTables) -> set[int]:
+    """The ranks whose traces hold Kineto's ``Stream Wait Event`` records, once per run."""
+    return {rank for (rank,) in tables.sql(_STREAM_WAIT_RANKS_SQL).fetchall()}
 
 
 def _launching_calls(tables: RunTables) -> dict[int, int]:
