@@ -117,7 +117,7 @@ def test_dynamic_shape_info_gives_steps_and_shapes(shared_data):
         for e in entries:
             key = (e["step"], e["op_type"])
             expected[key] = expected.get(key, 0) + int(round(e["dur"] * 1000))
-    by_step = dynamic_shape.op_time_by_step(tables)
+    by_step = dynamic_shape.op_time_by_step(tables, kinds=["kernel"])      # the file lists no communication
     assert {(r["step"], r["op_type"]): r["total_ns"] for r in by_step.to_pylist()} == expected
     shapes = {(r["op_type"], r["step"]): r["shapes"] for r in dynamic_shape.op_shapes_by_step(tables).to_pylist()}
     assert shapes[("Add", 1)] == ["[[32, 1], [32, 1]]"]
@@ -140,6 +140,7 @@ STEP_TRACE = ("step_num,start_point,end_point,total,fp_point,bp_point,iteration_
               "stream_7_parallel_0_start_point,stream_7_parallel_0_end_point,stream_7_parallel_0\n"
               "1,1000,3000,2000,1000,2500,0,1500,500,2600,2900,300\n"
               "2,3000,5500,2500,3400,5000,400,1600,500,5100,5400,300\n"
+              "3,5500,7500,2000,5500,7000,0,1500,500,0,0,0\n"
               "-,2000,4250,2250,2200,3750,200,1550,500,3850,4150,300\n")
 FLOPS = ("full_kernel_name, MFLOPs(10^6 cube), GFLOPS(10^9 cube), FLOPS utilization(cube), MFLOPs(10^6 vector), "
          "GFLOPS(10^9 vector), FLOPS utilization(vec)\n"
@@ -160,7 +161,8 @@ def planted(tmp_path) -> Path:
 def test_planted_op_types_total_the_type_file(planted):
     tables = read_mindspore_legacy(planted)
     assert_valid(tables)
-    ours = {r["op_type"]: (r["count"], r["total_ns"]) for r in ops.op_statistic(tables).to_pylist()}
+    ours = {r["op_type"]: (r["count"], r["total_ns"])        # the type file counts AI Core operators only
+            for r in ops.op_statistic(tables, kinds=["kernel"]).to_pylist()}
     theirs = {r["kernel_type"]: (int(r["execution_frequency"]), int(Decimal(r["total_time"]) * 1_000_000))
               for r in csv_rows(planted / "aicore_intermediate_3_type.csv")}
     assert ours == theirs == {"Conv2D": (2, 100_000), "MatMul": (4, 400_000)}
@@ -174,13 +176,18 @@ def test_planted_step_trace_phases_and_reduces(planted):
     trace = steps.step_trace(tables).to_pylist()            # the reader's meta names its phase slices
     assert trace == steps.step_trace(tables, fp_point="fp_and_bp", bp_point="fp_and_bp").to_pylist()
     assert [(r["step"], r["start_ns"], r["iteration_ns"], r["fp_bp_ns"], r["tail_ns"], r["gap_ns"])
-            for r in trace] == [(1, 10_000, 20_000, 15_000, 5_000, 0), (2, 30_000, 25_000, 16_000, 5_000, 4_000)]
+            for r in trace] == [(1, 10_000, 20_000, 15_000, 5_000, 0), (2, 30_000, 25_000, 16_000, 5_000, 4_000),
+                                (3, 55_000, 20_000, 15_000, 5_000, 0)]
     gap = rows(tables.slices, name="iteration_interval")
     assert [(g["kind"], g["start_ns"], g["dur_ns"], g["step"]) for g in gap] == [("dataloader", 30_000, 4_000, 2)]
-    reduces = rows(tables.slices, name="stream_7_parallel_0")
-    assert [(r["start_ns"], r["dur_ns"], r["step"]) for r in reduces] == [(26_000, 3_000, 1), (51_000, 3_000, 2)]
+    # the all-reduce spans are communication on the device (step 3 had none: MindInsight wrote 0s)
+    reduces = rows(tables.slices, name="AllReduce stream_7_parallel_0")
+    assert [(r["start_ns"], r["dur_ns"], r["step"], r["kind"], r["task_type"], r["op_type"]) for r in reduces] == [
+        (26_000, 3_000, 1, "comm", "HCCL", "AllReduce"), (51_000, 3_000, 2, "comm", "HCCL", "AllReduce")]
+    assert json.loads(reduces[0]["args"]) == {"Collective name": "allreduce"}
     lane = rows(tables.tracks, track_id=reduces[0]["track_id"])[0]
-    assert (lane["name"], lane["kind"], lane["device"]) == ("Step Trace reduce stream 7", "thread", "npu:3")
+    assert (lane["name"], lane["kind"], lane["device"]) == ("npu:3 stream 7 (step trace all-reduce)", "stream",
+                                                            "npu:3")
     assert series(tables, "minddata host_queue size") == [(1, 3.0), (2, 0.0)]          # no time: batch number
     assert series(tables, "minddata batch_time_ns") == [(2, 7_000_000.0)]
 
@@ -238,3 +245,30 @@ def test_planted_timeline_joins_the_dynamic_shape_file(planted):
     shapes = {(r["op_type"], r["step"]): (r["shapes"], r["dynamic"])
               for r in dynamic_shape.op_shapes_by_step(tables).to_pylist()}
     assert shapes[("Add", 1)] == (["[[4, 1], [4, 1]]"], True) and shapes[("Add", 2)] == (["[[8, 1], [8, 1]]"], True)
+
+
+def test_the_step_trace_all_reduces_are_each_rank_s_communication(shared_data, tmp_path):
+    """MindSpore 1.x's step trace is the only record of a legacy job's communication: read as annotations, it
+    left 0% communication. Each step's communication is the union of its stream_S_parallel_P spans (spans of
+    two streams overlap), computed here from the file's ticks (10 ns) alone."""
+    import shutil
+
+    import perfsight
+
+    folder = shutil.copytree(shared_data / PROFILER, tmp_path / "profiler")
+    run = perfsight.open(folder)
+    by_step = {(r["rank"], r["step"]): r["communication_ns"] for r in run.step_breakdown().to_pylist()}
+    for rank in (0, 10):
+        expected = {}
+        for row in csv_rows(folder / f"step_trace_raw_{rank}_detail_time.csv"):
+            if row["step_num"] == "-":
+                continue
+            spans = sorted((int(row[c]) * 10, int(row[c[:-len("start_point")] + "end_point"]) * 10)
+                           for c in row if c.startswith("stream_") and c.endswith("_start_point") and int(row[c]))
+            covered, reach = 0, 0
+            for start, end in spans:
+                covered += max(0, end - max(start, reach))
+                reach = max(reach, end)
+            expected[(rank, int(row["step_num"]))] = covered
+        assert {key: by_step[key] for key in expected} == expected
+        assert sum(expected.values()) > 0

@@ -29,8 +29,12 @@ Steps: ``step_trace_raw_N_detail_time.csv`` (times in 10 ns ticks of the device'
 counter, as MindInsight reads them): per step a ``step`` slice from start_point to end_point, a
 ``dataloader`` slice ``iteration_interval`` [start_point, fp_point) (the seed: the iteration gap
 "主要负责从数据队列中读取数据"), annotations ``fp_and_bp`` [fp_point, bp_point) and ``tail`` [bp_point,
-end_point); each ``stream_S_parallel_P`` all-reduce span is an annotation on the row ``Step Trace reduce
-stream S`` (spans of different streams overlap); the average row (``-``) is skipped. Meta
+end_point); the average row (``-``) is skipped. Each ``stream_S_parallel_P`` span (the trace's "reduce"
+points, which MindSpore puts around its AllReduce operators; the P-th on stream S in the step) is a
+communication task (``comm``, HCCL, op type AllReduce) named ``AllReduce stream_S_parallel_P`` on the device
+row ``npu:R stream S (step trace all-reduce)``, with args ``Collective name`` "allreduce" and no group or size
+(the file says neither), so the step breakdown counts it as communication and the cluster analysis matches it
+across ranks by its order; a step without the span has 0 there (not read). Meta
 ``fp_point``/``bp_point`` name ``fp_and_bp``, so ``step_trace`` gives MindSpore's phases. Without that file, the
 timeline's Steps row; meta ``step_source`` says which (``STEP_SOURCES``).
 
@@ -49,6 +53,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from perfsight.core.communication import COMM_KIND
 from perfsight.core.files import read_regular
 from perfsight.core.json_depth import loads_bounded
 from perfsight.core.tables import RunTables
@@ -61,6 +66,8 @@ from perfsight.ingest.common.columns import counted
 from perfsight.ingest.common.events import event_tables
 
 _OP_NUMBER = re.compile(r"-op\d+$")
+#: a step-trace all-reduce span's args: the collective, in PyTorch's key (analysis/collectives.py reads it)
+_REDUCE_ARGS = json.dumps({"Collective name": "allreduce"})
 _PIDS = {9000: "ai_cpu", 10000: "comm", 11000: "host", 12000: "skip", 13000: "skip"}
 _PROCESS_WORDS = (("overlap", "skip"), ("ai cpu", "ai_cpu"), ("communication", "comm"), ("host cpu", "host"),
                   ("ai core", "ai_core"))
@@ -380,12 +387,15 @@ def _add_step_trace(path: Path, builder: RunBuilder, rank: int) -> None:
         if f"{name}_end_point" not in table.column_names:
             continue
         start, end = ticks(f"{name}_start_point"), ticks(f"{name}_end_point")
-        valid = pc.and_(pc.is_valid(start), pc.is_valid(end))
+        # MindInsight writes 0 for a span a step did not have
+        valid = pc.fill_null(pc.and_(pc.greater(start, 0), pc.greater_equal(end, start)), False)
         n = int(pc.sum(valid).as_py() or 0)
         stream = name.split("_")[1]
-        lane = builder.track("thread", f"npu:{rank}", f"Step Trace reduce stream {stream}", rank=rank,
-                             tid=f"step_trace reduce {stream}")
-        builder.add_slices({"track": [lane] * n, "kind": ["annotation"] * n, "name": [name] * n,
+        lane = builder.track("stream", f"npu:{rank}", f"npu:{rank} stream {stream} (step trace all-reduce)",
+                             rank=rank, tid=stream)
+        builder.add_slices({"track": [lane] * n, "kind": [COMM_KIND] * n, "task_type": ["HCCL"] * n,
+                            "op_type": ["AllReduce"] * n,
+                            "name": [f"AllReduce {name}"] * n, "args": [_REDUCE_ARGS] * n,
                             "start_ns": start.filter(valid), "dur_ns": pc.subtract(end, start).filter(valid),
                             "step": steps["step"].filter(valid)})
     builder.sources.append(str(path))
