@@ -117,12 +117,22 @@ def test_a_training_killed_by_sigkill_makes_perfsight_run_exit_137(tmp_path):
     assert f"perfsight: run interrupted in {run}: its process ended without closing it" in stderr
 
 
-def test_a_script_that_cannot_start_leaves_its_run_marked_failed_and_a_failing_exit(tmp_path):
-    result = perfsight("run", "-o", tmp_path, "--", sys.executable, tmp_path / "missing.py")
-    assert result.returncode == 2                              # python's own: it cannot open the file
-    [run] = run_dirs(tmp_path)
+def test_a_script_that_fails_leaves_its_run_marked_failed_and_a_failing_exit(tmp_path):
+    failing = tmp_path / "failing.py"
+    failing.write_text("import sys\nimport torch\nsys.exit(2)\n")
+    result = perfsight("run", "-o", tmp_path / "prof", "--", sys.executable, failing)
+    assert result.returncode == 2
+    [run] = run_dirs(tmp_path / "prof")
     m = manifest(run)
     assert m["status"] == "failed" and m["errors"] == ["the program exited with code 2; what was profiled before that "
                                                        "is kept"]
     assert (f"perfsight: run failed in {run}: the program exited with code 2" in result.stderr
             and "run collected" not in result.stderr)
+
+
+def test_a_script_that_cannot_start_leaves_no_run_and_says_so(tmp_path):
+    """Profiling starts when the script imports torch: a script python cannot open never does."""
+    result = perfsight("run", "-o", tmp_path, "--", sys.executable, tmp_path / "missing.py")
+    assert result.returncode == 2                              # python's own: it cannot open the file
+    assert not run_dirs(tmp_path)
+    assert "perfsight: no run was collected (did the command start Python with torch?)" in result.stderr
