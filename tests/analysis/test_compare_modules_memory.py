@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 
@@ -65,9 +66,17 @@ def test_memory_allocated_by_operator(pair):
     assert figures["peak memory allocated"]["new"] == 2 * figures["peak memory allocated"]["base"]
 
 
-def test_two_jobs_rank_by_rank(shared_data, tmp_path):
-    answers = {side: jobgen.generate("npu", 8, tmp_path / side, seed=seed, ranks_per_node=4, data=shared_data)
+@pytest.fixture(scope="module")
+def eight_rank_jobs(shared_data, tmp_path_factory) -> tuple[Path, dict]:
+    """Two generated 8-rank jobs (folders ``base`` and ``new``) and their answers, made once for the module."""
+    root = tmp_path_factory.mktemp("jobs")
+    answers = {side: jobgen.generate("npu", 8, root / side, seed=seed, ranks_per_node=4, data=shared_data)
                for side, seed in (("base", 3), ("new", 8))}
+    return root, answers
+
+
+def test_two_jobs_rank_by_rank(eight_rank_jobs):
+    tmp_path, answers = eight_rank_jobs
     base, new = perfsight.open(tmp_path / "base"), perfsight.open(tmp_path / "new")
     rows = analysis.rank_comparison(base.job, new.job).to_pylist()
     assert [row["rank"] for row in rows] == list(range(8))
@@ -76,9 +85,8 @@ def test_two_jobs_rank_by_rank(shared_data, tmp_path):
     assert all(row["difference_ns"] == row["new_step_ns"] - row["base_step_ns"] for row in rows)
 
 
-def test_slowest_rank_to_slowest_rank_and_two_ranks_of_one_job(shared_data, tmp_path):
-    answers = {side: jobgen.generate("npu", 8, tmp_path / side, seed=seed, ranks_per_node=4, data=shared_data)
-               for side, seed in (("base", 3), ("new", 8))}
+def test_slowest_rank_to_slowest_rank_and_two_ranks_of_one_job(eight_rank_jobs):
+    tmp_path, answers = eight_rank_jobs
     slowest = {side: max(range(8), key=lambda rank: (answers[side]["mean_step_ns"][rank], -rank))
                for side in answers}
     comparison = perfsight.compare(tmp_path / "base", tmp_path / "new", base_rank="slowest", new_rank="slowest")
