@@ -4,6 +4,7 @@ and benchmarks of cluster analysis run on, knowing what must be found.
     python bench/jobgen.py --kind gpu|npu --ranks N --out DIR [--seed S] [--ranks-per-node 8]
                            [--slow-ranks K | --slow-rank R ...] [--slow-delay-us D] [--slow-link SRC,DST]
                            [--slow-link-factor F] [--offsets on|off] [--steps K] [--lean] [--workers W]
+                           [--shape standard|no_args|fused|custom_kernels]
 
 ``import jobgen`` (bench/ on sys.path) gives ``generate(kind, ranks, out, **options) -> dict`` (the answers).
 Nothing is written outside DIR; the shared data (``--data``, default ../shared/data) is only read.
@@ -33,6 +34,17 @@ pairs (``P2P_PER_STEP`` per pipeline pair and step, ``P2P_BYTES`` each, in the f
 by node parity so no rank sends and receives at once) take bytes / ``P2P_GBPS``, the slow link that
 times ``slow_link_factor``. ``--lean`` keeps only the device events, ProfilerSteps and record_param_comms
 (about 0.7 MB per rank and step instead of 2.9 MB).
+
+**gpu shapes** (``--shape``), the real jobs' shapes the standard one does not have:
+
+* ``no_args``: as an older PyTorch writes it: no collective metadata on the NCCL kernels, send/recv kernels or
+  record_param_comms, no ``pg_config`` in distributedInfo; the collectives are known only from the host
+  ``nccl:*`` ranges that launch the kernels (needs the host events: not with ``--lean``).
+* ``fused``: every rank's events in one file ``job.pt.trace.json``, each event's ``args.rank`` its rank and its
+  pid rank x 100,000,000 + its own (a merged multi-rank trace).
+* ``custom_kernels``: communication in DeepEP-style kernels, not NCCL's: the collectives' kernels and their
+  ranges renamed (``CUSTOM_NAMES``), without collective metadata; no collective can be matched across ranks,
+  the kernels are the ranks' communication.
 
 **npu** (``rank{R}_ascend_pt/``, torch_npu text export, from ascend/torch_npu/text/level1/rank0_ascend_pt:
 step 50, 4 HCCL all-reduces). The ops go to the layers ``NPU_LAYERS``. Per rank: profiler_info_{R}.json
@@ -72,6 +84,7 @@ transport's bandwidth (``LINK_GBPS``), the slow link's (a DP ring link src -> sr
   measures), exact;
 * ``collective_gbps`` (gpu), ``queued_kernels`` (gpu: NCCL kernels that started after their arrival
   because the rank's previous NCCL kernel was still running; 0 with the defaults);
+* ``shape`` (gpu): the ``--shape`` written;
 * ``seconds``: the generation's wall time.
 """
 from __future__ import annotations
@@ -116,6 +129,20 @@ OFFSET_RANGE_NS = 20_000_000
 #: npu link bandwidth per transport (GB/s = MB/ms)
 LINK_GBPS = {"HCCS": 18.0, "RDMA": 12.0, "LOCAL": 400.0}
 NS_PER_US = 1000
+SHAPES = ("standard", "no_args", "fused", "custom_kernels")
+BARE_SHAPES = ("no_args", "custom_kernels")        # without collective metadata
+#: the collective metadata PyTorch >= 2.1 writes on NCCL kernels and record_param_comms (shapes without it)
+COLLECTIVE_ARGS = ("Collective name", "dtype", "In msg nelems", "Out msg nelems", "Group size", "Process Group Name",
+                   "Process Group Description", "Process Group Ranks", "Global rank start", "Global rank stride",
+                   "In split size", "Out split size", "Src Rank", "Dst Rank")
+#: shape custom_kernels: each NCCL kernel family's and host range's name -> a DeepEP-style one
+CUSTOM_NAMES = {"ncclKernel_AllReduce": "void deep_ep::internode::combine<8, 768>(int4*, float*, int const*)",
+                "ncclKernel_Broadcast": "void deep_ep::intranode::dispatch<8, 768>(int4*, float*, int const*)",
+                "ncclKernel_SendRecv": "void deep_ep::intranode::notify_dispatch(int const*, int*, int)",
+                "nccl:all_reduce": "deep_ep::Buffer::combine", "nccl:broadcast": "deep_ep::Buffer::dispatch"}
+_CUSTOM_NAME = re.compile(r'"name": "(' + "|".join(re.escape(k) for k in CUSTOM_NAMES) + r')[^"]*"')
+#: shape fused: a rank's pids are prefixed with rank x this (as merged multi-rank traces write them)
+FUSED_PID_STRIDE = 100_000_000
 
 
 # --- layout and plants ---------------------------------------------------------------------------------
@@ -309,7 +336,8 @@ _LEAN_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "user
 class GpuBase:
     """The base trace parsed once: its events (kept steps), their base ns, the collectives and the template."""
 
-    def __init__(self, data: Path, steps: int | None, lean: bool):
+    def __init__(self, data: Path, steps: int | None, lean: bool, bare: bool = False):
+        """``bare``: the template's events without collective metadata (the shapes without it)."""
         document = json.loads(gzip.decompress((data / GPU_BASE).read_bytes()))
         events = document["traceEvents"]
         step_events = sorted((e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")),
@@ -361,7 +389,8 @@ class GpuBase:
             if i in special:
                 self.template.add_slot("event", i)
             else:
-                self.template.add(_slotted(e), i)
+                self.template.add(_slotted({**e, "args": _without_collective_args(e["args"])} if bare and "args" in e
+                                           else e), i)
 
     def message_bytes(self, row: int) -> int:
         args = self.events[row]["args"]
@@ -376,8 +405,9 @@ def _transit_ns(size: int, gbps: float) -> int:
 class GpuJob:
     """The simulated timing of every rank (module docstring) and each rank's file."""
 
-    def __init__(self, job: Job, base: GpuBase):
-        self.job, self.base = job, base
+    def __init__(self, job: Job, base: GpuBase, shape: str = "standard"):
+        self.job, self.base, self.shape = job, base, shape
+        self.bare = shape in BARE_SHAPES
         world = job.world
         rng = np.random.default_rng(job.seed + 1)
         slow = np.zeros(world, np.int64)
@@ -475,6 +505,8 @@ class GpuJob:
     # -- writing --
 
     def _args(self, rank: int, row: int, base_args: dict, layer: str, record: bool) -> dict:
+        if self.bare:
+            return _without_collective_args(base_args)
         group = self.job.group_of(layer, rank)
         args = dict(base_args)
         args.update({"Process Group Name": group.name, "Process Group Description": group.description,
@@ -514,7 +546,10 @@ class GpuJob:
                     values.append(_with_times(out, int(ts[i]) + offset, int(end[i] - ts[i])))
         body = base.template.render(values)
         extra = "".join(",\n" + self._p2p_event(rank, op, offset) for op in self.p2p if rank in (op["src"], op["dst"]))
-        return self._header(rank) + body + extra + self._footer()
+        text = self._header(rank) + body + extra + self._footer()
+        if self.shape == "custom_kernels":
+            text = _CUSTOM_NAME.sub(lambda m: f'"name": {json.dumps(CUSTOM_NAMES[m.group(1)])}', text)
+        return text
 
     def _p2p_event(self, rank: int, op: dict, offset: int) -> str:
         sending = rank == op["src"]
@@ -527,6 +562,8 @@ class GpuJob:
                 "dtype": "Float", "In split size": "[]", "Out split size": "[]", "Process Group Name": group.name,
                 "Process Group Description": group.description, "Process Group Ranks": _ranks_text(group.ranks),
                 ("Dst Rank" if sending else "Src Rank"): peer}
+        if self.bare:
+            args = _without_collective_args(args)
         event = {"ph": "X", "cat": "kernel", "name": "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, "
                  "unsigned long, ncclWork*)", "pid": 0, "tid": self.base.stream, "ts": 0, "dur": 0, "args": args}
         return _with_times(event, start + offset, op["end"] - start)
@@ -538,6 +575,8 @@ class GpuJob:
                 "pg_config": [{"pg_name": g.name, "pg_desc": g.description, "backend_config": "cuda:nccl",
                                "pg_size": len(g.ranks), "ranks": g.ranks} for g in mine],
                 "nccl_version": header.get("distributedInfo", {}).get("nccl_version", "2.17.1")}
+        if self.bare:
+            info = {k: v for k, v in info.items() if k not in ("pg_count", "pg_config")}
         head = {"schemaVersion": header.get("schemaVersion", 1), "deviceProperties": header.get("deviceProperties", []),
                 "distributedInfo": info}
         return json.dumps(head)[:-1] + ', "traceEvents": [\n'
@@ -554,9 +593,36 @@ class GpuJob:
             link = {"src": job.slow_link[0], "dst": job.slow_link[1], "transport": "UNKNOWN",
                     "bandwidth_gbps": P2P_BYTES / _transit_ns(P2P_BYTES, P2P_GBPS / job.slow_link_factor),
                     "others_gbps": P2P_BYTES / _transit_ns(P2P_BYTES, P2P_GBPS), "factor": job.slow_link_factor}
+        paths = ({str(r): FUSED_FILE for r in range(job.world)} if self.shape == "fused"
+                 else {str(r): f"rank{r}.pt.trace.json" for r in range(job.world)})
         return {"steps": self.base.steps, "slow_link": link, "collective_gbps": COLLECTIVE_GBPS,
                 "queued_kernels": self.queued, "mean_step_ns": [self.mean_step_ns(r) for r in range(job.world)],
-                "paths": {str(r): f"rank{r}.pt.trace.json" for r in range(job.world)}}
+                "paths": paths, "shape": self.shape}
+
+
+FUSED_FILE = "job.pt.trace.json"
+
+
+def _without_collective_args(args: dict) -> dict:
+    return {k: v for k, v in args.items() if k not in COLLECTIVE_ARGS}
+
+
+def _fuse(out: Path, ranks: int) -> None:
+    """Shape fused: the ranks' files merged into ``FUSED_FILE`` (rank 0's header; each event's pid prefixed with
+    its rank and its args given ``rank``), the rank files removed."""
+    events, head = [], None
+    for rank in range(ranks):
+        path = out / f"rank{rank}.pt.trace.json"
+        document = json.loads(path.read_text())
+        head = head or {k: v for k, v in document.items() if k != "traceEvents"}
+        for event in document["traceEvents"]:
+            if isinstance(event.get("pid"), int):
+                event["pid"] += rank * FUSED_PID_STRIDE
+            if event.get("ph") != "M":
+                event["args"] = {**event.get("args", {}), "rank": rank}
+            events.append(event)
+        path.unlink()
+    (out / FUSED_FILE).write_text(json.dumps({**(head or {}), "traceEvents": events}))
 
 
 def _gpu_name(layer: str, index: int, order: int) -> str:
@@ -951,7 +1017,7 @@ def generate(kind: str, ranks: int, out, *, seed: int = 0, ranks_per_node: int =
              slow_rank_list: list[int] | None = None, slow_delay_ns: int = SLOW_DELAY_NS,
              slow_link: tuple[int, int] | None = None, slow_link_factor: float = SLOW_LINK_FACTOR,
              offsets: bool = True, steps: int | None = None, lean: bool = False, workers: int = 1,
-             data: Path = DEFAULT_DATA) -> dict:
+             shape: str = "standard", data: Path = DEFAULT_DATA) -> dict:
     """Write the ``kind`` job of ``ranks`` ranks into ``out`` with its answers.json; return the answers."""
     began = time.perf_counter()
     out = Path(out)
@@ -961,9 +1027,13 @@ def generate(kind: str, ranks: int, out, *, seed: int = 0, ranks_per_node: int =
     out.mkdir(parents=True, exist_ok=True)
     job = _plants(kind, ranks, ranks_per_node, seed, slow_ranks, slow_rank_list, slow_delay_ns, slow_link,
                   slow_link_factor, offsets)
+    if shape not in SHAPES or (shape != "standard" and kind != "gpu"):
+        raise SystemExit(f"--shape {shape}: one of {', '.join(SHAPES)}; shapes other than standard are gpu's")
+    if shape == "no_args" and lean:
+        raise SystemExit("--shape no_args: the collectives are known from the host ranges, which --lean drops")
     if kind == "gpu":
         _layout(job, _gpu_name)
-        generator: GpuJob | NpuJob = GpuJob(job, GpuBase(data, steps, lean))
+        generator: GpuJob | NpuJob = GpuJob(job, GpuBase(data, steps, lean, shape in BARE_SHAPES), shape)
     elif kind == "npu":
         _layout(job, _npu_name)
         generator = NpuJob(job, NpuBase(data))
@@ -977,6 +1047,8 @@ def generate(kind: str, ranks: int, out, *, seed: int = 0, ranks_per_node: int =
     else:
         for rank in range(ranks):
             _write_rank(rank)
+    if shape == "fused":
+        _fuse(out, ranks)
     answers = {"kind": kind, "world_size": ranks, "ranks_per_node": ranks_per_node, "nodes": job.nodes,
                "seed": seed, "lean": lean,
                "groups": {name: {"layer": g.layer, "ranks": g.ranks, "description": g.description,
@@ -1006,6 +1078,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, help="gpu: keep the first K of the base's 3 steps")
     parser.add_argument("--lean", action="store_true", help="gpu: device events and steps only (~0.7 MB/step)")
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--shape", choices=SHAPES, default="standard", help="gpu: a real job's shape (see above)")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder (read only)")
     args = parser.parse_args(argv)
     link = tuple(int(x) for x in args.slow_link.split(",")) if args.slow_link else None
@@ -1013,7 +1086,7 @@ def main(argv: list[str] | None = None) -> None:
                        slow_ranks=args.slow_ranks, slow_rank_list=args.slow_rank,
                        slow_delay_ns=round(args.slow_delay_us * NS_PER_US), slow_link=link,  # type: ignore[arg-type]
                        slow_link_factor=args.slow_link_factor, offsets=args.offsets == "on", steps=args.steps,
-                       lean=args.lean, workers=args.workers, data=args.data)
+                       lean=args.lean, workers=args.workers, shape=args.shape, data=args.data)
     size = sum(p.stat().st_size for p in args.out.rglob("*") if p.is_file())
     print(json.dumps({"out": str(args.out), "ranks": args.ranks, "bytes": size, "seconds": answers["seconds"],
                       "slow_ranks": answers["slow_ranks"], "slow_link": answers["slow_link"]}))

@@ -94,6 +94,63 @@ def test_gpu_rank_file_says_its_rank_groups_and_cut_rank_lists(tmp_path, shared_
     assert answers["clock_offsets_ns"] == [0] * 64
 
 
+def _waits(run) -> dict:
+    """(rank, collective, its start) -> its wait, of every collective operation the run matched."""
+    return {(r["rank"], r["collective"], r["start_ns"]): r["wait_ns"] for r in run.collective_figures().to_pylist()}
+
+
+def test_a_fused_trace_of_four_ranks_gives_the_planted_answers(tmp_path, shared_data):
+    """Every rank's events in one file (args.rank, pids prefixed with the rank): read as 4 ranks, not as one,
+    with the same verdicts, offsets and steps as the job written rank by rank."""
+    answers = jobgen.generate("gpu", 4, tmp_path, seed=3, ranks_per_node=2, lean=True, steps=2, shape="fused",
+                              data=shared_data)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["answers.json", jobgen.FUSED_FILE]
+    run = perfsight.open(tmp_path)
+    _check(answers, run)
+    assert "holds 4 ranks" in run.meta["parse_warnings"]
+
+
+def test_no_collective_args_the_host_ranges_give_the_same_waits(tmp_path, shared_data):
+    """An older PyTorch's trace: no collective metadata, no pg_config; the collectives come from the host
+    nccl:* ranges timed by the kernels they launched, in one unrecorded group. Every collective of this job is
+    over all ranks (one rank per node), so matching by order is exact: the straggler, the clock offsets and
+    every wait equal those of the same job written with its metadata."""
+    options = dict(seed=3, ranks_per_node=1, steps=2, data=shared_data)
+    bare = jobgen.generate("gpu", 4, tmp_path / "bare", shape="no_args", **options)
+    full = jobgen.generate("gpu", 4, tmp_path / "full", **options)
+    assert {k: v for k, v in bare.items() if k not in ("seconds", "shape")} == {
+        k: v for k, v in full.items() if k not in ("seconds", "shape")}
+    trace = json.loads((tmp_path / "bare" / "rank0.pt.trace.json").read_text())
+    assert "pg_config" not in trace["distributedInfo"]
+    assert not any("Collective name" in e.get("args", {}) for e in trace["traceEvents"])
+    run = perfsight.open(tmp_path / "bare")
+    [straggler] = run.straggler().to_pylist()
+    assert straggler["straggler_rank"] == bare["slow_ranks"][0]
+    assert straggler["last_arrivals"] == straggler["instances"]
+    assert [r["offset_ns"] for r in run.clock_offsets().to_pylist()] == bare["clock_offsets_ns"]
+    assert {r["source"] for r in run.collective_figures().to_pylist()} == {"host annotation"}
+    collectives = {key: wait for key, wait in _waits(perfsight.open(tmp_path / "full")).items()
+                   if key[1] in ("allreduce", "broadcast")}
+    assert _waits(run) == collectives
+
+
+def test_custom_communication_kernels_are_communication(tmp_path, shared_data):
+    """DeepEP-style kernels (no NCCL in their names, no collective metadata): each rank's communication per step
+    is the same as with NCCL's kernels; nothing can be matched across ranks, so no straggler is named."""
+    options = dict(seed=3, ranks_per_node=2, lean=True, steps=2, data=shared_data)
+    jobgen.generate("gpu", 4, tmp_path / "custom", shape="custom_kernels", **options)
+    jobgen.generate("gpu", 4, tmp_path / "nccl", **options)
+    names = {e.get("name", "") for e in json.loads((tmp_path / "custom" / "rank1.pt.trace.json").read_text())[
+        "traceEvents"]}
+    assert not [name for name in names if "nccl" in name.lower()] and "deep_ep::Buffer::combine" in names
+    custom, nccl = perfsight.open(tmp_path / "custom"), perfsight.open(tmp_path / "nccl")
+
+    def communication(run):
+        return {(r["rank"], r["step"]): r["communication_ns"] for r in run.step_breakdown().to_pylist()}
+    assert communication(custom) == communication(nccl) and min(communication(custom).values()) > 0
+    assert custom.collective_figures().num_rows == 0 and custom.straggler().num_rows == 0
+
+
 def test_npu_8_ranks_planted_answers_found(tmp_path, shared_data):
     answers = jobgen.generate("npu", 8, tmp_path, seed=3, ranks_per_node=4, data=shared_data)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["answers.json"] + sorted(f"rank{r}_ascend_pt"
