@@ -45,6 +45,8 @@ times ``slow_link_factor``. ``--lean`` keeps only the device events, ProfilerSte
 * ``custom_kernels``: communication in DeepEP-style kernels, not NCCL's: the collectives' kernels and their
   ranges renamed (``CUSTOM_NAMES``), without collective metadata; no collective can be matched across ranks,
   the kernels are the ranks' communication.
+* ``warmup``: every rank's first step ``WARMUP_NS`` longer (its work before its first collective stretched), as
+  a first step that compiles and allocates is; ``mean_step_ns`` includes it.
 
 **npu** (``rank{R}_ascend_pt/``, torch_npu text export, from ascend/torch_npu/text/level1/rank0_ascend_pt:
 step 50, 4 HCCL all-reduces). The ops go to the layers ``NPU_LAYERS``. Per rank: profiler_info_{R}.json
@@ -129,7 +131,9 @@ OFFSET_RANGE_NS = 20_000_000
 #: npu link bandwidth per transport (GB/s = MB/ms)
 LINK_GBPS = {"HCCS": 18.0, "RDMA": 12.0, "LOCAL": 400.0}
 NS_PER_US = 1000
-SHAPES = ("standard", "no_args", "fused", "custom_kernels")
+SHAPES = ("standard", "no_args", "fused", "custom_kernels", "warmup")
+#: shape warmup: every rank's first step is this much longer (a first step's compilation, allocation, caching)
+WARMUP_NS = 600_000_000
 BARE_SHAPES = ("no_args", "custom_kernels")        # without collective metadata
 #: the collective metadata PyTorch >= 2.1 writes on NCCL kernels and record_param_comms (shapes without it)
 COLLECTIVE_ARGS = ("Collective name", "dtype", "In msg nelems", "Out msg nelems", "Group size", "Process Group Name",
@@ -426,6 +430,8 @@ class GpuJob:
         for n, rows in enumerate(base.collectives):
             knot_t.append(int(base.step_starts[n]))
             knot_l.append(common.copy())
+            if n == 0 and shape == "warmup":
+                common = common + WARMUP_NS         # the first step's work before its first collective, longer
             step_knots = [(int(base.ts[row]), common + lags[n, j]) for j, row in enumerate(rows)]
             ops = [("collective", j, int(base.ts[row])) for j, row in enumerate(rows)]
             gap_start, gap_end = int(base.end[rows[1]]), int(base.ts[rows[2]])
