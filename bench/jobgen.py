@@ -4,7 +4,7 @@ and benchmarks of cluster analysis run on, knowing what must be found.
     python bench/jobgen.py --kind gpu|npu --ranks N --out DIR [--seed S] [--ranks-per-node 8]
                            [--slow-ranks K | --slow-rank R ...] [--slow-delay-us D] [--slow-link SRC,DST]
                            [--slow-link-factor F] [--offsets on|off] [--steps K] [--lean] [--workers W]
-                           [--shape standard|no_args|fused|custom_kernels]
+                           [--shape standard|no_args|fused|custom_kernels|warmup]
 
 ``import jobgen`` (bench/ on sys.path) gives ``generate(kind, ranks, out, **options) -> dict`` (the answers).
 Nothing is written outside DIR; the shared data (``--data``, default ../shared/data) is only read.
