@@ -145,7 +145,8 @@ CUSTOM_NAMES = {"ncclKernel_AllReduce": "void deep_ep::internode::combine<8, 768
                 "ncclKernel_SendRecv": "void deep_ep::intranode::notify_dispatch(int const*, int*, int)",
                 "nccl:all_reduce": "deep_ep::Buffer::combine", "nccl:broadcast": "deep_ep::Buffer::dispatch"}
 _CUSTOM_NAME = re.compile(r'"name": "(' + "|".join(re.escape(k) for k in CUSTOM_NAMES) + r')[^"]*"')
-#: shape fused: a rank's pids are prefixed with rank x this (as merged multi-rank traces write them)
+#: shape fused: the one file, and a rank's pids prefixed with rank x this (as merged multi-rank traces write them)
+FUSED_FILE = "job.pt.trace.json"
 FUSED_PID_STRIDE = 100_000_000
 
 
@@ -606,8 +607,6 @@ class GpuJob:
                 "paths": paths, "shape": self.shape}
 
 
-FUSED_FILE = "job.pt.trace.json"
-
 
 def _without_collective_args(args: dict) -> dict:
     return {k: v for k, v in args.items() if k not in COLLECTIVE_ARGS}
@@ -1030,13 +1029,13 @@ def generate(kind: str, ranks: int, out, *, seed: int = 0, ranks_per_node: int =
     data = Path(data)
     if out.resolve().is_relative_to(data.resolve()):
         raise SystemExit(f"--out {out}: never inside the shared data {data}")
-    out.mkdir(parents=True, exist_ok=True)
-    job = _plants(kind, ranks, ranks_per_node, seed, slow_ranks, slow_rank_list, slow_delay_ns, slow_link,
-                  slow_link_factor, offsets)
     if shape not in SHAPES or (shape != "standard" and kind != "gpu"):
         raise SystemExit(f"--shape {shape}: one of {', '.join(SHAPES)}; shapes other than standard are gpu's")
     if shape == "no_args" and lean:
         raise SystemExit("--shape no_args: the collectives are known from the host ranges, which --lean drops")
+    out.mkdir(parents=True, exist_ok=True)
+    job = _plants(kind, ranks, ranks_per_node, seed, slow_ranks, slow_rank_list, slow_delay_ns, slow_link,
+                  slow_link_factor, offsets)
     if kind == "gpu":
         _layout(job, _gpu_name)
         generator: GpuJob | NpuJob = GpuJob(job, GpuBase(data, steps, lean, shape in BARE_SHAPES), shape)
