@@ -61,6 +61,7 @@ from collections import defaultdict
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from perfsight.analysis.breakdown import median
 from perfsight.analysis.collectives import collective_figures
@@ -262,8 +263,8 @@ def _group_key(group):
 
 def rank_waits(job: Job) -> pa.Table:
     """Per process group and rank, then per rank over the whole job (``process_group`` null; schema
-    ``RANK_WAITS``): the instances it took part in, how often it arrived last, the steps with instances, the
-    wait its late arrivals caused the others (in all and the median per step), the wait it suffered itself,
+    ``RANK_WAITS``): the instances it took part in, how often it arrived last, the steps counted, the wait its
+    late arrivals caused the others (in all and the mean per counted step), the wait it suffered itself,
     and whether it is the straggler of the group (or of the job). A group with one timed member has no rows.
     Sorted: the job's rows first, then by group and rank."""
     arrivals = computed(collective_arrivals, job).to_pylist()
@@ -292,12 +293,12 @@ def straggler(job: Job) -> pa.Table:
     median_step = computed(median_step_ns, job)
     chosen, following = _straggler_of(waits, median_step)
     top = chosen or min(waits, key=lambda row: (-row["caused_per_step_ns"], row["rank"]))
-    members = [row["members"] for row in computed(collective_arrivals, job).to_pylist()
-               if row["rank"] == top["rank"]]
+    arrivals = computed(collective_arrivals, job)
+    members = pc.mean(arrivals["members"].filter(pc.equal(arrivals["rank"], top["rank"]))).as_py()
     return pa.Table.from_pylist([{
         "straggler_rank": chosen["rank"] if chosen else None,
         "caused_per_step_ns": top["caused_per_step_ns"],
-        "waiting_ranks": round(sum(members) / len(members)) - 1 if members else None,
+        "waiting_ranks": round(members) - 1 if members is not None else None,
         "last_arrivals": top["last_arrivals"], "instances": top["instances"],
         "next_rank": following["rank"] if following else None,
         "next_caused_per_step_ns": following["caused_per_step_ns"] if following else None,
