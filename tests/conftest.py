@@ -1,5 +1,6 @@
 """Shared test helpers: the real traces of ../shared/data, which every test reads from a copy (``SHARED_DATA``,
-made once per session: caches and exports land beside the copies, never in ../shared), and the
+made once per session and read by all its xdist workers: caches land beside the copy, never in ../shared; a test
+that writes more copies the folder it needs, ``copy_shared``), and the
 summary-base-dirs the insight API and browser tests serve (``runs_dir``, ``flops_dir``), and a real perfsight
 run made once per session (``perfsight_run``).
 
@@ -14,7 +15,20 @@ from pathlib import Path
 import pytest
 
 REAL_SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-SHARED_DATA = Path(tempfile.gettempdir()) / f"perfsight-tests-shared-{os.getpid()}" / "data"  # the copy
+#: set by a session that runs xdist workers, "<its pid>:<its copy>": its workers read that one copy, so a trace one
+#: of them parses is cached for all (perfsight's cache writes are safe for concurrent readers and writers)
+COPY_OF_SESSION = "PERFSIGHT_TESTS_SHARED_COPY"
+
+
+def _copy_of_my_session() -> Path | None:
+    """The copy made by the session this process is an xdist worker of (its parent); None in any other process (a
+    session a test starts inherits the variable but is not an xdist worker of the session that made the copy)."""
+    session_pid, _, copy = os.environ.get(COPY_OF_SESSION, "").partition(":")
+    return Path(copy) if "PYTEST_XDIST_WORKER" in os.environ and session_pid == str(os.getppid()) else None
+
+
+WORKERS_COPY = _copy_of_my_session()
+SHARED_DATA = WORKERS_COPY or Path(tempfile.gettempdir()) / f"perfsight-tests-shared-{os.getpid()}" / "data"
 _SNAPSHOT: dict = {}
 
 
@@ -33,10 +47,13 @@ def pytest_configure(config):
         raise pytest.UsageError(f"the real traces the tests read are missing: {REAL_SHARED_DATA} must be beside the "
                                 "checkout (../shared/data, as CI has it)")
     _SNAPSHOT.update(_listing(REAL_SHARED_DATA))
+    if WORKERS_COPY:
+        return
     shutil.rmtree(SHARED_DATA.parent, ignore_errors=True)
     shutil.copytree(REAL_SHARED_DATA, SHARED_DATA, symlinks=True)
     for dirpath, _dirs, _files in os.walk(SHARED_DATA):   # the copy is the tests' own: caches may go in it
         os.chmod(dirpath, os.stat(dirpath).st_mode | stat.S_IWUSR)
+    os.environ[COPY_OF_SESSION] = f"{os.getpid()}:{SHARED_DATA}"
 
 
 #: markers of the longest tests (training subprocesses, browsers, long runs): their files are handed out first
@@ -52,13 +69,23 @@ def pytest_collection_modifyitems(items):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    shutil.rmtree(SHARED_DATA.parent, ignore_errors=True)
+    if not WORKERS_COPY:
+        shutil.rmtree(SHARED_DATA.parent, ignore_errors=True)
     if _SNAPSHOT and _listing(REAL_SHARED_DATA) != _SNAPSHOT:
         changed = sorted(set(_listing(REAL_SHARED_DATA).items()) ^ set(_SNAPSHOT.items()))
         session.config.get_terminal_writer().line(
             f"FAILED: the tests changed {REAL_SHARED_DATA}, which they must only read (copies are in "
             f"conftest.SHARED_DATA): {', '.join(path for path, _ in changed[:10])}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def copy_shared(source: Path, destination: Path, *also_left_out: str) -> Path:
+    """A test's own copy of the folder ``source`` of the shared data at ``destination``, without perfsight's caches
+    (and the patterns ``also_left_out``): other test processes may be writing caches there while this one copies."""
+    from perfsight.core import layout
+
+    return Path(shutil.copytree(source, destination,
+                                ignore=shutil.ignore_patterns(f"*{layout.CACHE_DIR}*", *also_left_out)))
 
 
 @pytest.fixture(scope="session")

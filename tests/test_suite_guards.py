@@ -16,9 +16,9 @@ def checkout(root: Path, test_body: str) -> Path:
     return tests
 
 
-def pytest_in(tests: Path) -> subprocess.CompletedProcess:
+def pytest_in(tests: Path, *options: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-                           str(tests)], capture_output=True, text=True, cwd=tests.parent, timeout=120)
+                           *options, str(tests)], capture_output=True, text=True, cwd=tests.parent, timeout=120)
 
 
 def test_the_run_fails_without_the_shared_data(tmp_path):
@@ -43,3 +43,22 @@ def test_the_tests_read_a_copy_and_a_write_into_the_real_data_fails_the_run(tmp_
         "    (Path(__file__).resolve().parents[2] / 'shared' / 'data' / 'kineto' / 'x.perfsight_cache').mkdir()\n")
     result = pytest_in(tests)
     assert result.returncode == 1 and "the tests changed" in result.stdout and "x.perfsight_cache" in result.stdout
+
+
+def test_the_workers_of_a_session_read_its_one_copy_and_it_is_removed_at_the_end(tmp_path):
+    (tmp_path / "shared" / "data").mkdir(parents=True)
+    (tmp_path / "shared" / "data" / "t.json").write_text("{}")
+    tests = checkout(tmp_path, "")
+    for name in ("test_one.py", "test_two.py"):                  # --dist loadfile: one file per worker
+        (tests / name).write_text(
+            "import os\n"
+            "def test_reads(shared_data):\n"
+            "    assert (shared_data / 't.json').read_text() == '{}'\n"
+            f"    with open({str(tmp_path)!r} + '/seen_by_' + os.environ['PYTEST_XDIST_WORKER'], 'w') as f:\n"
+            "        f.write(str(shared_data))\n")
+    result = pytest_in(tests, "-n", "2", "--dist", "loadfile")
+    assert result.returncode == 0, result.stdout + result.stderr
+    seen = {path.name: Path(path.read_text()) for path in tmp_path.glob("seen_by_*")}
+    assert sorted(seen) == ["seen_by_gw0", "seen_by_gw1"]
+    assert len(set(seen.values())) == 1                           # both workers read one copy
+    assert not next(iter(seen.values())).exists()                 # which the session removed when it ended

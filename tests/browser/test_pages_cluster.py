@@ -4,13 +4,12 @@ each rank read around) and a planted 2-rank NCCL job with known answers (tests/a
 rank 1's clock 7,000,123 ns ahead, rank 1 the slow rank of pg0)."""
 from __future__ import annotations
 
-import shutil
-
 import pytest
 from playwright.sync_api import expect
 
 from perfsight.analysis.waiting import STRAGGLER_THRESHOLD
 from tests.analysis.planted_nccl_job import write_nccl_job
+from tests.conftest import copy_shared
 
 from .harness import open_view
 from .shown import cells, fmt_ns, page_url, ready, traces
@@ -23,7 +22,7 @@ def cluster_server(tmp_path_factory, shared_data):
     from .harness import InsightServer
 
     base = tmp_path_factory.mktemp("cluster_runs")
-    shutil.copytree(shared_data / "ascend" / "torch_npu" / "text" / "level1", base / "npu_job")
+    copy_shared(shared_data / "ascend" / "torch_npu" / "text" / "level1", base / "npu_job")
     for path in [base, *base.rglob("*")]:
         path.chmod(path.stat().st_mode | 0o200)
     write_nccl_job(base / "nccl_job")

@@ -4,10 +4,11 @@ that waits on its loader, a large GPU trace with none of these, and a two-rank N
 from __future__ import annotations
 
 import re
-import shutil
 
 import pytest
 from playwright.sync_api import expect
+
+from tests.conftest import copy_shared
 
 from .harness import open_view
 from .shown import page_url, ready
@@ -78,7 +79,7 @@ def test_resources_page_of_a_large_gpu_trace_thins_the_curve_and_switches_device
 
 def test_cluster_page_of_a_two_rank_job(serve, page, shared_data, tmp_path):
     job = tmp_path / "job"
-    shutil.copytree(shared_data / "kineto" / "hta" / "trace_filter", job)
+    copy_shared(shared_data / "kineto" / "hta" / "trace_filter", job)
     server = serve(tmp_path)
     (run,) = server.wait_parsed()
     assert run["ranks"] == [0, 1]

@@ -2,10 +2,10 @@
 new runs appearing without a restart, and no request leaving the machine."""
 from __future__ import annotations
 
-import shutil
-
 import pytest
 from playwright.sync_api import expect
+
+from tests.conftest import copy_shared
 
 from .harness import open_view
 
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.browser
 
 
 def test_run_list_shows_runs_errors_and_new_runs(serve, page, shared_data, tmp_path):
-    shutil.copytree(shared_data / "kineto" / "hta" / "cpu_only", tmp_path / "cpu_only")
+    copy_shared(shared_data / "kineto" / "hta" / "cpu_only", tmp_path / "cpu_only")
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "bad.pt.trace.json").write_text("this is not json")
     server = serve(tmp_path)
@@ -26,7 +26,7 @@ def test_run_list_shows_runs_errors_and_new_runs(serve, page, shared_data, tmp_p
     broken = rows.filter(has_text="bad.pt.trace.json")
     assert "error" in broken.inner_text() and "not JSON" in broken.inner_text()
 
-    shutil.copytree(shared_data / "kineto" / "hta" / "amd_trace", tmp_path / "amd")
+    copy_shared(shared_data / "kineto" / "hta" / "amd_trace", tmp_path / "amd")
     expect(rows).to_have_count(3, timeout=30_000)
     page.locator("#run-list").get_by_text("mi250_minitoy_train_ROCm6_2_kineto.json.gz").wait_for()
     assert page.external_requests == []

@@ -23,7 +23,7 @@ from perfsight.ingest.ascend.mindspore_legacy import read_mindspore_legacy
 from perfsight.ingest.ascend.msprof_dir import read_msprof_dir
 from perfsight.ingest.ascend.torch_npu_db import read_torch_npu_db
 from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, copy_shared
 from tests.ingest.ascend_planted import OUT, write_msprof_dir
 
 TEXT = SHARED_DATA / "ascend" / "torch_npu" / "text" / "level1"
@@ -47,7 +47,7 @@ def warnings_of(tables) -> list[str]:
 
 @pytest.fixture
 def rank0(tmp_path) -> Path:
-    return Path(shutil.copytree(TEXT / "rank0_ascend_pt", tmp_path / "rank0_ascend_pt"))
+    return copy_shared(TEXT / "rank0_ascend_pt", tmp_path / "rank0_ascend_pt")
 
 
 def output(folder: Path) -> Path:
@@ -126,7 +126,7 @@ def test_msprof_csv_values_that_are_not_numbers_cost_their_rows(tmp_path):
 
 
 def test_mindspore_csv_values_that_are_not_numbers_cost_their_rows(tmp_path):
-    folder = Path(shutil.copytree(MINDSPORE, tmp_path / "profiler", ignore=shutil.ignore_patterns("PROF_*")))
+    folder = copy_shared(MINDSPORE, tmp_path / "profiler", "PROF_*")
     detail = folder / "aicore_intermediate_1_detail.csv"
     replace(detail, 2, ",0.00133,", ",0.0O133,")                           # AtomicAddrClean-op104: 1.33 us
     flops = folder / "flops_1.txt"
@@ -159,7 +159,7 @@ TORCH_NPU_LACKS = ("without any file perfsight reads: ASCEND_PROFILER_OUTPUT/ la
 def test_data_less_rank_folders_beside_a_jobs_ranks_are_named_in_its_warnings(tmp_path):
     job = tmp_path / "job"
     for rank in (0, 1):
-        shutil.copytree(TEXT / f"rank{rank}_ascend_pt", job / f"rank{rank}_ascend_pt")
+        copy_shared(TEXT / f"rank{rank}_ascend_pt", job / f"rank{rank}_ascend_pt")
     (job / "rank2_ascend_pt" / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
     shutil.copy(TEXT / "rank0_ascend_pt" / "profiler_info_0.json", job / "rank2_ascend_pt" / "profiler_info_2.json")
     (job / "rank3_ascend_pt").mkdir()
@@ -206,7 +206,7 @@ def test_msprof_step_source_is_the_timeline_else_the_step_trace_csv(tmp_path):
 
 
 def test_mindspore_step_source_is_the_best_file_present(tmp_path):
-    folder = Path(shutil.copytree(MINDSPORE, tmp_path / "profiler", ignore=shutil.ignore_patterns("PROF_*")))
+    folder = copy_shared(MINDSPORE, tmp_path / "profiler", "PROF_*")
     assert [read_mindspore_legacy(folder, rank=r).meta_dict()["step_source"] for r in (0, 1, 10)] == [
         "step_trace_raw_detail_time.csv", "none", "step_trace_raw_detail_time.csv"]
     (folder / "step_trace_raw_0_detail_time.csv").unlink()
@@ -222,7 +222,7 @@ def test_mindspore_step_source_is_the_best_file_present(tmp_path):
 
 
 def test_a_torch_npu_rank_without_better_steps_takes_its_msprof_step_files(tmp_path):
-    rank = Path(shutil.copytree(TEXT / "rank1_ascend_pt", tmp_path / "rank1_ascend_pt"))
+    rank = copy_shared(TEXT / "rank1_ascend_pt", tmp_path / "rank1_ascend_pt")
     for path in output(rank).iterdir():
         if path.name not in ("step_trace_time.csv", "communication.json", "communication_matrix.json"):
             path.unlink()
@@ -243,7 +243,7 @@ def test_a_torch_npu_rank_without_better_steps_takes_its_msprof_step_files(tmp_p
 # --- JSON fields of the wrong type (found by mutating every field of the samples' JSON files in turn) ----------
 
 def ms_copy(tmp_path) -> Path:
-    return Path(shutil.copytree(MINDSPORE, tmp_path / "profiler", ignore=shutil.ignore_patterns("PROF_*")))
+    return copy_shared(MINDSPORE, tmp_path / "profiler", "PROF_*")
 
 
 def edit_json(path: Path, change) -> None:
@@ -319,7 +319,7 @@ def test_minddata_values_that_are_not_numbers_cost_their_series(tmp_path):
 
 def test_an_msprof_info_json_of_the_wrong_shape_costs_its_entries(tmp_path):
     source = sorted(MINDSPORE.glob("PROF_*"))[1]
-    prof = Path(shutil.copytree(source, tmp_path / source.name))
+    prof = copy_shared(source, tmp_path / source.name)
     info = next(prof.glob("device_*/info.json.*"))
     edit_json(info, lambda doc: doc.update(DeviceInfo=[None, *doc["DeviceInfo"]]))
     tables = read_msprof_dir(prof)
@@ -406,7 +406,7 @@ def test_a_torch_npu_json_file_nested_too_deeply_is_read_around(rank0, name, con
 
 
 def test_torch_npu_db_json_nested_too_deeply_is_read_around(tmp_path, shared_data):
-    rank = Path(shutil.copytree(shared_data / "ascend/torch_npu/db/level1/rank0_ascend_pt", tmp_path / "rank0"))
+    rank = copy_shared(shared_data / "ascend/torch_npu/db/level1/rank0_ascend_pt", tmp_path / "rank0")
     nest_deeply(rank / "profiler_info_0.json")
     with sqlite3.connect(rank / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db") as con:
         con.execute("UPDATE META_DATA SET value = ? WHERE name = 'ENV_VARIABLES'", ('{"A": ' + DEEP + "}",))
@@ -439,7 +439,7 @@ def test_mindspore_json_nested_too_deeply_is_read_around(tmp_path):
 
 
 def test_a_fifo_as_the_torch_npu_db_profiler_info_is_read_around(tmp_path, shared_data):
-    rank = Path(shutil.copytree(shared_data / "ascend/torch_npu/db/level1/rank0_ascend_pt", tmp_path / "rank0"))
+    rank = copy_shared(shared_data / "ascend/torch_npu/db/level1/rank0_ascend_pt", tmp_path / "rank0")
     info = rank / "profiler_info_0.json"
     info.unlink()
     os.mkfifo(info)

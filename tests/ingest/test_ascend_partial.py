@@ -29,7 +29,7 @@ from perfsight.ingest.ascend.detect import is_torch_npu_dir
 from perfsight.ingest.ascend.formats import TorchNpuReader
 from perfsight.ingest.ascend.torch_npu_db import read_torch_npu_db
 from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, copy_shared
 
 TORCH_NPU = SHARED_DATA / "ascend" / "torch_npu"
 TEXT = TORCH_NPU / "text" / "level1"
@@ -50,7 +50,7 @@ pytestmark = pytest.mark.skipif(not TEXT.is_dir(), reason=f"the Ascend samples a
 def rank_copy(target: Path, rank: int, *, as_rank: int | None = None, keep: tuple[str, ...] | None = None) -> Path:
     """A copy of text/level1's rank folder at ``target`` (its profiler_info saying ``as_rank``), keeping only
     the ``keep`` files of ASCEND_PROFILER_OUTPUT (analysis.db from the db export's same rank) when given."""
-    shutil.copytree(TEXT / f"rank{rank}_ascend_pt", target)
+    copy_shared(TEXT / f"rank{rank}_ascend_pt", target)
     output = target / "ASCEND_PROFILER_OUTPUT"
     if keep is not None:
         for path in output.iterdir():

@@ -62,6 +62,24 @@ def test_reading_reports_every_raw_byte_to_a_progress_listener(shared_data, tmp_
     progress.advance(10)                                        # nobody listening: nothing happens
 
 
+def test_a_cache_being_written_is_hidden_from_a_search_of_its_folder(write_trace, monkeypatch):
+    """Another process listing the folder mid-write (insight, a second CLI, a test worker) must not take the
+    half-written cache for a run of its own or trip over it vanishing."""
+    from perfsight.ingest import registry
+
+    trace = write_trace([{"ph": "X", "cat": "cpu_op", "name": "aten::aa", "pid": 1, "tid": 1, "ts": 1, "dur": 1}])
+    [run] = ingest.find_runs(trace)
+    seen_mid_write = []
+    write_table = cache.pq.write_table
+    monkeypatch.setattr(cache.pq, "write_table", lambda table, path, **kwargs: (
+        seen_mid_write.append([entry.name for entry in trace.parent.iterdir()
+                               if entry.is_dir() and registry.searched(entry.name)]),
+        write_table(table, path, **kwargs)))
+    assert cache.write(run.cache_dir, cache.fingerprint(run.sources()), ingest.load(run, use_cache=False))
+    assert seen_mid_write and all(searched == [] for searched in seen_mid_write)
+    assert run.cache_dir.is_dir()
+
+
 def test_a_trace_rewritten_with_its_old_size_and_mtime_is_parsed_again(write_trace):
     trace = write_trace([{"ph": "X", "cat": "cpu_op", "name": "aten::aa", "pid": 1, "tid": 1, "ts": 1, "dur": 1}])
     [run] = ingest.find_runs(trace)

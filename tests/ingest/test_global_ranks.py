@@ -5,7 +5,6 @@ planted in a copy of the real torch_npu samples (../shared/data/ascend/torch_npu
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from perfsight.analysis import collectives, memory
 from perfsight.ingest.ascend.torch_npu_db import read_torch_npu_db
 from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text
 from perfsight.ingest.jobs import merge
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, copy_shared
 
 TEXT = SHARED_DATA / "ascend" / "torch_npu" / "text" / "level1"
 DB = SHARED_DATA / "ascend" / "torch_npu" / "db" / "level1"
@@ -30,7 +29,7 @@ pytestmark = pytest.mark.skipif(not TEXT.is_dir(), reason=f"the Ascend samples a
 
 def copy(tmp_path: Path, source: Path) -> Path:
     target = tmp_path / source.name
-    shutil.copytree(source, target)
+    copy_shared(source, target)
     return target
 
 

@@ -18,6 +18,7 @@ from perfsight.ingest.ascend.detect import is_mindspore_legacy_dir, ranks_in
 from perfsight.ingest.ascend.formats import MindSporeLegacyReader
 from perfsight.ingest.ascend.mindspore_legacy import legacy_sources, read_mindspore_legacy
 from perfsight.ingest.common.reader import RunSource
+from tests.conftest import copy_shared
 from tests.ingest.ascend_planted import assert_valid, rows
 
 PROFILER = "ascend/mindspore_legacy/profiler"
@@ -252,11 +253,10 @@ def test_the_step_trace_all_reduces_are_each_rank_s_communication(shared_data, t
     """MindSpore 1.x's step trace is the only record of a legacy job's communication: read as annotations, it
     left 0% communication. Each step's communication is the union of its stream_S_parallel_P spans (spans of
     two streams overlap), computed here from the file's ticks (10 ns) alone."""
-    import shutil
 
     import perfsight
 
-    folder = shutil.copytree(shared_data / PROFILER, tmp_path / "profiler")
+    folder = copy_shared(shared_data / PROFILER, tmp_path / "profiler")
     run = perfsight.open(folder)
     by_step = {(r["rank"], r["step"]): r["communication_ns"] for r in run.step_breakdown().to_pylist()}
     for rank in (0, 10):

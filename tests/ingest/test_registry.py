@@ -26,6 +26,7 @@ from perfsight.ingest.common.reader import Reader, RunSource
 from perfsight.ingest.jobs import rank_in_name
 from perfsight.run import open_sources
 from perfsight.views.insight.discovery import discover
+from tests.conftest import copy_shared
 
 TOY_FILE = "toy_profile.csv"
 
@@ -110,7 +111,7 @@ def test_a_new_format_is_one_reader_and_one_registry_entry(tmp_path, monkeypatch
                                  "kineto/hta/trace_filter"])
 def test_a_job_is_the_same_runs_through_open_and_discovery(shared_data, tmp_path, job):
     base = tmp_path / "base"
-    shutil.copytree(shared_data / job, base / "job")
+    copy_shared(shared_data / job, base / "job")
     [entry] = discover(base)
     assert (entry.relpath, entry.kind.endswith(" job")) == ("job", True)
     assert entry.runs == tuple(ingest.find_runs(base / "job"))

@@ -6,10 +6,11 @@ import shutil
 
 from perfsight.ingest import cache
 from perfsight.views.insight.discovery import discover
+from tests.conftest import copy_shared
 
 
 def test_insight_and_the_cache_stamp_a_run_alike(shared_data, tmp_path):
-    shutil.copytree(shared_data / "ascend/torch_npu/text/level1/rank0_ascend_pt", tmp_path / "rank0_ascend_pt")
+    copy_shared(shared_data / "ascend/torch_npu/text/level1/rank0_ascend_pt", tmp_path / "rank0_ascend_pt")
     shutil.copy(shared_data / "kineto/hta/trace_compare/base/base.json.gz", tmp_path / "base.json.gz")
     candidates = discover(tmp_path)
     assert len(candidates) == 2 and all(len(c.sources) for c in candidates)

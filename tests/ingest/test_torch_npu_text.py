@@ -25,7 +25,7 @@ from perfsight.ingest.ascend.detect import is_torch_npu_dir
 from perfsight.ingest.ascend.torch_npu_text import read_torch_npu_text
 from perfsight.ingest.common.chrome_json import TraceStream
 from perfsight.ingest.jobs import merge
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, copy_shared
 
 TEXT = SHARED_DATA / "ascend" / "torch_npu" / "text"
 FIXTURE_TRACE = TEXT.parents[1] / "msprof_analyze_fixtures" / "ut" / "advisor" / "timeline_advice" / "trace_view.json"
@@ -52,7 +52,7 @@ def output_csv(run: str, name: str) -> list[dict]:
 def copy_run(tmp_path: Path, run: str = LEVEL1, keep: tuple[str, ...] | None = None) -> Path:
     """A writable copy of a sample (only the ``keep`` files of its ASCEND_PROFILER_OUTPUT when given)."""
     target = tmp_path / "copy_ascend_pt"
-    shutil.copytree(TEXT / run, target)
+    copy_shared(TEXT / run, target)
     if keep is not None:
         for path in (target / "ASCEND_PROFILER_OUTPUT").iterdir():
             if path.name not in keep:

@@ -132,7 +132,8 @@ def write(cache_dir: Path, stamp: dict, tables: RunTables | Mapping[str, pa.Tabl
     directory is not writable or something other than a cache of perfsight's is at ``cache_dir``."""
     if not layout.writable_folder(cache_dir.parent) or (os.path.lexists(cache_dir) and not _ours(cache_dir)):
         return False
-    temp = cache_dir.with_name(cache_dir.name + f".tmp{os.getpid()}")
+    # hidden (a folder search skips it) and this process's: another process may be reading or writing the same cache
+    temp = cache_dir.with_name(f".{cache_dir.name}.tmp{os.getpid()}")
     try:
         temp.mkdir()  # not an existing folder: only what this write makes is removed if it fails
     except OSError:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import csv
 import json
 import re
-import shutil
 
 import pytest
 
 from perfsight import cli
 from perfsight.ingest import cache
 from perfsight.views.export import catalog
+from tests.conftest import copy_shared
 
 ALL_FILES = ["acl_statistic.csv", "api_statistic.csv", "msprof.json", "msprof_tx.csv", "msprof_tx.json",
              "op_statistic.csv", "op_summary.csv", "prof_rule_0.json", "pytorch_operator_view.csv", "runtime_api.csv",
@@ -20,7 +20,7 @@ ALL_FILES = ["acl_statistic.csv", "api_statistic.csv", "msprof.json", "msprof_tx
 
 def writable_copy(shared_data, relpath, tmp_path):
     target = tmp_path / relpath.rsplit("/", 1)[-1]           # keep the name: PROF_... is part of the format
-    shutil.copytree(shared_data / relpath, target)
+    copy_shared(shared_data / relpath, target)
     for path in [target, *target.rglob("*")]:
         path.chmod(path.stat().st_mode | 0o200)
     return target

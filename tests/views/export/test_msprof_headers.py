@@ -22,6 +22,7 @@ import pytest
 
 from perfsight import cli
 from perfsight.views.export import catalog
+from tests.conftest import copy_shared
 from tests.views.export.test_ascend_export import exported
 
 GPU_TRACE = "kineto/hta/trace_filter/sampled_rank-0.json.gz"
@@ -63,7 +64,7 @@ def headers(shared_data, tmp_path_factory) -> dict[str, list[str]]:
     """The header of every summary file perfsight writes for a real GPU trace and a real torch_npu rank."""
     base = tmp_path_factory.mktemp("headers")
     shutil.copy(shared_data / GPU_TRACE, base)
-    shutil.copytree(shared_data / TORCH_NPU_RANK, base / "rank0_ascend_pt")
+    copy_shared(shared_data / TORCH_NPU_RANK, base / "rank0_ascend_pt")
     for path in (base / "rank0_ascend_pt").rglob("*"):
         path.chmod(path.stat().st_mode | 0o200)
     (base / "rank0_ascend_pt").chmod(0o755)

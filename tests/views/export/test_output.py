@@ -12,6 +12,7 @@ import pytest
 
 from perfsight import cli
 from perfsight.ingest import cache
+from tests.conftest import copy_shared
 
 TRACE = "kineto/generated_torch213_cpu/cpu_mlp_plain.pt.trace.json.gz"
 
@@ -191,7 +192,7 @@ def test_runs_two_levels_down(shared_data, tmp_path, capsys):
     runs = tmp_path / "runs"
     prof = shared_data / "ascend/mindspore_legacy/profiler/PROF_000001_20230818142704322_COJGGGCANRMICFBC"
     for job in ("job_a", "job_b"):
-        shutil.copytree(prof, runs / job / prof.name)
+        copy_shared(prof, runs / job / prof.name)
     for path in runs.rglob("*"):
         path.chmod(path.stat().st_mode | 0o200)                  # the shared data is read-only
     (runs / "job_c" / "rank0").mkdir(parents=True)

@@ -4,14 +4,13 @@ page's communication routes on the Ascend job and on a planted two-rank NCCL job
 the collectives' figures, the matrix, link bandwidth, verdicts, clock offsets, groups and lacks exactly."""
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from perfsight.analysis.cluster import rank_breakdown
 from perfsight.analysis.collectives import communication_pairs
 from perfsight.analysis.job_summaries import job_of
 from tests.analysis.planted_nccl_job import SHIFT_NS, write_nccl_job
+from tests.conftest import copy_shared
 
 from .conftest import Served, expected
 
@@ -22,8 +21,8 @@ ROUTES = ["overview", "steps", "operators", "flops", "dynamic", "data", "resourc
 @pytest.fixture(scope="module")
 def served_ascend(tmp_path_factory, shared_data):
     base = tmp_path_factory.mktemp("ascend_runs")
-    shutil.copytree(shared_data / "ascend" / "torch_npu" / "text" / "level1", base / "npu_job")
-    shutil.copytree(shared_data / "ascend" / "mindspore_legacy" / "profiler", base / "mindspore")
+    copy_shared(shared_data / "ascend" / "torch_npu" / "text" / "level1", base / "npu_job")
+    copy_shared(shared_data / "ascend" / "mindspore_legacy" / "profiler", base / "mindspore")
     write_nccl_job(base / "nccl_job")
     for path in [base, *base.rglob("*")]:
         path.chmod(path.stat().st_mode | 0o200)
