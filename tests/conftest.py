@@ -43,6 +43,12 @@ def _listing(root: Path) -> dict[str, tuple[int, int]]:
 
 
 def pytest_configure(config):
+    from perfsight.core.tables import new_connection
+
+    # two test processes per core (scripts/test.sh): DuckDB's own threads would only contend with the other test
+    # processes, as with the cluster map's workers (mapreduce.map._worker_process); ~11% less CPU for the analyses
+    # of real traces. The command-line tests' subprocesses keep DuckDB's default.
+    new_connection().execute("SET threads TO 1")
     if not REAL_SHARED_DATA.is_dir():
         raise pytest.UsageError(f"the real traces the tests read are missing: {REAL_SHARED_DATA} must be beside the "
                                 "checkout (../shared/data, as CI has it)")
