@@ -72,7 +72,10 @@ def test_a_worker_killed_mid_job_still_gives_the_full_result(job, pool_figures, 
             killed.append(worker.pid)
 
     analysed = analyse_job(folder, engine=LocalPool(2), output=tmp_path, on_outcome=arrived)
-    assert killed and analysed.counts == {"done": RANKS, "cached": 0, "failed": 0}
+    # the rank the killed worker was reading may have been stored before the kill (then its fresh worker finds it
+    # stored) or not; the task it held queued had not started
+    assert killed and analysed.counts["failed"] == 0 and analysed.counts["cached"] in (0, 1)
+    assert analysed.counts["done"] + analysed.counts["cached"] == RANKS
     assert Mapped(analysed).figures() == pool_figures
 
 
