@@ -170,6 +170,33 @@ def test_a_warm_up_step_is_named_and_moves_no_verdict(tmp_path, shared_data):
     assert f"step {warm['steps'][0]} a warm-up (over 2 x the rank's median) on every rank" in verdict["reason"]
 
 
+def test_waiting_ranks_that_open_their_steps_early_are_not_the_slowest(tmp_path, shared_data):
+    """The ranks that wait open each step 7.5 ms before the slow rank (a real 8-rank job's shape): by their mean
+    step spans, which the oracle reads from the files' raw ProfilerStep slices, every waiting rank is slower than the
+    slow rank; step end to step end the ranks are even, and the verdict is that of the job without the shift."""
+    options = dict(seed=3, ranks_per_node=2, lean=True, steps=3, data=shared_data)
+    early = jobgen.generate("gpu", 4, tmp_path / "early", shape="early_start", **options)
+    plain = jobgen.generate("gpu", 4, tmp_path / "plain", **options)
+    [slow] = early["slow_ranks"]
+
+    def mean_span_ns(rank: int) -> float:
+        events = json.loads((tmp_path / "early" / f"rank{rank}.pt.trace.json").read_text())["traceEvents"]
+        spans = [float(e["dur"]) * 1000 for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+        return sum(spans) / len(spans)
+
+    spans = {rank: mean_span_ns(rank) for rank in range(4)}
+    assert all(spans[rank] - spans[slow] > jobgen.EARLY_START_NS - early["jitter_ns"] for rank in spans if rank != slow)
+    assert [e - p for e, p in zip(early["mean_step_ns"], plain["mean_step_ns"])] == [
+        -jobgen.EARLY_START_NS if rank == slow else 0 for rank in range(4)]
+    run = perfsight.open(tmp_path / "early")
+    assert [r["step_ns"] for r in run.mean_step_by_rank().to_pylist()] == early["mean_step_ns"]
+    verdict = run.slowest_rank().to_pylist()[0]
+    same = ("even", "gap_ns", "slowest_step_ns", "straggler_rank", "straggler_wait_ns", "straggler_last_arrivals")
+    assert {k: verdict[k] for k in same} == {k: perfsight.open(tmp_path / "plain").slowest_rank().to_pylist()[0][k]
+                                             for k in same}
+    assert verdict["even"] and verdict["straggler_rank"] == slow
+
+
 def test_npu_8_ranks_planted_answers_found(tmp_path, shared_data):
     answers = jobgen.generate("npu", 8, tmp_path, seed=3, ranks_per_node=4, data=shared_data)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["answers.json"] + sorted(f"rank{r}_ascend_pt"
