@@ -509,7 +509,8 @@ class GpuJob:
         return times + lag
 
     def step_start_delay_ns(self, rank: int) -> int:
-        """How much later than its other events place it the rank opens each ProfilerStep (shape early_start)."""
+        """How much later the rank opens each ProfilerStep than the timing model places it (shape early_start:
+        the slow ranks do, so the ranks that wait for them open their steps early)."""
         return EARLY_START_NS if self.shape == "early_start" and rank in self.job.slow_ranks else 0
 
     def mean_step_ns(self, rank: int) -> int:
