@@ -71,7 +71,7 @@ _REDUCE_ARGS = json.dumps({"Collective name": "allreduce"})
 _PIDS = {9000: "ai_cpu", 10000: "comm", 11000: "host", 12000: "skip", 13000: "skip"}
 _PROCESS_WORDS = (("overlap", "skip"), ("ai cpu", "ai_cpu"), ("communication", "comm"), ("host cpu", "host"),
                   ("ai core", "ai_core"))
-_ROLE_TASKS = {"ai_core": ("kernel", "AI_CORE"), "ai_cpu": ("kernel", "AI_CPU"), "comm": ("comm", "HCCL"),
+_ROLE_TASKS = {"ai_core": ("kernel", "AI_CORE"), "ai_cpu": ("kernel", "AI_CPU"), "comm": (COMM_KIND, "HCCL"),
                "host": ("cpu_op", None)}
 _SIDE_TASKS = {"aicore": "AI_CORE", "ai_core": "AI_CORE", "aicpu": "AI_CPU", "ai_cpu": "AI_CPU", "gpu": "KERNEL"}
 _STEPS_TID, _SCOPE_TID = "100000", "100001"
@@ -393,7 +393,8 @@ def _add_step_trace(path: Path, builder: RunBuilder, rank: int) -> None:
         stream = name.split("_")[1]
         lane = builder.track("stream", f"npu:{rank}", f"npu:{rank} stream {stream} (step trace all-reduce)",
                              rank=rank, tid=stream)
-        builder.add_slices({"track": [lane] * n, "kind": [COMM_KIND] * n, "task_type": ["HCCL"] * n,
+        kind, task_type = _ROLE_TASKS["comm"]          # a communication task, as the timeline's are
+        builder.add_slices({"track": [lane] * n, "kind": [kind] * n, "task_type": [task_type] * n,
                             "op_type": ["AllReduce"] * n,
                             "name": [f"AllReduce {name}"] * n, "args": [_REDUCE_ARGS] * n,
                             "start_ns": start.filter(valid), "dur_ns": pc.subtract(end, start).filter(valid),
