@@ -63,7 +63,7 @@ def test_sigterm_closes_the_run_then_ends_the_process_as_sigterm_would(tmp_path)
     assert list((run / layout.HOST_DATA).glob(layout.TRACE_GLOB))        # the whole-run trace was written
 
 
-def _sighup_as_a_terminal_leaves_it() -> None:
+def _sighup_at_its_default() -> None:
     """In the launched child: SIGHUP at its default. Under ``nohup`` (a suite started so) it is ignored, and the
     ignoring is inherited: the training then rightly goes on after a SIGHUP."""
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
@@ -73,7 +73,7 @@ def _launch_and_wait_for_step(out, *args):
     """`perfsight run` on train_tiny (1000 slow steps), returned once the training printed step 3."""
     proc = subprocess.Popen([sys.executable, "-m", "perfsight", "run", "-o", str(out), *args, "--", sys.executable,
                              script("train_tiny.py"), "1000", "0.05"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=_sighup_as_a_terminal_leaves_it)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_sighup_at_its_default)
     for line in proc.stdout:
         if line.startswith("step 3"):
             return proc

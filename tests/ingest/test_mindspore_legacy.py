@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import perfsight
 from perfsight.analysis import data, dynamic_shape, flops, ops, steps
 from perfsight.core import layout
 from perfsight.core.errors import InputError
@@ -253,9 +254,6 @@ def test_the_step_trace_all_reduces_are_each_rank_s_communication(shared_data, t
     """MindSpore 1.x's step trace is the only record of a legacy job's communication: read as annotations, it
     left 0% communication. Each step's communication is the union of its stream_S_parallel_P spans (spans of
     two streams overlap), computed here from the file's ticks (10 ns) alone."""
-
-    import perfsight
-
     folder = copy_shared(shared_data / PROFILER, tmp_path / "profiler")
     run = perfsight.open(folder)
     by_step = {(r["rank"], r["step"]): r["communication_ns"] for r in run.step_breakdown().to_pylist()}
