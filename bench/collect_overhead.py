@@ -29,6 +29,7 @@ median and IQR over rounds (robust to machine load drifting between rounds).
     PYTHONPATH=src python bench/collect_overhead.py                 # tables (default: 12 rounds, ~4 min)
     PYTHONPATH=src python bench/collect_overhead.py --markdown      # the bench/RESULTS.md section
     PYTHONPATH=src python bench/collect_overhead.py --rounds 1 --steps 4    # smoke run (profiles steps 1-3)
+    PYTHONPATH=src python bench/collect_overhead.py --from-json raw.json --markdown   # a saved run, again
 
 This is a benchmark, not a test: nothing here asserts on a time.
 """
@@ -452,6 +453,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "or glibc's adaptive defaults")
     parser.add_argument("--markdown", action="store_true", help="print the bench/RESULTS.md section")
     parser.add_argument("--json", metavar="PATH", help="also write the raw per-round data here")
+    parser.add_argument("--from-json", metavar="PATH",
+                        help="run nothing: print the tables (or, with --markdown, the section) of an earlier run's "
+                        "--json output")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.add_argument("--child", metavar="CONFIG", help=argparse.SUPPRESS)
     return parser
@@ -471,6 +475,17 @@ def resolve_range(args, parser) -> None:
         parser.error(f"unknown configuration {args.child}")
 
 
+def saved_run(args, parser) -> tuple[argparse.Namespace, dict, dict, dict]:
+    """The arguments (with this call's ``--markdown``), summary, machine facts and data of the earlier run
+    whose ``--json`` output ``args.from_json`` names."""
+    try:
+        saved = json.loads(Path(args.from_json).read_text())
+        earlier = argparse.Namespace(**{**saved["args"], "markdown": args.markdown})
+        return earlier, saved["summary"], saved["facts"], saved
+    except (OSError, ValueError, TypeError, KeyError) as error:
+        parser.error(f"--from-json {args.from_json}: not the --json output of this benchmark ({error!r})")
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -480,15 +495,18 @@ def main(argv=None) -> int:
                            threads=args.threads, seed=args.seed)
         print(json.dumps(result))
         return 0
-    if args.isolation == "inprocess":
-        import torch
-        torch.set_num_threads(args.threads)
-    progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
-    data = run_all(args, progress)
-    summary = summarise(data, args.configs)
-    facts = machine_facts(args.threads)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "facts": facts, "summary": summary, **data}))
+    if args.from_json:
+        args, summary, facts, data = saved_run(args, parser)
+    else:
+        if args.isolation == "inprocess":
+            import torch
+            torch.set_num_threads(args.threads)
+        progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+        data = run_all(args, progress)
+        summary = summarise(data, args.configs)
+        facts = machine_facts(args.threads)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"args": vars(args), "facts": facts, "summary": summary, **data}))
     print(format_markdown(summary, facts, data, args) if args.markdown else format_text(summary, facts, data, args))
     return 0
 

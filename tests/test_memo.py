@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +16,7 @@ import pytest
 
 import perfsight
 from perfsight.analysis import ops
-from perfsight.core.memo import Memo, computed, memo_key, result_bytes
+from perfsight.core.memo import SIZE_SAMPLE, Memo, computed, memo_key, result_bytes
 from perfsight.core.tables import RunTables
 
 CALLS: list[tuple] = []
@@ -190,6 +191,19 @@ def test_result_bytes_counts_tables_arrays_containers_and_objects_once():
     index.same = index.a
     assert 1800 <= result_bytes(index) < 1800 + 2000            # the run's tables and the repeated array: nothing
     assert result_bytes({"profiled": table, "rows": [1, 2]}) > 800
+
+
+def test_result_bytes_estimates_a_long_container_from_a_sample_of_its_items():
+    """A critical-path graph keeps millions of numbers in lists: SIZE_SAMPLE of them, evenly spaced, stand for
+    all. Half the items are floats (24 bytes each) and half 4 KiB arrays, alternating, so the sample's mix is
+    the container's."""
+    items = [np.zeros(4096, np.uint8) if i % 2 else float(i) for i in range(100_000)]
+    exact = sys.getsizeof(items) + 50_000 * (sys.getsizeof(0.0) + 4096)
+    assert result_bytes(items) == pytest.approx(exact, rel=0.01)
+    keyed = {i: item for i, item in enumerate(items)}
+    assert result_bytes(keyed) == pytest.approx(sys.getsizeof(keyed) + exact - sys.getsizeof(items)
+                                                + sum(map(sys.getsizeof, range(100_000))), rel=0.01)
+    assert result_bytes(items[:SIZE_SAMPLE]) == sys.getsizeof(items[:SIZE_SAMPLE]) + SIZE_SAMPLE // 2 * (24 + 4096)
 
 
 def itself(tables, depth: int = 0):

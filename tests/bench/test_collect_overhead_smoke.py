@@ -17,14 +17,23 @@ SCRIPT = ROOT / "bench" / "collect_overhead.py"
 CONFIGS = ["off", "l0", "l1", "l1_full", "torch"]
 
 
-def _run(*args, tmp_path):
+def _run(*args, cwd):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
     # five configurations, each a training process of its own: 113 s here with the 2 cores busy, so a deadline
     # against a hang, not a time the work must fit in
-    done = subprocess.run([sys.executable, str(SCRIPT), "--rounds", "1", "--steps", "4", "--quiet", *args],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env, cwd=cwd,
+                          timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    """One smoke run of every configuration (each a training process): its folder, printed tables and
+    --json file, shared by the tests of its output."""
+    folder = tmp_path_factory.mktemp("collect_overhead")
+    out = _run("--rounds", "1", "--steps", "4", "--quiet", "--json", "raw.json", cwd=folder)
+    return folder, out, folder / "raw.json"
 
 
 def _number(cell):
@@ -41,9 +50,8 @@ def _row_cells(row):
     return [cell.strip() for cell in row if cell.strip()]
 
 
-def test_table_has_every_configuration_with_positive_times(tmp_path):
-    raw = tmp_path / "raw.json"
-    out = _run("--json", str(raw), tmp_path=tmp_path)
+def test_table_has_every_configuration_with_positive_times(smoke_run):
+    folder, out, raw = smoke_run
     steps, once, compare = _tables(out)
     header = _row_cells(steps[0])
     assert header[:2] == ["config", "wall ms/step"]
@@ -73,15 +81,26 @@ def test_table_has_every_configuration_with_positive_times(tmp_path):
         assert result["threads"] == 1
         if config != "off":
             assert result["export_s"] > 0 and result["trace_files"] == 1, (config, result)
-    assert not list(tmp_path.glob("perfsight_data*")), "profiler output must go to a temp dir, not the cwd"
+    assert sorted(path.name for path in folder.iterdir()) == ["raw.json"], \
+        "profiler output must go to a temp dir, not the cwd"
 
 
-def test_markdown_section(tmp_path):
-    out = _run("--markdown", "--configs", "off,l0", tmp_path=tmp_path)
-    assert out.startswith("## Collection overhead (issue 2)\n")
-    first_table = out[out.index("| config | wall ms/step"):].split("\n\n")[0].splitlines()
+def test_a_saved_run_prints_its_tables_again_and_its_markdown_section(smoke_run, tmp_path):
+    folder, out, raw = smoke_run
+    assert _run("--from-json", str(raw), cwd=tmp_path) == out
+    markdown = _run("--from-json", str(raw), "--markdown", cwd=tmp_path)
+    assert markdown.startswith("## Collection overhead (issue 2)\n")
+    first_table = markdown[markdown.index("| config | wall ms/step"):].split("\n\n")[0].splitlines()
     rows = [line.split("|")[1:-1] for line in first_table[2:]]
-    assert [row[0].strip() for row in rows] == ["off", "l0"]
+    assert [row[0].strip() for row in rows] == CONFIGS
     for row in rows:
         assert _number(row[1]) > 0 and _number(row[5]) > 0
-    assert "PYTHONPATH=src python bench/collect_overhead.py --rounds 1 --steps 4" in out
+    reproduce = "PYTHONPATH=src python bench/collect_overhead.py --rounds 1 --steps 4 --first 1 --last 3 --markdown"
+    assert reproduce in markdown
+
+
+def test_a_file_that_is_not_a_saved_run_is_refused_naming_it(tmp_path):
+    (tmp_path / "other.json").write_text('{"rounds": []}')
+    done = subprocess.run([sys.executable, str(SCRIPT), "--from-json", "other.json"], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=60)
+    assert done.returncode == 2 and "--from-json other.json: not the --json output of this benchmark" in done.stderr

@@ -77,6 +77,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from perfsight.analysis.breakdown import CATEGORIES, HOST_CATEGORY_KINDS_SQL, HOST_CATEGORY_SQL
 from perfsight.analysis.kernels import DEVICE_TASKS_SQL, KERNEL_TYPES, launch_stats
@@ -253,7 +254,7 @@ class Graph:
     category: np.ndarray
     slice_index: np.ndarray
     slice_ids: np.ndarray
-    slice_names: list[str]
+    slice_names: pa.StringArray
     slice_parent: np.ndarray
     dropped_edges: int
 
@@ -549,7 +550,9 @@ class _Builder:
                      np.array(kind, dtype=np.int8), np.array(category, dtype=np.int8),
                      np.array(slice_index, dtype=np.int64),
                      np.concatenate([self.host_ids, self.device.column("id").to_numpy()]).astype(np.int64),
-                     self.host.column("name").to_pylist() + self.device.column("name").to_pylist(), parent,
+                     pa.chunked_array([*self.host.column("name").cast(pa.string()).chunks,
+                                       *self.device.column("name").cast(pa.string()).chunks],
+                                      type=pa.string()).combine_chunks(), parent,
                      self.dropped + len(self.rows) - len(kept))
 
 
@@ -657,7 +660,7 @@ of ``CRITICAL_PATH`` without the window's columns."""
     for position, row in enumerate(rows):
         index, kind, category = row.pop("key")
         row.update(position=position, slice_id=int(g.slice_ids[index]) if index >= 0 else None,
-                   name=g.slice_names[index] if index >= 0 else None, category=PATH_CATEGORIES[category],
+                   name=g.slice_names[index].as_py() if index >= 0 else None, category=PATH_CATEGORIES[category],
                    edge=EDGE_KINDS[kind], dur_ns=row["end_ns"] - row["start_ns"],
                    share_pct=100.0 * (row["end_ns"] - row["start_ns"]) / length if length else None)
     return rows
@@ -700,7 +703,7 @@ def _changed_weights(g: Graph, faster: Mapping[str, float]) -> list[float]:
         if key in _CATEGORY:
             edges = np.flatnonzero(g.category == _CATEGORY[key])
         else:
-            chosen = np.array([_named(name, key) for name in g.slice_names] or [False], dtype=bool)  # [False]: none
+            chosen = _named_slices(g.slice_names, key)
             chosen = _with_descendants(chosen, g.slice_parent)
             own_time = (g.kind == _EDGE["host"]) | (g.kind == _EDGE["device"])
             edges = np.flatnonzero(own_time & (g.slice_index >= 0) & chosen[np.maximum(g.slice_index, 0)])
@@ -708,6 +711,16 @@ def _changed_weights(g: Graph, faster: Mapping[str, float]) -> list[float]:
         for e in edges.tolist():
             weight[e] = -math.inf if gone and g.kind[e] == _EDGE["sync"] else (0.0 if gone else weight[e] / factor)
     return weight
+
+
+def _named_slices(names: pa.StringArray, key: str) -> np.ndarray:
+    """Per slice of ``names``, whether ``key`` names it (``_named``), each distinct name tried once; at least
+    one element (False) so that an index of -1 clipped to 0 is safe in a graph without slices."""
+    encoded = names.dictionary_encode()
+    distinct = encoded.dictionary.to_pylist()
+    matching = np.array([_named(name, key) for name in distinct] + [False], dtype=bool)   # the last: no name
+    chosen = matching[pc.fill_null(encoded.indices, len(distinct)).to_numpy()]
+    return chosen if chosen.size else np.zeros(1, dtype=bool)
 
 
 def _named(name: str, key: str) -> bool:

@@ -159,8 +159,9 @@ def _hashable(value) -> tuple:
 def result_bytes(value, seen: set[int] | None = None) -> int:
     """The memory ``value`` holds, estimated: ``nbytes`` where it says (Arrow tables and arrays, numpy
     arrays, an object that declares it), containers and objects' attributes summed (each object once), the
-    rest by ``sys.getsizeof``. A run's tables (anything with a ``Memo`` as ``memo``) count nothing: the run
-    owns them."""
+    rest by ``sys.getsizeof``. A container of more than ``SIZE_SAMPLE`` items counts that many of them, evenly
+    spaced, scaled to its length (a critical-path graph holds millions of numbers in lists). A run's tables
+    (anything with a ``Memo`` as ``memo``) count nothing: the run owns them."""
     seen = set() if seen is None else seen
     if id(value) in seen:
         return 0
@@ -172,9 +173,22 @@ def result_bytes(value, seen: set[int] | None = None) -> int:
         return 0
     own = sys.getsizeof(value)
     if isinstance(value, dict):
-        return own + sum(result_bytes(k, seen) + result_bytes(v, seen) for k, v in value.items())
+        return own + _summed(list(value.items()), lambda kv: result_bytes(kv[0], seen) + result_bytes(kv[1], seen))
     if isinstance(value, (list, tuple, set, frozenset)):
-        return own + sum(result_bytes(v, seen) for v in value)
+        items = value if isinstance(value, (list, tuple)) else list(value)
+        return own + _summed(items, lambda item: result_bytes(item, seen))
     if hasattr(value, "__dict__") and not isinstance(value, type):
         return own + result_bytes(vars(value), seen)
     return own
+
+
+#: the most items of one container ``result_bytes`` looks at
+SIZE_SAMPLE = 256
+
+
+def _summed(items: list | tuple, size: Callable[[Any], int]) -> int:
+    """The summed ``size`` of ``items``, or of ``SIZE_SAMPLE`` of them evenly spaced, scaled to all."""
+    if len(items) <= SIZE_SAMPLE:
+        return sum(map(size, items))
+    sample = [items[i * len(items) // SIZE_SAMPLE] for i in range(SIZE_SAMPLE)]
+    return sum(map(size, sample)) * len(items) // SIZE_SAMPLE
