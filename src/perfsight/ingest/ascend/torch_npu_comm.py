@@ -30,18 +30,34 @@ from perfsight.ingest.ascend.torch_npu_kernels import merge_args, replace_rows
 def describe(slices: pa.Table, communication: list[Record], groups: dict[str, Group]) -> pa.Table:
     """``slices`` (torch_npu_trace.Trace.slices layout) with the args of its HCCL operators completed from
     their groups and their records of communication.json (torch_npu_hccl.records)."""
-    rows = np.flatnonzero(pc.and_(pc.equal(slices["kind"], "comm"), pc.equal(slices["role"], "communication"))
-                          .to_numpy(zero_copy_only=False))
+    rows, objects, records = _operators(slices, communication)
     if not len(rows):
         return slices
     names = slices["name"].take(pa.array(rows)).to_pylist()
+    patches = [json.dumps(_patch(name, a, record, groups)) for name, a, record in zip(names, objects, records)]
+    args = slices["args"].take(pa.array(rows))
+    return replace_rows(slices, "args", rows, merge_args(args, pa.array(patches, pa.string())))
+
+
+def unlisted(slices: pa.Table, communication: list[Record]) -> list[Record]:
+    """The records of ``communication`` that no HCCL operator of ``slices`` is matched to (torch_npu_hccl.match),
+    in file order: operators the profiler reported that the trace or kernel_details.csv left out."""
+    matched = {id(record) for record in _operators(slices, communication)[2] if record is not None}
+    return [record for record in communication if id(record) not in matched]
+
+
+def _operators(slices: pa.Table, communication: list[Record]) -> tuple[np.ndarray, list[dict], list[Record | None]]:
+    """The rows of ``slices``' HCCL operators, their args as objects and their records (or None)."""
+    rows = np.flatnonzero(pc.and_(pc.equal(slices["kind"], "comm"), pc.equal(slices["role"], "communication"))
+                          .to_numpy(zero_copy_only=False))
+    if not len(rows):
+        return rows, [], []
+    names = slices["name"].take(pa.array(rows)).to_pylist()
     starts = slices["start_ns"].take(pa.array(rows)).to_pylist()
-    args = slices["args"].take(pa.array(rows)).to_pylist()
-    objects = [json_object(text) for text in args]
+    objects = [json_object(text) for text in slices["args"].take(pa.array(rows)).to_pylist()]
     records = match(communication, names, starts,
                     [group_hash(str(a["group_name"])) if a.get("group_name") else None for a in objects])
-    patches = [json.dumps(_patch(name, a, record, groups)) for name, a, record in zip(names, objects, records)]
-    return replace_rows(slices, "args", rows, merge_args(pa.array(args, pa.string()), pa.array(patches, pa.string())))
+    return rows, objects, records
 
 
 def _patch(name: str, args: dict, record: Record | None, groups: dict[str, Group]) -> dict:

@@ -5,11 +5,12 @@ Public: ``read_torch_npu_text``. This module assembles the tables; the work is
 split: torch_npu_meta (rank, device, world size, communication groups, facts), torch_npu_trace
 (trace_view.json: slices, rows, counters, flows), torch_npu_kernels (kernel_details.csv joined to the
 device tasks, or standing in for them without a trace), torch_npu_hccl (communication.json's records, and
-the HCCL operators from them without trace or kernels), torch_npu_comm (HCCL operators described for
-analysis/cluster.py), torch_npu_steps (steps from the best source, step_trace_time.csv for meta),
-torch_npu_links (operator <-> task links, flows, memory records' operators), torch_npu_memory
-(memory_record / operator_memory / npu_module_mem), ascend_build.RunBuilder (ids, display order, nesting,
-steps by time, launch flows by correlation) and ascend_kinds (Ascend's vocabularies).
+the HCCL operators from them that the trace and kernel_details.csv lack: what the profiler reported is the
+record, the timeline refines it), torch_npu_comm (HCCL operators described for analysis/cluster.py),
+torch_npu_steps (steps from the best source, step_trace_time.csv for meta), torch_npu_links (operator <->
+task links, flows, memory records' operators), torch_npu_memory (memory_record / operator_memory /
+npu_module_mem), ascend_build.RunBuilder (ids, display order, nesting, steps by time, launch flows by
+correlation) and ascend_kinds (Ascend's vocabularies).
 
 The other files of the directory are torch_npu's own summaries of the same events (op_statistic.csv,
 api_statistic.csv, operator_details.csv, l2_cache.csv): perfsight computes them from the tables (the
@@ -41,7 +42,7 @@ from perfsight.ingest.ascend.detect import (
     lacking,
     torch_npu_without_data,
 )
-from perfsight.ingest.ascend.torch_npu_comm import describe
+from perfsight.ingest.ascend.torch_npu_comm import describe, unlisted
 from perfsight.ingest.ascend.torch_npu_hccl import operators as hccl_operators
 from perfsight.ingest.ascend.torch_npu_hccl import records as hccl_records
 from perfsight.ingest.ascend.torch_npu_kernels import enrich, read_kernels, tasks_from_kernels
@@ -51,6 +52,7 @@ from perfsight.ingest.ascend.torch_npu_meta import read_facts
 from perfsight.ingest.ascend.torch_npu_steps import add_best_steps, step_trace_rows
 from perfsight.ingest.ascend.torch_npu_trace import read_trace
 from perfsight.ingest.common.build import RunBuilder
+from perfsight.ingest.common.columns import counted
 
 _SLICE_COLUMNS = ("track", "kind", "name", "op_type", "task_type", "start_ns", "dur_ns", "step", "correlation_id",
                   "external_id", "input_shapes", "input_dtypes", "args")
@@ -94,6 +96,9 @@ def read_torch_npu_text(run_dir: Path, *, rank: int | None = None, id_offset: in
                                                                    builder.warnings)
         slices = tasks_from_kernels(tasks, builder, rank=facts.rank, device=facts.device)
         flows, track_keys = _no_flows(), {}
+    if trace_path or kernels is not None:
+        slices = _with_unlisted_operators(slices, records, communication, builder, facts.rank, facts.device,
+                                          "trace_view.json" if trace_path else "kernel_details.csv")
     slices = describe(slices, records, facts.groups)
     links = link(slices, flows, track_keys, id_offset, builder.warnings)
     slices = slices.append_column("external_id", links.external_id)
@@ -118,6 +123,20 @@ def read_torch_npu_text(run_dir: Path, *, rank: int | None = None, id_offset: in
     tables.flows = pa.concat_tables([tables.flows, links.flows])
     tables.memory = _memory(records_memory, slices, links, tables, track_keys, id_offset)
     return tables
+
+
+def _with_unlisted_operators(slices: pa.Table, records: list, path: Path | None, builder: RunBuilder,
+                             rank: int | None, device: int, timeline: str) -> pa.Table:
+    """``slices`` and, on the rank's HCCL row, the operators communication.json reports that ``timeline`` (the
+    file the slices came from) lacks: what the profiler reported is the record, the timeline refines it
+    (a warning counts them)."""
+    missing = unlisted(slices, records)
+    if not missing or path is None:
+        return slices
+    added = tasks_from_kernels(hccl_operators(missing, path, builder.warnings), builder, rank=rank, device=device)
+    builder.warnings.append(f"{path.name}: {counted(len(missing), 'operator')} it reports not in {timeline}: "
+                            "on the timeline from their records (Start Timestamp(us), Elapse Time(ms))")
+    return pa.concat_tables([slices, added.select(slices.column_names).cast(slices.schema)])
 
 
 def _lack_warning(lacks: list[str], step_source: str, *, from_communication: bool) -> list[str]:
