@@ -102,7 +102,7 @@ def test_collective_summary():
     ("reduce_scatter_tensor_coalesced", "reducescatter"), ("_reduce_scatter_base", "reducescatter"),
     ("all_to_all", "alltoall"), ("alltoall_base", "alltoall"), ("broadcast", "broadcast"), ("reduce", "reduce"),
     ("send", "send"), ("recv", "recv"), ("recv_anysource", "recv"), ("barrier", "barrier"), ("gather", "other"),
-    ("batch_send_recv", "other"), (None, "other")])
+    ("batch_send_recv", "sendrecv"), (None, "other")])
 def test_collective_kinds(name, kind):
     assert collectives.collective_kind(name) == kind
 

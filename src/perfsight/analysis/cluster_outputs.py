@@ -182,14 +182,14 @@ def _with_order(table: pa.Table) -> pa.Table:
     return table.append_column("n", pa.array(range(table.num_rows), pa.int64()))
 
 
-_GROUPS_SQL = """
+_GROUPS_SQL = f"""
 WITH recorded AS (
     SELECT process_group, rank FROM figures WHERE process_group IS NOT NULL
     UNION SELECT process_group, rank FROM matrix WHERE process_group IS NOT NULL
 ), recorders AS (
     SELECT process_group, list_sort(list(rank)) AS recorded_ranks FROM recorded GROUP BY process_group
 ), kinds AS (
-    SELECT process_group, bool_and(collective IN ('send', 'recv')) AS p2p FROM figures GROUP BY process_group
+    SELECT process_group, bool_and(collective IN {collectives.P2P_KINDS_SQL}) AS p2p FROM figures GROUP BY process_group
 )
 SELECT coalesce(g.kind, CASE WHEN k.p2p THEN 'p2p' ELSE 'collective' END) AS kind, r.process_group,
        '' AS group_id, coalesce(g.group_name, '') AS pg_name,

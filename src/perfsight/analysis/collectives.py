@@ -44,7 +44,7 @@ whose args say ``Process Group Ranks Local`` holds group-local positions (no glo
 
 * ``collective``: the name normalised (``COLLECTIVE_KINDS``; ``all_reduce``, ``_allgather_base``,
   ``reduce_scatter_tensor_coalesced``, HCCL's ``allreduce`` ... -> ``allreduce``, ``allgather``,
-  ``reducescatter``; names none fits are ``other``).
+  ``reducescatter``; HCCL's ``batch_send_recv`` -> ``sendrecv``; names none fits are ``other``).
 * ``sequence``: the operation's index among the rank's operations of the same process group, 0-based. An
   operation whose group the trace does not say (gloo's and older NCCL's host ranges, kernels without
   collective args) is in the rank's one process group when torch's ``distributedInfo`` (meta
@@ -63,7 +63,7 @@ whose args say ``Process Group Ranks Local`` holds group-local positions (no glo
   splits it); ``wait_ratio`` = wait / (wait + transit), ``sync_ratio`` = sync / (sync + transit).
 * ``algbw_gbps`` = bytes / transit (1e9 bytes/s); ``busbw_gbps`` = algbw x the nccl-tests factor of the
   collective for the group of n ranks (``BUS_FACTORS``: all-reduce 2(n-1)/n; all-gather, reduce-scatter,
-  all-to-all (n-1)/n; broadcast, reduce, send, recv 1; null for barrier and other).
+  all-to-all (n-1)/n; broadcast, reduce, send, recv, sendrecv 1; null for barrier and other).
 * Ascend operations whose args carry reported figures (core/communication.py's ``REPORTED_TIME``, in
   communication.json's form: from communication.json, or from analysis.db's CommAnalyzerTime) take them
   as reported (``figures_from`` the file, ``REPORTED_FROM``): ms x 1e6 -> ns, rounded; the ratios as
@@ -150,7 +150,13 @@ DTYPE_BYTES = {
 #: order they are tried (reducescatter before reduce)
 COLLECTIVE_KINDS = (("allreduce", "allreduce"), ("allgather", "allgather"), ("reducescatter", "reducescatter"),
                     ("alltoall", "alltoall"), ("broadcast", "broadcast"), ("reduce", "reduce"), ("send", "send"),
-                    ("recv", "recv"), ("receive", "recv"), ("barrier", "barrier"))
+                    ("recv", "recv"), ("receive", "recv"), ("batchsendrecv", "sendrecv"), ("barrier", "barrier"))
+#: the point-to-point kinds (HCCL's hcom_send, hcom_receive, hcom_batchSendRecv; torch's send, recv): a group
+#: whose operations are all of them is a ``p2p`` group, and a send, its recv and a batched send-recv are one
+#: instance
+P2P_KINDS = ("send", "recv", "sendrecv")
+#: ``P2P_KINDS`` as an SQL list
+P2P_KINDS_SQL = "(" + ", ".join(f"'{kind}'" for kind in P2P_KINDS) + ")"
 
 
 _NS_PER_US, _NS_PER_MS, _BYTES_PER_MB = 1000, 1_000_000, 1_000_000
@@ -746,6 +752,7 @@ BUS_FACTORS = {
     "reduce": "1.0",
     "send": "1.0",
     "recv": "1.0",
+    "sendrecv": "1.0",
 }
 
 
@@ -760,7 +767,7 @@ def _members_sql(source: str) -> str:
     """SQL: the rows of relation ``source`` (operations) that are members of their instance (module docstring):
     of the kind most rows of the (group, sequence) have, a send and a recv one kind, ties to the first kind by
     name."""
-    family = "CASE WHEN kind IN ('send', 'recv') THEN 'sendrecv' ELSE kind END"
+    family = f"CASE WHEN kind IN {P2P_KINDS_SQL} THEN 'sendrecv' ELSE kind END"
     return f"""(
         SELECT o.* FROM (SELECT *, {family} AS family FROM {source}) o
         JOIN (SELECT process_group, sequence, {family} AS family FROM {source} GROUP BY 1, 2, 3
@@ -968,7 +975,7 @@ WITH instances AS (
     SELECT process_group, sequence, list(DISTINCT rank) AS traced FROM {_members_sql("operations")}
     GROUP BY ALL HAVING count(DISTINCT rank) > 1
 ), ops AS (
-    SELECT f.* REPLACE (coalesce(f.peer, CASE WHEN o.kind IN ('send', 'recv') AND len(i.traced) = 2
+    SELECT f.* REPLACE (coalesce(f.peer, CASE WHEN o.kind IN {P2P_KINDS_SQL} AND len(i.traced) = 2
                                               THEN list_filter(i.traced, lambda r: r <> f.rank)[1] END) AS peer),
            o.kind, CASE WHEN len(f.group_ranks) > 0 THEN f.group_ranks ELSE i.traced END AS known_ranks
     FROM figures f JOIN operations o USING (rank, slice_id)
@@ -1065,9 +1072,9 @@ def slow_links(job: Job) -> pa.Table:
     return con.sql(_SLOW_LINKS_SQL, params=params).to_arrow_table().cast(SLOW_LINKS)
 
 
-_GROUPS_SQL = """
+_GROUPS_SQL = f"""
 SELECT process_group, CASE WHEN process_group IS NOT NULL THEN any_value(group_name) END AS group_name,
-       CASE WHEN bool_and(kind IN ('send', 'recv')) THEN 'p2p' ELSE 'collective' END AS kind,
+       CASE WHEN bool_and(kind IN {P2P_KINDS_SQL}) THEN 'p2p' ELSE 'collective' END AS kind,
        coalesce(list_sort(first(group_ranks ORDER BY rank, start_ns, slice_id) FILTER (WHERE len(group_ranks) > 0)),
                 list_sort(list(DISTINCT rank))) AS ranks,
        coalesce(first(ranks_global ORDER BY rank, start_ns, slice_id) FILTER (WHERE len(group_ranks) > 0), true)
@@ -1081,7 +1088,7 @@ FROM operations GROUP BY process_group ORDER BY process_group NULLS LAST
 def communication_groups(job: Job) -> pa.Table:
     """One row per process group seen in the operations (schema ``COMMUNICATION_GROUPS``): its name
     (``group_name``: the framework's, ``Process Group Desc`` / ``Process Group Description``), ``kind``
-    (``p2p`` when all its operations are send/recv), its ``ranks`` (recorded ``Process Group Ranks``, else
+    (``p2p`` when all its operations are of ``P2P_KINDS``), its ``ranks`` (recorded ``Process Group Ranks``, else
     the traced ranks that ran its operations) with ``ranks_global`` and the ``source`` of the ranks. The
     group not recorded has a null name. Sorted by group."""
     return job.sql(_GROUPS_SQL).cast(COMMUNICATION_GROUPS)
