@@ -55,10 +55,10 @@ def _packets(*rows):
     return [{"packet_bytes": b, "count": c, "dur_ns": d} for b, c, d in rows]
 
 
-def _link(rank, slice_id, op, link_type, nbytes, ns, bandwidth, packets=()):
+def _link(rank, slice_id, op, link_type, nbytes, ns, bandwidth, packets=(), large_packet_ratio=0.0):
     return {"rank": rank, "slice_id": slice_id, "step": 5, "op_name": op, "process_group": HCCL,
             "link_type": link_type, "transit_bytes": nbytes, "transit_ns": ns, "bandwidth_gbps": bandwidth,
-            "large_packet_ratio": 0.0, "size_distribution": _packets(*packets)}
+            "large_packet_ratio": large_packet_ratio, "size_distribution": _packets(*packets)}
 
 
 LINK_ROWS = [
@@ -66,7 +66,7 @@ LINK_ROWS = [
     _link(0, 10, OP0, "HCCS", 28_647_232, 1_816_836, 15.7676, [(2_064_384, 12, 1_578_892), (1_937_312, 2, 237_944)]),
     _link(0, 10, OP0, "SDMA", 28_647_232, 1_816_836, 15.7676),
     _link(0, 11, OP1, "RDMA", 0, 0, 0.0),
-    _link(0, 11, OP1, "HCCS", 1_000_000, 100_000, 10.0, [(500_000, 2, 100_000)]),
+    _link(0, 11, OP1, "HCCS", 1_000_000, 100_000, 10.0, [(500_000, 2, 100_000)], large_packet_ratio=0.5),
     _link(0, 11, OP1, "SDMA", 1_000_000, 100_000, 10.0),
 ]
 
@@ -216,7 +216,7 @@ def test_database_rows(outputs):
         ("step5", 0, OP0, HCCL, "HCCS", 28.647232, 1.816836, 15.7676, 0, 2.064384, 12, 1.578892),
         ("step5", 0, OP0, HCCL, "HCCS", 28.647232, 1.816836, 15.7676, 0, 1.937312, 2, 0.237944),
         ("step5", 0, OP0, HCCL, "SDMA", 28.647232, 1.816836, 15.7676, 0, 0.0, 0, 0.0),
-        ("step5", 0, OP1, HCCL, "HCCS", 1.0, 0.1, 10.0, 0, 0.5, 2, 0.1),
+        ("step5", 0, OP1, HCCL, "HCCS", 1.0, 0.1, 10.0, 0.5, 0.5, 2, 0.1),     # a ratio, never truncated
         ("step5", 0, OP1, HCCL, "SDMA", 1.0, 0.1, 10.0, 0, 0.0, 0, 0.0),
         ("step5", 0, TOTAL, HCCL, "HCCS", 29.647232, 1.916836, 15.4668, 0, 0.5, 2, 0.1),
         ("step5", 0, TOTAL, HCCL, "HCCS", 29.647232, 1.916836, 15.4668, 0, 1.937312, 2, 0.237944),

@@ -112,11 +112,17 @@ def test_cli_writes_into_dir_by_default_and_never_over_a_users_file(shared_data,
     assert (out / "cluster_step_trace_time.csv").stat().st_mtime_ns == before
 
 
+#: (table, column) -> the type perfsight declares where msprof-analyze declares another: its large_packet_ratio is
+#: INTEGER (pandas' choice for a sample whose ratios were all 0) and truncated 0.5 to 0, where the ratio is a
+#: fraction (0.5 in its own cluster_communication.json)
+OUR_TYPES = {("ClusterCommunicationBandwidth", "large_packet_ratio"): "REAL"}
+
+
 def agree(out: Path, peer: Path, names) -> None:
     for name in names:
         (columns, mine), (their_columns, theirs) = table(out / "cluster_analysis.db", name), table(
             peer / "cluster_analysis.db", name)
-        assert columns == their_columns, name
+        assert columns == [(column, OUR_TYPES.get((name, column), kind)) for column, kind in their_columns], name
         if name == "RankDeviceMap":
             mine, theirs = [r[:3] for r in mine], [r[:3] for r in theirs]
         assert close(sorted(mine, key=str), sorted(theirs, key=str)), name

@@ -70,7 +70,7 @@ _TABLES_SQL = {
                                 '"wait_time_ratio" REAL',
     "ClusterCommunicationBandwidth": '"step" TEXT, "rank_id" INTEGER, "hccl_op_name" TEXT, "group_name" TEXT, '
                                      '"band_type" TEXT, "transit_size" REAL, "transit_time" REAL, "bandwidth" REAL, '
-                                     '"large_packet_ratio" INTEGER, "package_size" REAL, "count" INTEGER, '
+                                     '"large_packet_ratio" REAL, "package_size" REAL, "count" INTEGER, '
                                      '"total_duration" REAL',
     "ClusterCommunicationMatrix": '"step" TEXT, "hccl_op_name" TEXT, "group_name" TEXT, "src_rank" REAL, '
                                   '"dst_rank" REAL, "transport_type" TEXT, "op_name" TEXT, "transit_size" REAL, '
@@ -250,7 +250,7 @@ def database_rows(outputs: ClusterOutputs) -> dict[str, Iterable[tuple]]:
             continue                     # msprof-analyze's database keeps only the link types that carried data
         common = (_step(row["step"]), row["rank"], row["op_name"], row["group_name"], row["link_type"],
                   _mb(row["transit_bytes"]), _ms(row["transit_ns"]), _round(row["bandwidth_gbps"]),
-                  int(row["large_packet_ratio"] or 0))
+                  row["large_packet_ratio"] or 0.0)     # a fraction; 0 without one (Total Op Info), as msprof-analyze
         bandwidth += [(*common, _mb(p["packet_bytes"]), p["count"], _ms(p["dur_ns"])) for p in packets] or [
             (*common, 0.0, 0, 0.0)]
     return {
