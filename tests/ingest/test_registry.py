@@ -135,3 +135,24 @@ def test_traces_named_by_torch_profiler_are_one_job_by_their_distributed_info(sh
     [entry] = discover(tmp_path / "base")
     assert (entry.relpath, entry.kind.endswith(" job")) == ("job", True)
     assert perfsight.open(job).ranks == [0, 1]
+
+
+def test_empty_exports_are_named_as_empty(tmp_path):
+    """0-byte files named like exports: the folder's error names them as empty, not as "no run" alone; an empty
+    file given by name says so; files of other names and non-empty ones are not listed."""
+    for name in ("trace.json", "kernel_details.csv", "memory_record.csv", "notes.txt"):
+        (tmp_path / name).touch()
+    (tmp_path / "step_trace_time.csv").write_text("Step\n")
+    with pytest.raises(InputError) as folder:
+        ingest.find_runs(tmp_path)
+    assert str(folder.value) == (f"{tmp_path}: holds no run perfsight can read: these files are empty (0 bytes): "
+                                 "kernel_details.csv, memory_record.csv, trace.json")
+    with pytest.raises(InputError) as file:
+        ingest.find_runs(tmp_path / "trace.json")
+    assert str(file.value).startswith(f"{tmp_path / 'trace.json'}: an empty file (0 bytes), not a run perfsight can "
+                                      "read; expected")
+    (tmp_path / "msprof_0.db").touch()                  # a run by its name: reading it says it is empty
+    with pytest.raises(InputError) as database:
+        perfsight.open(tmp_path / "msprof_0.db", use_cache=False)
+    assert str(database.value) == (f"{tmp_path / 'msprof_0.db'}: an empty file (0 bytes); expected a profiler "
+                                   "database (ascend_pytorch_profiler_{rank}.db, msprof_{N}.db)")

@@ -36,7 +36,7 @@ READERS: tuple[Reader, ...] = (
 
 DEEPER_LEVELS = 4      # how many folder levels below a folder without runs are searched for some
 DEEPER_FOLDERS = 2000  # how many folders that search looks into at most
-DEEPER_SHOWN = 6       # how many of the folders found the error message names
+DEEPER_SHOWN = 6       # how many of the folders (or empty files) found an error message names
 
 
 def runs_at(path: Path) -> list[RunSource]:
@@ -88,7 +88,8 @@ def find_runs(path: Path) -> list[RunSource]:
         runs = runs_at(path)
         if runs:
             return runs
-        raise InputError(f"{path}: not a run perfsight can read; expected a PROF_ directory, "
+        empty = "an empty file (0 bytes), " if path.stat().st_size == 0 else ""
+        raise InputError(f"{path}: {empty}not a run perfsight can read; expected a PROF_ directory, "
                          "a torch.profiler trace (*.pt.trace.json[.gz]) or a folder holding them")
     try:
         runs = runs_in(path)
@@ -98,6 +99,11 @@ def find_runs(path: Path) -> list[RunSource]:
         empty = _without_data(path)
         if empty:
             raise InputError(f"{path}: {empty}")
+        zero = _empty_exports(path)
+        if zero:
+            more = f" and {len(zero) - DEEPER_SHOWN} more" if len(zero) > DEEPER_SHOWN else ""
+            raise InputError(f"{path}: holds no run perfsight can read: these files are empty (0 bytes): "
+                             f"{', '.join(zero[:DEEPER_SHOWN])}{more}")
         raise InputError(f"{path}: holds no run perfsight can read; expected a PROF_ directory (with "
                          "manifest.json), a parent of PROF_ directories, torch.profiler trace files, or "
                          "Ascend profiler output (*_ascend_pt / ASCEND_PROFILER_OUTPUT, msprof PROF_ "
@@ -150,6 +156,19 @@ def skipped_beside(path: Path, runs: list[RunSource]) -> list[str]:
         return []
     return ([f"{entry.name} not read: {what}" for entry in _subfolders(path) if (what := _said(entry))]
             + [f"{name} not read: {kind}, not a regular file" for name, kind in _special_files(path)])
+
+
+#: what the names of profiler exports end with (an empty one is named as such when a folder holds no run)
+EXPORT_SUFFIXES = (".json", ".json.gz", ".csv", ".db")
+
+
+def _empty_exports(folder: Path) -> list[str]:
+    """The names of the regular files of ``folder`` that are named like profiler exports (``EXPORT_SUFFIXES``)
+    and hold 0 bytes."""
+    with contextlib.suppress(OSError):
+        return [entry.name for entry in sorted(folder.iterdir()) if entry.name.endswith(EXPORT_SUFFIXES)
+                and entry.is_file() and entry.stat().st_size == 0]
+    return []
 
 
 def _special_files(folder: Path) -> list[tuple[str, str]]:

@@ -57,6 +57,9 @@ class Database:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.warnings: list[str] = []
+        if self.path.is_file() and self.path.stat().st_size == 0:      # SQLite takes it for a database without tables
+            raise InputError(f"{self.path}: an empty file (0 bytes); expected a profiler database "
+                             "(ascend_pytorch_profiler_{rank}.db, msprof_{N}.db)")
         try:
             self._con = connect_read_only(self.path)
             self._tables = {name for (name,) in self._con.execute(
