@@ -88,8 +88,8 @@ def find_runs(path: Path) -> list[RunSource]:
         runs = runs_at(path)
         if runs:
             return runs
-        empty = "an empty file (0 bytes), " if path.stat().st_size == 0 else ""
-        raise InputError(f"{path}: {empty}not a run perfsight can read; expected a PROF_ directory, "
+        zero_bytes = "an empty file (0 bytes), " if path.stat().st_size == 0 else ""
+        raise InputError(f"{path}: {zero_bytes}not a run perfsight can read; expected a PROF_ directory, "
                          "a torch.profiler trace (*.pt.trace.json[.gz]) or a folder holding them")
     try:
         runs = runs_in(path)
