@@ -58,9 +58,10 @@ per step for it, last at 3 of 3)
 slow links (2 checked): none
     rule: a link (src, dst) whose bandwidth (transit bytes / transit time over
     its operations) is below the share of the median bandwidth of the links of
-    its transport
+    its transport that move enough bytes per operation to be bandwidth-bound
     threshold: bandwidth < 80% of the median of its transport's links, with at
-    least 2 links
+    least 2 links; only links whose operations move 1 MB or more on average are
+    judged
 clock of rank 1: +7,000,123 ns from rank 0's (estimate +7,000,123 ns, spread 0
 ns over 3 collectives; median of (end - reference end) over shared symmetric
 collective instances)

@@ -5,6 +5,7 @@ import gzip
 import json
 import shutil
 
+import pyarrow as pa
 import pytest
 
 import perfsight
@@ -513,3 +514,21 @@ def test_link_totals_of_a_trace_without_link_figures():
              r["size_distribution"]) for r in collectives.link_totals(job_of(shifted_job())).to_pylist()]
     assert rows == [(0, "UNKNOWN", 4, 12_004_000, 1_550_000, 12_004_000 / 1_550_000, None),
                     (1, "UNKNOWN", 4, 12_004_000, 1_550_000, 12_004_000 / 1_550_000, None)]
+
+
+def test_links_of_small_transfers_are_not_judged_nor_set_the_median():
+    """Four HCCS links move 1 GB each (2 at 20 GB/s, one at 19, one at 10: slow), two move 96-byte sends at
+    0.02 GB/s (latency-bound: not judged, slow null): the median is the large links' 19.5 GB/s, not dragged down
+    to 14.5 GB/s by the small ones, and the 19 GB/s link is not slow."""
+    def pair(src, dst, nbytes, gbps, operations):
+        return {"src_rank": src, "dst_rank": dst, "transport": "HCCS", "transit_bytes": nbytes,
+                "transit_ns": round(nbytes / gbps), "bandwidth_gbps": gbps, "collectives": operations}
+
+    pairs = pa.Table.from_pylist([pair(0, 1, 10**9, 20.0, 8), pair(1, 0, 10**9, 20.0, 8), pair(2, 3, 10**9, 19.0, 8),
+                                  pair(3, 2, 10**9, 10.0, 8), pair(0, 2, 96 * 5, 0.02, 5), pair(2, 0, 120, 0.08, 1)],
+                                 schema=collectives.COMMUNICATION_PAIRS)
+    links = collectives.judged_links(pairs).to_pylist()
+    assert [(r["src_rank"], r["dst_rank"], r["median_gbps"], r["links"], r["slow"]) for r in links] == [
+        (0, 1, 19.5, 4, False), (0, 2, 19.5, 4, None), (1, 0, 19.5, 4, False), (2, 0, 19.5, 4, None),
+        (2, 3, 19.5, 4, False), (3, 2, 19.5, 4, True)]
+    assert links[0]["threshold"].endswith("only links whose operations move 1 MB or more on average are judged")

@@ -119,7 +119,7 @@ from decimal import Decimal
 
 import pyarrow as pa
 
-from perfsight.analysis.job import Job
+from perfsight.analysis.job import EXACT_MEDIAN, Job
 from perfsight.analysis.rank_facts import rank_meta
 from perfsight.core.communication import (
     BACKEND_RANGE,
@@ -361,10 +361,16 @@ COMMUNICATION_GROUPS = pa.schema([
 SLOW_LINK_SHARE = 0.8
 #: ... among at least this many such links
 SLOW_LINK_MIN_LINKS = 2
+#: the mean bytes per operation below which a link's transfers are latency-bound (96-byte sends run at 0.02
+#: GB/s on a link that moves 1 GB at full speed): such a link's bandwidth says nothing of the link; it is not
+#: judged and sets no median
+SLOW_LINK_MIN_BYTES = 1_000_000
 SLOW_LINK_THRESHOLD = (f"bandwidth < {SLOW_LINK_SHARE:.0%} of the median of its transport's links, "
-                       f"with at least {SLOW_LINK_MIN_LINKS} links")
+                       f"with at least {SLOW_LINK_MIN_LINKS} links; only links whose operations move "
+                       f"{SLOW_LINK_MIN_BYTES / 1e6:g} MB or more on average are judged")
 SLOW_LINK_RULE = ("a link (src, dst) whose bandwidth (transit bytes / transit time over its operations) is "
-                  "below the share of the median bandwidth of the links of its transport")
+                  "below the share of the median bandwidth of the links of its transport that move enough bytes "
+                  "per operation to be bandwidth-bound")
 
 # Candidate communication records with their metadata: the kernels and record_param_comms slices that
 # carry "Collective name", and the backend's host ranges.
@@ -1049,13 +1055,16 @@ def communication_pairs(job: Job) -> pa.Table:
 
 _SLOW_LINKS_SQL = """
 WITH links AS (
-    SELECT * FROM pairs WHERE dst_rank IS NOT NULL AND src_rank <> dst_rank AND bandwidth_gbps <> 0
+    SELECT *, transit_bytes >= $min_bytes * greatest(collectives, 1) AS judged FROM pairs
+    WHERE dst_rank IS NOT NULL AND src_rank <> dst_rank AND bandwidth_gbps <> 0
 ), medians AS (
-    SELECT transport, exact_median(list(bandwidth_gbps)) AS median_gbps, count(*) AS links FROM links GROUP BY ALL
+    SELECT transport, exact_median(list(bandwidth_gbps)) AS median_gbps, count(*) AS links FROM links WHERE judged
+    GROUP BY ALL
 )
 SELECT l.src_rank, l.dst_rank, l.transport, l.transit_bytes, l.transit_ns, l.bandwidth_gbps, m.median_gbps, m.links,
-       m.links >= $links AND l.bandwidth_gbps < $share * m.median_gbps AS slow, $rule AS rule, $threshold AS threshold
-FROM links l JOIN medians m USING (transport)
+       CASE WHEN l.judged THEN coalesce(m.links >= $links AND l.bandwidth_gbps < $share * m.median_gbps, false) END
+           AS slow, $rule AS rule, $threshold AS threshold
+FROM links l LEFT JOIN medians m USING (transport)
 ORDER BY l.src_rank, l.dst_rank
 """
 
@@ -1063,12 +1072,20 @@ ORDER BY l.src_rank, l.dst_rank
 def slow_links(job: Job) -> pa.Table:
     """Per link of ``communication_pairs`` between two ranks with a transit time (schema ``SLOW_LINKS``;
     same-rank ``LOCAL`` links and unknown peers left out): its bandwidth, the median bandwidth of the
-    ``links`` of its transport, and ``slow`` by ``SLOW_LINK_RULE`` (``rule`` and ``threshold`` in every
-    row; a transport with fewer than ``SLOW_LINK_MIN_LINKS`` links has no slow link). Sorted by src, dst."""
-    con = job.connect()
-    con.register("pairs", computed(communication_pairs, job))
-    params = {"links": SLOW_LINK_MIN_LINKS, "share": SLOW_LINK_SHARE, "rule": SLOW_LINK_RULE,
-              "threshold": SLOW_LINK_THRESHOLD}
+    ``links`` of its transport that move ``SLOW_LINK_MIN_BYTES`` per operation or more, and ``slow`` by
+    ``SLOW_LINK_RULE`` (``rule`` and ``threshold`` in every row; a transport with fewer than
+    ``SLOW_LINK_MIN_LINKS`` such links has no slow link; a link of smaller transfers is not judged: ``slow``
+    null). Sorted by src, dst."""
+    return judged_links(computed(communication_pairs, job))
+
+
+def judged_links(pairs: pa.Table) -> pa.Table:
+    """``slow_links`` of the links in ``pairs`` (schema ``COMMUNICATION_PAIRS``)."""
+    con = new_connection()
+    con.execute(EXACT_MEDIAN)
+    con.register("pairs", pairs)
+    params = {"links": SLOW_LINK_MIN_LINKS, "share": SLOW_LINK_SHARE, "min_bytes": SLOW_LINK_MIN_BYTES,
+              "rule": SLOW_LINK_RULE, "threshold": SLOW_LINK_THRESHOLD}
     return con.sql(_SLOW_LINKS_SQL, params=params).to_arrow_table().cast(SLOW_LINKS)
 
 

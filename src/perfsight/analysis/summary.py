@@ -198,7 +198,7 @@ def cluster_summary(job: Job, *, top: int = TOP_COLLECTIVES) -> dict | None:
     rows of ``collectives.collective_totals``, by wait), ``slow_ranks`` (``waiting.slow_ranks``: each group's
     straggler) and ``slow_links`` (the verdict
     rows that are slow) with ``slow_rank_rule`` / ``slow_link_rule`` and their thresholds, and how many
-    verdicts were given (``rank_verdicts``: (group, rank) rows; ``link_verdicts``: links); ``clock_offsets``
+    verdicts were given (``rank_verdicts``: (group, rank) rows; ``link_verdicts``: links judged); ``clock_offsets``
     (``collectives.clock_offsets`` of the ranks whose offset or estimate is not 0), ``lacks``
     (``cluster.rank_lacks`` of the ranks that lack files), ``damaged`` (those whose input was damaged and read
     around: their ``damage``) and ``spreads``: the job's number of ``ranks``, and
@@ -226,7 +226,7 @@ def cluster_summary(job: Job, *, top: int = TOP_COLLECTIVES) -> dict | None:
             "rank_verdicts": verdicts["ranks"].num_rows,
             "slow_links": verdicts["links"].filter(verdicts["links"].column("slow")),
             "slow_link_rule": collectives.SLOW_LINK_RULE, "slow_link_threshold": collectives.SLOW_LINK_THRESHOLD,
-            "link_verdicts": verdicts["links"].num_rows,
+            "link_verdicts": verdicts["links"].num_rows - verdicts["links"].column("slow").null_count,
             "clock_offsets": offsets,
             "lacks": lacks.filter(pc.greater(pc.list_value_length(lacks.column("lacking_files")), 0)),
             "damaged": lacks.filter(pc.greater(pc.list_value_length(lacks.column("damage")), 0)),

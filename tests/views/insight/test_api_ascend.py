@@ -82,7 +82,8 @@ def test_cluster_communication_of_the_ascend_job(served_ascend):
         (1, 0, 61_210_624), (1, 1, 61_210_656), (1, None, 366_385_472)]
     assert len(comm["slow_links"]) == 2 and not any(link["slow"] for link in comm["slow_links"])
     assert comm["rules"]["slow_link"]["threshold"] == ("bandwidth < 80% of the median of its transport's links, "
-                                                       "with at least 2 links")
+                                                       "with at least 2 links; only links whose operations move 1 "
+                                                       "MB or more on average are judged")
     assert comm["groups"] == [{"process_group": group, "group_name": None, "kind": "collective",
                                "ranks": [0, 1, 2, 3, 4, 5, 6, 7], "ranks_global": False,
                                "source": "Process Group Ranks"}]
