@@ -80,6 +80,25 @@ def test_a_value_that_is_not_a_number_costs_its_row_named_by_line_and_header(tmp
         "'99999999999999999.5' is beyond the times perfsight holds (int64 ns)"]
 
 
+def test_a_time_a_spreadsheet_rounded_costs_its_row(tmp_path):
+    """memory_record.csv saved by a spreadsheet: ``1.69512E+15`` keeps 6 significant digits, a time rounded to
+    10^10 us (about 3 hours), which would put the memory peak outside every step. A time in exponent form
+    that keeps its microseconds (1.695120000123456E+15: rounded to 0.1 us) or a small one rounded within
+    TIME_ROUNDING_US is read."""
+    path = tmp_path / "memory_record.csv"
+    path.write_text("Component,Timestamp(us),Total Allocated(MB)\n"
+                    "PTA,1.69512E+15,10\n"                              # line 2
+                    "PTA,1.695120000123456E+15,11\n"
+                    "PTA,1.5e3,12\n"                                    # rounded to 100 us: within 1 ms
+                    "PTA,2.5E+9,13\n")                                  # line 5: rounded to 10^8 us
+    warnings: list[str] = []
+    kept = number_rows(read_csv(path, warnings), path, warnings, times=["timestamp_us"])
+    assert ns_from_us(kept["timestamp_us"]).to_pylist() == [1_695_120_000_123_456_000, 1_500_000]
+    assert warnings == ["memory_record.csv: 2 rows not read: line 2: Timestamp(us) '1.69512E+15' is a time rounded "
+                        "to 1e+10 us: not a time of day, line 5: Timestamp(us) '2.5E+9' is a time rounded to 1e+08 "
+                        "us: not a time of day"]
+
+
 def test_a_time_beyond_int64_nanoseconds_is_null_not_a_traceback():
     assert exact_ns(pa.array(["1.5", "99999999999999999.5"])) == (pa.array([1500, None], pa.int64()), 1)
 

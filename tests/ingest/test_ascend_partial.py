@@ -151,8 +151,13 @@ def test_a_partial_rank_gives_its_step_breakdown_from_what_its_profiler_reported
     assert [r["rank"] for r in run.rank_breakdown().to_pylist()] == [0, 1]
     # its computation was not recorded: unknown, not 0, so no overlap figures and no "100% exposed" advice
     assert sorted({r["rank"] for r in run.overlap().to_pylist()}) == [0]
-    exposed = [a for a in advise(run.tables).to_pylist() if a["rule"] == "communication_not_overlapped"]
+    advice = advise(run.tables).to_pylist()
+    exposed = [a for a in advice if a["rule"] == "communication_not_overlapped"]
     assert [a["finding"][:8] for a in exposed] == ["rank 0: "]
+    # nor a device timeline: its device holds only the communication operators, so its compute (0%) and idle
+    # time (the rest) would be made up; the advisor says nothing of them
+    assert [r["rank"] for r in run.temporal_breakdown().to_pylist()] == [0]
+    assert not [a for a in advice if a["rule"] == "low_device_utilisation" and "rank 1" in a["finding"]]
 
 
 def test_a_torch_npu_folder_with_none_of_the_files_says_what_it_is_and_what_it_lacks(tmp_path):
@@ -182,18 +187,55 @@ def test_without_the_trace_steps_come_from_the_kernels_step_id(tmp_path):
     tables = read_torch_npu_text(folder)
     assert tables.meta_dict()["step_source"] == "kernel_details Step Id"
     step = tables.slices.filter(pc.equal(tables.slices["kind"], "step")).to_pylist()
+    # from the first task's start (1736408883704643212) less the Preparing torch_npu reports for the step
+    # (17902.5 us) to the last task's end: Stage + Preparing, as every rank's steps are
     assert [(s["name"], s["start_ns"], s["dur_ns"], s["step"]) for s in step] == [
-        ("Iteration 50", 1736408883704643212, 136581009, 50)]     # first task's start to the last one's end
+        ("Iteration 50", 1736408883704643212 - 17902500, 136581009 + 17902500, 50)]
     track = tables.tracks.filter(pc.equal(tables.tracks["track_id"], step[0]["track_id"])).to_pylist()[0]
     assert (track["kind"], track["name"], track["device"]) == ("thread", "Steps (kernel_details.csv Step Id)",
                                                                 "npu:0")
     trace = step_trace(tables).to_pylist()
-    # torch_npu's own step trace says Stage 136581.0 us for step 50: the same span, to the us
-    assert [(r["rank"], r["step"], r["iteration_ns"]) for r in trace] == [(0, 50, 136581009)]
+    # torch_npu's own step trace says Stage 136581.0 + Preparing 17902.5 us for step 50: the same span, to the us
+    assert [(r["rank"], r["step"], r["iteration_ns"]) for r in trace] == [(0, 50, 136581009 + 17902500)]
     assert no_steps_reason(tables) is None
     assert warnings_of(tables)[-1] == ("no trace_view.json: no host operators, CANN calls, counters or launch "
                                        "flows; device tasks from kernel_details.csv; steps from kernel_details "
                                        "Step Id")
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_step_is_one_thing_whichever_file_gives_it(tmp_path, rank):
+    """A rank's step from its ProfilerStep range (155.986 and 153.888 ms here) and the same rank's step from
+    kernel_details.csv without the trace (Stage + Preparing: 154.484 and 152.346 ms) agree within 1.1%, where
+    the task span alone (the Stage) was 12% short: every rank of a job is measured alike."""
+    whole = step_trace(read_torch_npu_text(TEXT / f"rank{rank}_ascend_pt")).column("iteration_ns").to_pylist()
+    folder = rank_copy(tmp_path / f"r{rank}", rank)
+    (folder / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").unlink()
+    from_kernels = step_trace(read_torch_npu_text(folder)).column("iteration_ns").to_pylist()
+    assert len(whole) == len(from_kernels) == 1
+    assert from_kernels[0] == pytest.approx(whole[0], rel=0.011)
+
+
+def test_a_truncated_kernel_details_gives_way_to_the_reported_steps(tmp_path):
+    """kernel_details.csv cut to its first 21 rows (and no communication.json, whose operators would span the
+    step) spans a sliver of step 50, far from the Stage torch_npu reported (131.9125 ms on rank 1): the reported
+    step stands, as the ranks kept whole have it (Stage + Preparing), and the warning names both figures; the
+    tasks keep their Step Id."""
+    folder = rank_copy(tmp_path / "r1", 1)
+    output = folder / "ASCEND_PROFILER_OUTPUT"
+    (output / "trace_view.json").unlink()
+    (output / "communication.json").unlink()
+    lines = (output / "kernel_details.csv").read_text(encoding="utf-8").splitlines(keepends=True)
+    (output / "kernel_details.csv").write_text("".join(lines[:22]), encoding="utf-8")
+    tables = read_torch_npu_text(folder)
+    assert tables.meta_dict()["step_source"] == "step_trace_time.csv"
+    assert tables.slices.filter(pc.equal(tables.slices["kind"], "step")).num_rows == 0
+    [said] = [w for w in warnings_of(tables) if w.startswith("kernel_details.csv and step_trace_time.csv disagree")]
+    assert said == ("kernel_details.csv and step_trace_time.csv disagree beyond 10% on step 50: tasks 5.169 ms, "
+                    "Stage 131.912 ms: the steps are step_trace_time.csv's (no times of day), the tasks keep their "
+                    "Step Id")
+    rows = perfsight.open(folder, use_cache=False).step_breakdown().to_pylist()
+    assert [(r["step"], r["step_ns"], r["source"]) for r in rows] == [(50, 152_345_750, "step_trace_time.csv")]
 
 
 def test_with_the_trace_its_profiler_steps_are_the_steps(tmp_path):

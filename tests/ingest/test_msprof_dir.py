@@ -14,6 +14,7 @@ import pytest
 
 from perfsight.analysis import breakdown, ops, steps
 from perfsight.core.errors import InputError
+from perfsight.ingest import find_runs
 from perfsight.ingest.ascend.detect import is_msprof_dir
 from perfsight.ingest.ascend.msprof_dir import msprof_sources, read_msprof_dir
 from tests.ingest.ascend_planted import OUT, T0, assert_valid, rows, write_msprof_dir
@@ -171,6 +172,30 @@ def test_what_is_and_is_not_an_msprof_directory(planted, tmp_path, shared_data):
                                 "msprof_*.db")
     with pytest.raises(InputError, match="not an msprof PROF_ directory"):
         read_msprof_dir(ours)
+
+
+def test_a_prof_directory_holding_only_its_text_export_is_read(planted, tmp_path):
+    """As people share it: PROF_*/mindstudio_profiler_output/ alone (no device_N/, no host/) is an msprof
+    directory with the same device tasks and steps; a PROF_GROUP_* folder of such directories is a job of them."""
+    whole = read_msprof_dir(planted)
+    group = tmp_path / "PROF_GROUP_0001"
+    for n in range(2):
+        shared = shutil.copytree(planted, group / f"{planted.name[:-1]}{n}")
+        shutil.rmtree(shared / "device_0")
+        shutil.rmtree(shared / "host")
+    text_only = group / f"{planted.name[:-1]}0"
+    assert is_msprof_dir(text_only) and not is_msprof_dir(group)
+    alone = read_msprof_dir(text_only)
+    assert_valid(alone)
+
+    def tasks(tables):
+        device = tables.slices.filter(pc.is_valid(tables.slices["task_type"])).sort_by("start_ns")
+        return list(zip(*(device[c].to_pylist() for c in ("name", "start_ns", "dur_ns", "task_type"))))
+
+    assert tasks(alone) == tasks(whole) and len(tasks(whole)) > 0
+    assert steps.step_trace(alone).column("iteration_ns").to_pylist() == \
+        steps.step_trace(whole).column("iteration_ns").to_pylist()
+    assert [run.path for run in find_runs(group)] == sorted(group.iterdir())
 
 
 # --- the real older PROF_ directories (per-iteration timelines) -------------------------------------------

@@ -165,10 +165,15 @@ def temporal_breakdown(tables: RunTables) -> pa.Table:
     ``idle_ns`` = kernel_time - busy; ``compute_ns`` the union of COMPUTATION tasks; ``non_compute_ns`` =
     busy - compute, itself split into ``communication_ns`` (communication while no compute runs) and
     ``memory_ns`` (memcpy/memset while neither runs). ``*_pct`` are percent of ``kernel_time_ns``. A rank
-    without device tasks has no row (HTA crashes on such traces)."""
+    without device tasks has no row (HTA crashes on such traces), nor has a rank whose device compute was not
+    recorded (``rank_facts.ranks_without_compute``: its timeline holds only its communication operators, so
+    its compute and idle time are unknown, not 0% and the rest)."""
     ranks = computed(_ranks, tables, host=False)
+    unrecorded = computed(ranks_without_compute, tables)
     rows: list[dict] = []
     for r, data in sorted(ranks.items()):
+        if r in unrecorded:
+            continue
         span = data.device_span()
         if span is None:
             continue

@@ -13,8 +13,9 @@ side files read or warned about (``read_json``).
 a missing required column is an InputError naming the file, the column and the headers found; a missing
 optional column is simply absent from the table; unknown columns are kept under their own header. A ragged
 row (more or fewer fields than the header) costs that row only, described in ``warnings`` by line and fields
-(``ragged_rows``); so does a row whose time or number column holds a text that is not one (``number_rows``,
-which every reader calls on the columns it converts, before ``ns_from_us``, ``numbers``, ``bytes_from``);
+(``ragged_rows``); so does a row whose time or number column holds a text that is not one, or a time rounded
+beyond ``TIME_ROUNDING_US`` (a spreadsheet's ``1.69512E+15``) (``number_rows``, which every reader calls on the
+columns it converts, before ``ns_from_us``, ``numbers``, ``bytes_from``);
 bytes that are not UTF-8 are read as U+FFFD, each line holding any named, and an empty file as no rows: the
 one mechanism every Ascend and MindSpore CSV reader reads around damage with. JSON side files are parsed
 within ``core/json_depth``'s bound, one nested too deeply warned about as one that is not JSON.
@@ -241,7 +242,8 @@ def ns_from_us(column: pa.Array | pa.ChunkedArray) -> pa.Array:
 def number_rows(table: pa.Table, path: Path, warnings: list[str], *, times: Iterable[str] = (),
                 numbers: Iterable[str] = ()) -> pa.Table:
     """``table`` (as ``read_csv`` returned it) without the rows whose ``times`` columns (microseconds) or
-    ``numbers`` columns hold a text that is not a number (or a time beyond int64 ns); columns the file lacks
+    ``numbers`` columns hold a text that is not a number (or a time beyond int64 ns, or one rounded beyond
+    ``TIME_ROUNDING_US``); columns the file lacks
     are ignored, null (empty, ``N/A``) is no damage. Each such row costs that row only, described in
     ``warnings`` as ragged rows are (``kernel_details.csv: 1 row not read: line 9: Start Time(us) 'abc' is
     not a number``): the one check every Ascend and MindSpore CSV reader reads its numeric columns through."""
@@ -255,6 +257,10 @@ def number_rows(table: pa.Table, path: Path, warnings: list[str], *, times: Iter
         bad = pc.and_(pc.is_valid(texts), pc.is_null(exact_ns(usable)[0] if is_time else usable))
         for row in np.flatnonzero(bad.to_numpy(zero_copy_only=False)).tolist():
             bad_rows.setdefault(row, _bad_value(table, path, name, texts[row].as_py(), is_time))
+        if is_time:
+            for row, text in _rounded_times(usable):
+                bad_rows.setdefault(row, f"{_header(path)[table.column_names.index(name)].strip()} {text!r} is "
+                                         f"a time rounded to {_precision_us(text):g} us: not a time of day")
     if not bad_rows:
         return table
     rows = sorted(bad_rows)
@@ -264,6 +270,25 @@ def number_rows(table: pa.Table, path: Path, warnings: list[str], *, times: Iter
     keep = np.ones(table.num_rows, dtype=bool)
     keep[rows] = False
     return table.filter(pa.array(keep))
+
+
+#: the coarsest rounding a time in microseconds may carry and still place an event (a spreadsheet's
+#: ``1.69512E+15`` keeps 6 significant digits: rounded to 10^10 us, about 3 hours)
+TIME_ROUNDING_US = 1000
+_EXPONENT_FORM = re.compile(r"^[-+]?(\d*)(?:\.(\d*))?[eE]([-+]?\d+)$")
+
+
+def _precision_us(text: str) -> float:
+    """The rounding of a time written with an exponent: 10 ** (exponent - digits after the point)."""
+    found = _EXPONENT_FORM.match(text)
+    return 10.0 ** (int(found.group(3)) - len(found.group(2) or "")) if found else 1.0
+
+
+def _rounded_times(texts: pa.Array) -> list[tuple[int, str]]:
+    """The (row, text) of the times in exponent form rounded beyond ``TIME_ROUNDING_US``."""
+    written = pc.match_substring_regex(texts, "[eE]")
+    rows = np.flatnonzero(pc.fill_null(written, False).to_numpy(zero_copy_only=False)).tolist()
+    return [(row, text) for row in rows if _precision_us(text := texts[row].as_py()) > TIME_ROUNDING_US]
 
 
 def _bad_value(table: pa.Table, path: Path, name: str, text: str, is_time: bool) -> str:

@@ -98,11 +98,13 @@ def _databases(folder: Path) -> list[Path]:
 
 
 def is_msprof_dir(path: Path) -> bool:
-    """A ``PROF_`` directory without perfsight's manifest.json that holds ``device_*/`` or ``host/``."""
+    """A ``PROF_`` directory without perfsight's manifest.json that holds ``device_*/``, ``host/`` or only its
+    text export ``mindstudio_profiler_output/`` (as people share it)."""
     path = Path(path)
     if not (path.is_dir() and path.name.startswith("PROF_")) or (path / layout.MANIFEST).is_file():
         return False
-    return (path / "host").is_dir() or any(MSPROF_DEVICE_DIR.match(p.name) and p.is_dir() for p in path.iterdir())
+    return ((path / "host").is_dir() or (path / MSPROF_OUTPUT_DIR).is_dir()
+            or any(MSPROF_DEVICE_DIR.match(p.name) and p.is_dir() for p in path.iterdir()))
 
 
 def msprof_devices(path: Path) -> list[int]:

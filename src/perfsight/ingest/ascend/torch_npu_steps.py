@@ -5,8 +5,14 @@ Owns the order of the step sources (meta ``step_source`` says which one gave the
 
 1. ``trace``: trace_view.json's ProfilerStep#N ranges (torch_npu_trace makes them ``step`` slices);
 2. ``kernel_details Step Id``: without those ranges, the device tasks' kernel_details.csv ``Step Id``: per
-   step a ``step`` slice ``Iteration N`` from the first task's start to the last task's end, on the thread
-   row ``STEP_TRACK`` (device ``npu:D``), where analysis/step_spans finds steps;
+   step a ``step`` slice ``Iteration N`` from the first task's start, less the step's ``Preparing`` where
+   step_trace_time.csv reports one, to the last task's end, on the thread row ``STEP_TRACK`` (device
+   ``npu:D``), where analysis/step_spans finds steps. One definition of a step for every rank of a job: from
+   the step's start (its ProfilerStep range's, or its first task's less the time torch_npu reports before
+   it) to its end, step_trace_time.csv's Stage + Preparing. torch_npu's own step_trace_time.csv is the
+   record: when a step's task span (first task to last) and the Stage reported for it differ by more than
+   ``STEP_AGREEMENT`` of the Stage (a truncated kernel_details.csv), the tasks give no steps, the reported
+   ones stand (source 4) and a warning names both figures;
 3. ``msprof step_trace CSV``: the step_trace CSV exports of the msprof ``PROF_*/`` directory torch_npu
    writes inside the rank folder (``msprof_dir.step_files``: Iteration ID from Iteration End(us) - Iteration
    Time(us) to Iteration End(us), with their FP/BP phases, on msprof's ``Step Trace`` row);
@@ -32,6 +38,10 @@ STEP_TRACK = "Steps (kernel_details.csv Step Id)"
 #: meta step_source values, in the order tried
 STEP_SOURCES = ("trace", "kernel_details Step Id", "msprof step_trace CSV", "step_trace_time.csv", "none")
 _STEP_HEADER = "Step"
+#: kernel_details.csv's steps stand for step_trace_time.csv's when each step's task span is within this share
+#: of the Stage reported for it
+STEP_AGREEMENT = 0.10
+_NS_PER_US = 1000
 
 
 def step_trace_rows(path: Path, warnings: list[str]) -> list[dict]:
@@ -60,8 +70,16 @@ def add_best_steps(builder: RunBuilder, slices: pa.Table, *, from_kernels: bool,
                                   pc.is_valid(slices["step"])))
     if from_kernels and tasks.num_rows:
         spans = _spans(tasks)
+        reported = {row[_STEP_HEADER]: row for row in step_rows if row.get(_STEP_HEADER) is not None}
+        disagreements = _disagreements(spans, reported)
+        if disagreements:
+            builder.warnings.append(
+                f"kernel_details.csv and step_trace_time.csv disagree beyond {STEP_AGREEMENT:.0%} on "
+                f"{'; '.join(disagreements)}: the steps are step_trace_time.csv's (no times of day), the tasks "
+                "keep their Step Id")
+            return STEP_SOURCES[3]
         track = builder.track("thread", npu, STEP_TRACK, rank=rank, tid="kernel_details steps")
-        add_steps(builder, track, spans)
+        add_steps(builder, track, _with_preparing(spans, reported))
         return STEP_SOURCES[1]
     profs = sorted(run_dir.glob("PROF_*")) if run_dir is not None else []
     files = [file for prof in profs if is_msprof_dir(prof) for file in step_files(prof)]
@@ -69,6 +87,25 @@ def add_best_steps(builder: RunBuilder, slices: pa.Table, *, from_kernels: bool,
         add_step_csv(files, builder, device, {device: rank})
         return STEP_SOURCES[2]
     return STEP_SOURCES[3] if step_rows else STEP_SOURCES[4]
+
+
+def _disagreements(spans: pa.Table, reported: dict[int, dict]) -> list[str]:
+    """Each step whose task span (``spans``) and reported Stage differ by more than ``STEP_AGREEMENT`` of the
+    Stage, said with both figures (``step 50: tasks 9.815 ms, Stage 136.581 ms``)."""
+    said = []
+    for step, start, end in zip(*(spans[name].to_pylist() for name in ("step", "start_ns", "end_ns"))):
+        stage = (reported.get(step) or {}).get("Stage")
+        if stage and abs(end - start - stage * _NS_PER_US) > STEP_AGREEMENT * stage * _NS_PER_US:
+            said.append(f"step {step}: tasks {(end - start) / 1e6:.3f} ms, Stage {stage / 1e3:.3f} ms")
+    return said
+
+
+def _with_preparing(spans: pa.Table, reported: dict[int, dict]) -> pa.Table:
+    """``spans`` with each step's start moved back by the Preparing its reported row gives (module docstring)."""
+    preparing = [round(((reported.get(step) or {}).get("Preparing") or 0) * _NS_PER_US)
+                 for step in spans["step"].to_pylist()]
+    return spans.set_column(spans.schema.get_field_index("start_ns"), "start_ns",
+                            pc.subtract(spans["start_ns"], pa.array(preparing, pa.int64())))
 
 
 def _spans(tasks: pa.Table) -> pa.Table:
