@@ -51,6 +51,12 @@ def test_the_planted_synchronisations(tmp_path):
         ("blocking copy", "cudaMemcpy", "aten::to", 80_000, 60_000),                           # next task: 450
         ("synchronize", "cudaDeviceSynchronize", None, 50_000, 50_000),                        # next task: 800
     ]
+    # the synchronising calls are runtime API calls in api_statistic too (they were left out)
+    calls = {r["name"]: (r["category"], r["count"], r["total_ns"])
+             for r in perfsight.open(path, use_cache=False).api_statistic().to_pylist()}
+    assert calls == {"cudaMemcpyAsync": ("runtime", 2, 75_000), "cudaMemcpy": ("runtime", 1, 80_000),
+                     "cudaLaunchKernel": ("runtime", 2, 10_000), "cudaStreamSynchronize": ("runtime", 1, 9_000),
+                     "cudaDeviceSynchronize": ("runtime", 1, 50_000)}
 
 
 def test_the_advisor_sees_item_blocking_in_a_copy_to_pageable_memory(shared_data):

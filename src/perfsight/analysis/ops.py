@@ -265,8 +265,14 @@ def _first_per_group(stats: pa.Table, n: int) -> pa.Table:
 def api_statistic(tables: RunTables, *, by: Sequence[str] = ("name",)) -> pa.Table:
     """Runtime and driver API calls per name (or ``by`` = any ``op_instances`` columns, e.g. ``("name",
     "pid", "tid")`` per calling thread): count, total_ns, avg_ns, min_ns, max_ns, variance_ns2 and ratio
-    (percent of all calls of the same rank and category, where the category is ``runtime`` or ``driver``)."""
-    return duration_statistics(computed(op_instances, tables, kinds=API_KINDS), ["rank", "category", *by])
+    (percent of all calls of the same rank and category, where the category is ``runtime`` or ``driver``).
+    The host's synchronising calls (kind ``sync`` off the device streams: cudaDeviceSynchronize,
+    aclrtSynchronizeStream, ...) are API calls too, counted as ``runtime``; device-side sync tasks are not."""
+    calls = computed(op_instances, tables, kinds=(*API_KINDS, "sync"))
+    calls = calls.filter(pc.not_equal(calls["category"], "device"))
+    category = pc.if_else(pc.equal(calls["category"], "sync"), "runtime", calls["category"])
+    calls = calls.set_column(calls.schema.get_field_index("category"), "category", category)
+    return duration_statistics(calls, ["rank", "category", *by])
 
 
 def task_time(tables: RunTables) -> pa.Table:
