@@ -14,9 +14,8 @@ Where the definitions differ, the test says how and checks the relation instead:
   parts of the step: ``Preparing`` (step start to the first task) and the tail after the last task. Stage
   and Preparing are measured here from perfsight's overlap intervals.
 * ``Bubble`` (pipeline-parallel bubbles) is 0 in this data-parallel job; perfsight has no such category.
-* api_statistic.csv counts the synchronisation calls (aclrtSynchronize*) among the APIs; perfsight's
-  ``api_statistic`` covers runtime and driver calls and classes synchronisations as ``sync`` (as it does
-  cudaDeviceSynchronize), so they are compared with the ``sync`` slices directly.
+* api_statistic.csv counts the synchronisation calls (aclrtSynchronize*) among the APIs, and so does
+  perfsight's ``api_statistic`` (as runtime calls; the slices' kind is ``sync``).
 * The matrix of msprof-analyze keeps the links between the two ranks profiled (0-1, 1-0); perfsight's
   ``communication_matrix`` lists every peer of the group (ranks 0-7, as each rank's
   communication_matrix.json names them), the two profiled ranks among them.
@@ -126,14 +125,9 @@ def test_compute_op_statistics_per_type_agree_with_op_statistic_csv(rank):
 def test_runtime_api_statistics_agree_with_api_statistic_csv(rank):
     tables = job()
     stats = {r["name"].split("@", 1)[-1]: r for r in ops.api_statistic(tables).to_pylist() if r["rank"] == rank}
-    con = tables.connect()
-    syncs = dict(con.sql("""SELECT split_part(s.name, '@', 2), count(*) FROM slices s JOIN tracks t USING (track_id)
-                            WHERE s.kind = 'sync' AND t.kind = 'thread' AND t.rank = $rank GROUP BY 1""",
-                         params={"rank": rank}).fetchall())
-    for row in table(output(rank, "api_statistic.csv")):
-        if "Synchronize" in row["API Name"]:
-            assert syncs[row["API Name"]] == int(row["Count"])
-            continue
+    rows = table(output(rank, "api_statistic.csv"))
+    assert any("Synchronize" in row["API Name"] for row in rows)
+    for row in rows:
         ours = stats[row["API Name"]]
         assert ours["count"] == int(row["Count"])
         assert us(ours["total_ns"]) == pytest.approx(float(row["Time(us)"]), rel=REL)
