@@ -1,7 +1,8 @@
 """What a Kineto complete event is: its slice kind, device task type, step number and whether it runs on a device.
 
 Owns the mapping from a (category, name) pair to those facts, for the current format (``cpu_op``,
-``kernel``, ``cuda_runtime``, ...), the 2021 format (``Operator``, ``Kernel``, ``Runtime``, ...) and AMD
+``kernel``, ``cuda_runtime``, ...), the 2021 format (``Operator``, ``Kernel``, ``Runtime``, ...), the legacy
+autograd profiler's export (no category: its process names it, ``LEGACY_PROCESS_CATEGORIES``) and AMD
 ROCm traces, and its vectorised application: classification runs once per distinct pair, not per event.
 Which events are communication is core/communication.py's rule.
 """
@@ -32,6 +33,10 @@ CATEGORY_KINDS = {
     "gpu_user_annotation": "gpu_annotation",
     "cuda_sync": "sync",
 }
+
+#: the process of the legacy autograd profiler's export_chrome_trace (PyTorch <= 1.8: a bare list of events
+#: without "cat", ``"pid": "CPU functions"``) -> the category its events are
+LEGACY_PROCESS_CATEGORIES = {"CPU functions": "cpu_op"}
 
 #: categories whose events are drawn on a device stream (the event's pid is the device index)
 DEVICE_CATEGORIES = frozenset({
@@ -79,6 +84,14 @@ def _host_kind(kind: str, name: str) -> tuple[str, int | None]:
     if is_comm_host_name(name):
         return COMM_KIND, None
     return kind, None
+
+
+def with_legacy_categories(categories: pa.ChunkedArray, pids: pa.ChunkedArray) -> pa.ChunkedArray:
+    """``categories`` with an event that has none taking its process's (``LEGACY_PROCESS_CATEGORIES``)."""
+    missing = pc.fill_null(pc.equal(categories, ""), True)
+    for process, category in LEGACY_PROCESS_CATEGORIES.items():
+        categories = pc.if_else(pc.and_(missing, pc.equal(pids.cast(pa.string()), process)), category, categories)
+    return categories
 
 
 def classify_columns(categories: pa.ChunkedArray, names: pa.ChunkedArray) -> dict[str, pa.Array]:

@@ -36,7 +36,7 @@ from perfsight.core.tables import RunTables, conform, fits, flows_table, meta_ta
 from perfsight.ingest.common.chrome_json import Damage, TraceStream, json_pieces
 from perfsight.ingest.common.columns import dictionary, flat
 from perfsight.ingest.common.events import GROUPS, EventTables, TraceMetadata, event_tables
-from perfsight.ingest.common.kinds import classify_columns
+from perfsight.ingest.common.kinds import classify_columns, with_legacy_categories
 from perfsight.ingest.common.nesting import OVERLAP_REPAIR_WARNING, Nesting, ids_or_null, take_or_missing
 from perfsight.ingest.common.reader import Reader, RunSource
 from perfsight.ingest.jobs import rank_in_name
@@ -45,7 +45,9 @@ from perfsight.ingest.kineto.tracks import Tracks, build_tracks
 SNIFF_BYTES = 1 << 16
 _TRACE_NAME = (".pt.trace.json", ".pt.trace.json.gz")
 _JSON_NAME = (".json", ".json.gz")
-_EVENT_LIST_START = re.compile(rb'\s*\[\s*\{[^{}]*"ph"')
+_EVENT_LIST_START = re.compile(rb'\s*\[\s*\{')
+#: a trace event's phase key, anywhere in the sniffed head (an event's args may come before its ph)
+_PHASE_KEY = re.compile(rb'"ph"\s*:\s*"')
 #: the rank in a trace's ``distributedInfo`` object, before any nested value (Kineto writes it near the start:
 #: ``"distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 8, "pg_config": [...]}``)
 _DISTRIBUTED_RANK = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}\[\]]*?"rank"\s*:\s*(\d{1,9})\b')
@@ -65,7 +67,7 @@ def is_kineto_trace(path: Path) -> bool:
         start = next(json_pieces(Path(path), [], SNIFF_BYTES), b"")
     except (InputError, OSError):
         return False
-    return bool(_EVENT_LIST_START.match(start)) or (
+    return bool(_EVENT_LIST_START.match(start) and _PHASE_KEY.search(start)) or (
         start.lstrip().startswith(b"{") and b'"traceEvents"' in start)
 
 
@@ -136,6 +138,8 @@ def read_kineto(paths: Sequence[Path], *, rank: int | None = None, id_offset: in
         rank = None
     elif rank is None:
         rank = _first_fact(sources, "rank")
+    source.slices = source.slices.set_column(source.slices.schema.get_field_index("cat"), "cat",
+                                             with_legacy_categories(source.slices["cat"], source.slices["pid"]))
     for name, column in classify_columns(source.slices["cat"], source.slices["name"]).items():
         source.slices = source.slices.append_column(name, column)
     tracks = build_tracks(source.slices, source.memory, source.counters, source.metadata, rank, track_offset,
