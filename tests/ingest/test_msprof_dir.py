@@ -174,6 +174,24 @@ def test_what_is_and_is_not_an_msprof_directory(planted, tmp_path, shared_data):
         read_msprof_dir(ours)
 
 
+def test_the_runtimes_own_task_is_no_operator(planted):
+    """TASK_TIMEOUT_SET, a task the runtime runs on a stream before the model, here 15 ms before the first
+    operator: not an operator, not computation, so op_statistic and the device's span (from its first
+    operator) are what they are without it."""
+    without = read_msprof_dir(planted)
+    before = (ops.op_statistic(without).to_pylist(), breakdown.temporal_breakdown(without).to_pylist())
+    timeline = next((planted / OUT).glob("msprof_slice_1_*.json"))
+    events = json.loads(timeline.read_text())
+    events.append({"name": "TASK_TIMEOUT_SET", "pid": 200, "tid": 2, "ts": f"{Decimal(T0) - 15000}", "dur": 1.5,
+                   "ph": "X", "args": {"Model Id": 4294967295, "Task Type": "TASK_TIMEOUT_SET", "Stream Id": 2,
+                                       "Task Id": 1, "Batch Id": 0}})
+    timeline.write_text(json.dumps(events))
+    tables = read_msprof_dir(planted)
+    [task] = tables.slices.filter(pc.equal(tables.slices["name"], "TASK_TIMEOUT_SET")).to_pylist()
+    assert (task["kind"], task["task_type"]) == ("other", "TASK_TIMEOUT_SET")
+    assert (ops.op_statistic(tables).to_pylist(), breakdown.temporal_breakdown(tables).to_pylist()) == before
+
+
 def test_a_prof_directory_holding_only_its_text_export_is_read(planted, tmp_path):
     """As people share it: PROF_*/mindstudio_profiler_output/ alone (no device_N/, no host/) is an msprof
     directory with the same device tasks and steps; a PROF_GROUP_* folder of such directories is a job of them."""

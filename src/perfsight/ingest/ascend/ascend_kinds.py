@@ -8,8 +8,9 @@ Owns:
   ``taskType``): compute task types (AI_CORE, AI_VECTOR_CORE, AI_CPU, MIX_AIC, MIX_AIV, DSA...) are
   ``kernel``; HCCL is ``comm``; DMA copies are ``memcpy``; the scheduler's event records and waits are
   ``sync``; the data moves and notifies inside an HCCL operator (``SDMA``, ``Notify Wait``,
-  ``Reduce_Inline``...) and profiling markers are ``other``, because the HCCL operator that contains them
-  is the communication perfsight counts. A task type not known here is ``kernel`` (older torch_npu
+  ``Reduce_Inline``...), profiling markers and the runtime's own tasks (``TASK_TIMEOUT_SET``) are
+  ``other``, because the HCCL operator that contains them is the communication perfsight counts and the
+  others are no operator. A task type not known here is ``kernel`` (older torch_npu
   writes ``Other`` for compute tasks), unless its name says it is a copy. The ``task_type`` column keeps
   Ascend's own text.
 * ``process_role(name)``: what a timeline process of torch_npu/msprof holds (``host``, ``runtime``,
@@ -52,9 +53,12 @@ HCCL_PARTS = {"SDMA", "RDMA", "NOTIFY_WAIT", "NOTIFY_RECORD", "WRITE_VALUE", "RE
 MARKERS = {"PLACE_HOLDER_SQE", "PROFILING_ENABLE", "PROFILING_DISABLE", "MODEL_MAINTAINCE", "MODEL_EXECUTE",
            "MODEL_END_GRAPH", "LABEL_SET", "LABEL_SWITCH", "LABEL_GOTO", "STARS_COMMON", "CAPTURE_RECORD",
            "CAPTURE_WAIT"}
+#: the runtime's own tasks on a stream (it sets the stream's timeout): no operator and no computation, though an
+#: unknown task type would be taken for one (msprof's op_statistic then lost half its ratio to it)
+RUNTIME_TASKS = {"TASK_TIMEOUT_SET"}
 _KIND_OF_TYPE = {**{t: "kernel" for t in COMPUTE}, **{t: "comm" for t in COMMUNICATION},
                  **{t: "memcpy" for t in MEMCPY}, **{t: "memset" for t in MEMSET}, **{t: "sync" for t in SYNC},
-                 **{t: "other" for t in HCCL_PARTS | MARKERS}}
+                 **{t: "other" for t in HCCL_PARTS | MARKERS | RUNTIME_TASKS}}
 
 
 def task_kind(task_type: str | None, name: str | None = None) -> str:
