@@ -60,22 +60,48 @@ def header(path):
 
 
 @pytest.fixture(scope="module")
-def headers(shared_data, tmp_path_factory) -> dict[str, list[str]]:
-    """The header of every summary file perfsight writes for a real GPU trace and a real torch_npu rank."""
+def exports(shared_data, tmp_path_factory) -> dict[str, dict[str, object]]:
+    """The summary files perfsight writes for a real GPU trace and a real torch_npu rank, by run (``gpu``,
+    ``torch_npu``) and name."""
     base = tmp_path_factory.mktemp("headers")
     shutil.copy(shared_data / GPU_TRACE, base)
     copy_shared(shared_data / TORCH_NPU_RANK, base / "rank0_ascend_pt")
     for path in (base / "rank0_ascend_pt").rglob("*"):
         path.chmod(path.stat().st_mode | 0o200)
     (base / "rank0_ascend_pt").chmod(0o755)
-    found: dict[str, list[str]] = {}
-    for run in (base / GPU_TRACE.rsplit("/", 1)[1], base / "rank0_ascend_pt"):
-        assert cli.main(["export", "summary", "-dir", str(run), "--output", str(base / "out")]) == 0
-    for output in (base / "out").iterdir():
-        for name, path in exported(output).items():
-            if name.endswith(".csv"):
-                assert found.setdefault(name, header(path)) == header(path)   # the same for both runs
+    found = {}
+    for label, run in (("gpu", base / GPU_TRACE.rsplit("/", 1)[1]), ("torch_npu", base / "rank0_ascend_pt")):
+        assert cli.main(["export", "summary", "-dir", str(run), "--output", str(base / label)]) == 0
+        [output] = (base / label).iterdir()
+        found[label] = exported(output)
     return found
+
+
+@pytest.fixture(scope="module")
+def headers(exports) -> dict[str, list[str]]:
+    """The header of every summary CSV file, the same for both runs."""
+    found: dict[str, list[str]] = {}
+    for files in exports.values():
+        for name, path in files.items():
+            if name.endswith(".csv"):
+                assert found.setdefault(name, header(path)) == header(path)
+    return found
+
+
+def test_api_statistic_spells_level_and_name_as_torch_npus_copy_of_msprofs(shared_data, exports):
+    """torch_npu's api_statistic.csv (msprof's) writes Level acl / node / hccl and the bare API name where the
+    timeline names the call AscendCL@aclnnMatmul: perfsight's file has the same (level, name) pairs, its
+    synchronisation calls among them, and the same counts."""
+    def pairs(path, dropped):
+        with open(path, newline="", encoding="utf-8") as file:
+            rows = list(csv.reader(file))[1:]
+        return {(row[dropped], row[dropped + 1]): row[dropped + 3] for row in rows}
+
+    theirs = pairs(shared_data / TORCH_NPU_RANK / "ASCEND_PROFILER_OUTPUT" / "api_statistic.csv", 0)
+    ours = pairs(exports["torch_npu"]["api_statistic.csv"], 1)
+    assert {level for level, _ in theirs} == {"acl", "node", "hccl"}
+    assert any("Synchronize" in name for _, name in theirs)
+    assert ours == theirs
 
 
 @pytest.mark.parametrize("name", sorted(MSPROF_HEADERS))

@@ -101,6 +101,11 @@ def process_role(name: str | None) -> str | None:
     return PROCESS_ROLES.get(normalised(name))
 
 
+#: the prefix msprof's and torch_npu's timelines give a CANN API call's name (``AscendCL@aclnnMatmul``) -> the
+#: Level their api_statistic writes for it (``acl``, and the bare name ``aclnnMatmul``)
+API_LEVEL_PREFIXES = {"AscendCL": "acl", "Runtime": "runtime", "Node": "node", "Hccl": "hccl", "Model": "model"}
+
+
 def api_kind(level: str | None, name: str | None) -> str:
     """Kind of a CANN API call: ``sync`` for a synchronisation, ``driver`` for the runtime level (rt*,
     under AscendCL, as CUDA's driver API is under its runtime API), else ``runtime``."""

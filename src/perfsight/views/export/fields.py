@@ -5,13 +5,16 @@ OP State, Block Dim, HF32 Eligible and the formats and outputs are read from the
 the Ascend readers keep them (under their canonical names or the torch_npu .db names), with the CUDA/HIP
 equivalent where there is one (the runtime correlation id, the kernel's stream or its stream track's
 number, the blocks of its grid)
-and ``N/A`` where the field has no meaning off Ascend. Also each row's end time and msproftx event type.
+and ``N/A`` where the field has no meaning off Ascend. Also each row's end time and msproftx event type, and
+api_statistic's Level and API Name as msprof spells them (``with_msprof_api_names``).
 """
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from perfsight.core.tables import RunTables
+from perfsight.ingest.ascend.ascend_kinds import API_LEVEL_PREFIXES
 from perfsight.views.export.catalog import NA
 
 _GRID_BLOCKS = ("CAST(json_extract(a, '$.grid[0]') AS BIGINT) * coalesce(CAST(json_extract(a, '$.grid[1]') "
@@ -57,3 +60,17 @@ def _extracted(key: str) -> str:
     """SQL of the text of args key ``key`` (its JSON path step quoted unless a plain identifier)."""
     step = key if key.isidentifier() else '"' + key.replace('"', '\\"') + '"'
     return f"json_extract_string(a, '$.{step}')"
+
+
+def with_msprof_api_names(rows: pa.Table) -> pa.Table:
+    """``ops.api_statistic`` rows with msprof's Level and API Name where the name carries CANN's level prefix
+    (``AscendCL@aclnnMatmul`` -> ``acl``, ``aclnnMatmul``; ``ascend_kinds.API_LEVEL_PREFIXES``); the other rows
+    (CUDA, HIP: ``runtime`` / ``driver``) as they are."""
+    prefix = pc.list_element(pc.split_pattern(rows["name"], "@", max_splits=1), 0)
+    rest = pc.replace_substring_regex(rows["name"], "^[^@]*@", "", max_replacements=1)
+    level = pc.fill_null(pc.index_in(prefix, pa.array(list(API_LEVEL_PREFIXES))), -1)
+    known = pc.and_(pc.greater_equal(level, 0), pc.match_substring(rows["name"], "@"))
+    levels = pa.array(list(API_LEVEL_PREFIXES.values())).take(pc.max_element_wise(level, 0))
+    rows = rows.set_column(rows.schema.get_field_index("category"), "category",
+                           pc.if_else(known, levels, rows["category"]))
+    return rows.set_column(rows.schema.get_field_index("name"), "name", pc.if_else(known, rest, rows["name"]))

@@ -18,7 +18,7 @@ from perfsight.core.memo import computed
 from perfsight.core.tables import RunTables
 from perfsight.options.export import check_export_format
 from perfsight.views.export import catalog
-from perfsight.views.export.fields import with_msprof_fields
+from perfsight.views.export.fields import with_msprof_api_names, with_msprof_fields
 from perfsight.views.export.output import Staging, staging
 from perfsight.views.export.writer import write_rows
 
@@ -43,7 +43,7 @@ def stage_summary(tables: RunTables, stage: Staging, *, stamp: str, fmt: str = "
         (catalog.STEP_TRACE_SUMMARY, computed(steps.step_trace, tables, fp_point=fp_point, bp_point=bp_point)),
         (catalog.OP_SUMMARY, with_msprof_fields(tables, computed(ops.op_instances, tables))),
         (catalog.OP_STATISTIC, computed(ops.op_statistic, tables, by=["op_type", "device"])),
-        (catalog.API_STATISTIC, computed(ops.api_statistic, tables)),
+        (catalog.API_STATISTIC, with_msprof_api_names(computed(ops.api_statistic, tables))),
         (catalog.RUNTIME_API, per_thread_calls),
         (catalog.ACL_STATISTIC, per_thread_calls),
         (catalog.TASK_TIME, with_msprof_fields(tables, computed(ops.task_time, tables))),
