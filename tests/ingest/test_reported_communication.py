@@ -1,9 +1,9 @@
 """The communication operators torch_npu reports in communication.json are the record: every one reaches the
-rank's operations (``collective_figures``) and ``perfsight cluster``'s cluster_communication.json, whether the
-trace and kernel_details.csv hold its HCCL task or not (older torch_npu versions leave them out of both:
-24 of 28 operators of one rank vanished). The stripped job is the shared level-1 job with every ``hcom_``
-task taken out of rank 0's trace_view.json and kernel_details.csv, and rank 1 left with kernel_details.csv
-alone (no trace), without its ``hcom_`` rows."""
+rank's operations (``collective_figures``), ``perfsight cluster``'s cluster_communication.json and the
+operators its cluster_communication_matrix.json names, whether the trace and kernel_details.csv hold its HCCL
+task or not (older torch_npu versions leave them out of both: 24 of 28 operators of one rank vanished). The
+stripped job is the shared level-1 job with every ``hcom_`` task taken out of rank 0's trace_view.json and
+kernel_details.csv, and rank 1 left with kernel_details.csv alone (no trace), without its ``hcom_`` rows."""
 from __future__ import annotations
 
 import json
@@ -72,7 +72,8 @@ def test_every_reported_operator_is_an_operation_and_in_the_cluster_output(job, 
     figures = perfsight.open(job, use_cache=False).collective_figures().to_pylist()
     assert {rank: Counter(row["op_name"] for row in figures if row["rank"] == rank) for rank in (0, 1)} == expected
     cluster(job, tmp_path / "out")
-    written = json.loads((tmp_path / "out" / "cluster_analysis_output" / "cluster_communication.json").read_text())
+    output = tmp_path / "out" / "cluster_analysis_output"
+    written = json.loads((output / "cluster_communication.json").read_text())
     ops = {rank: Counter() for rank in (0, 1)}
     for steps in written.values():
         for step in steps.values():
@@ -81,6 +82,11 @@ def test_every_reported_operator_is_an_operation_and_in_the_cluster_output(job, 
                     if not key.startswith("Total Op Info"):
                         ops[int(rank)][key.rsplit("@", 1)[0]] += 1
     assert ops == expected
+    # the matrix names its links' operators ("Op Name": the operator behind each top/middle/bottom cell)
+    matrix = json.loads((output / "cluster_communication_matrix.json").read_text())
+    named = {link["Op Name"] for steps in matrix.values() for step in steps.values() for links in step.values()
+             for link in links.values() if link["Op Name"]}
+    assert named == set(expected[0]) | set(expected[1])
 
 
 def test_operators_only_communication_json_reports_take_its_times_and_are_said(shared_data, tmp_path):
