@@ -104,3 +104,16 @@ def test_operators_only_communication_json_reports_take_its_times_and_are_said(s
     warnings = json.loads(run.tables.meta_dict()["parse_warnings"])
     assert ("communication.json: 4 operators it reports not in kernel_details.csv: on the timeline from their "
             "records (Start Timestamp(us), Elapse Time(ms))") in warnings
+
+
+def test_the_stripped_jobs_communication_is_msprof_analyzes(shared_data, tmp_path):
+    """msprof-analyze reads a rank's operators from communication.json alone, so its cluster_communication.json
+    of the stripped job is the one it wrote for the whole job (checked here with msprof-analyze 26.2.0: the
+    same operators): perfsight's of the stripped job agrees with it as the whole job's does."""
+    from tests.views.export.test_cluster_analysis import close, reference
+
+    job = stripped_job(shared_data, tmp_path / "stripped")
+    cluster(job, tmp_path / "out")
+    ours = json.loads((tmp_path / "out" / "cluster_analysis_output" / "cluster_communication.json").read_text())
+    theirs = json.loads((reference(shared_data, "text") / "cluster_communication.json").read_text())
+    assert close(ours, theirs)
