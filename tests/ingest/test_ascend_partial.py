@@ -216,6 +216,26 @@ def test_a_step_is_one_thing_whichever_file_gives_it(tmp_path, rank):
     assert from_kernels[0] == pytest.approx(whole[0], rel=0.011)
 
 
+def test_the_report_says_once_what_a_step_is(tmp_path):
+    """A job of a rank with its trace and a rank with kernel_details.csv alone: one definition, said once."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from perfsight.analysis.summary import run_summary
+    from perfsight.ingest.ascend.torch_npu_steps import STEP_DEFINITION
+    from perfsight.views.terminal import print_summary
+
+    job = tmp_path / "job"
+    rank_copy(job / "rank0_ascend_pt", 0)
+    (rank_copy(job / "rank1_ascend_pt", 1) / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").unlink()
+    summary = run_summary(perfsight.open(job, use_cache=False).tables)
+    assert summary["step_definitions"] == [STEP_DEFINITION]
+    out = StringIO()
+    print_summary("job", summary, Console(file=out, width=200))
+    assert out.getvalue().count(f"steps: {STEP_DEFINITION}") == 1
+
+
 def test_a_truncated_kernel_details_gives_way_to_the_reported_steps(tmp_path):
     """kernel_details.csv cut to its first 21 rows (and no communication.json, whose operators would span the
     step) spans a sliver of step 50, far from the Stage torch_npu reported (131.9125 ms on rank 1): the reported

@@ -20,7 +20,7 @@ from perfsight.analysis.job import Job
 from perfsight.analysis.job_summaries import job_of
 from perfsight.analysis.memory import memory_peak
 from perfsight.analysis.ops import DEVICE_TASK_KINDS, op_statistic
-from perfsight.analysis.rank_facts import rank_facts
+from perfsight.analysis.rank_facts import rank_facts, rank_meta
 from perfsight.analysis.rank_spread import HIGHER, LOWER, rank_spread
 from perfsight.analysis.roofline import over_roof_warnings
 from perfsight.analysis.steps import no_steps_reason, step_phases, step_points, step_trace, unmatched_step_points
@@ -46,7 +46,8 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
     timed (perfsight runs' step-time series: with the first step and the profiler's stop; count 0 for other
     sources); ``profiled_steps``: the step trace, and ``step_digest`` its digest for a run of many steps;
     ``no_steps_reason``: why there are none
-    (``steps.no_steps_reason``; None when there are); ``top_ops``: the
+    (``steps.no_steps_reason``; None when there are); ``step_definitions``: what a step is, as the ranks'
+    readers define it where they say (meta ``step_definition``: torch_npu's); ``top_ops``: the
     ``top`` operator types by self time; ``ops_category``: which operators those are (device tasks when the
     run has any, else CPU ops);
     ``breakdown``: per rank, the profiled steps' median (``median_step_ns``: the run's headline step time)
@@ -82,7 +83,9 @@ def run_summary(tables: RunTables, *, top: int = 10, fp_point: str | None = None
     jobs = computed(cluster_summary, computed(job_of, tables)) if computed(rank_facts, tables).num_rows > 1 else None
     return {"slices": tables.slices.num_rows, "steps": steps, "profiled_steps": profiled,
             "step_digest": step_digest(profiled),
-            "no_steps_reason": computed(no_steps_reason, tables), "top_ops": stats,
+            "no_steps_reason": computed(no_steps_reason, tables), "step_definitions": sorted(
+                {d for facts in computed(rank_meta, tables).values() if (d := facts.get("step_definition"))}),
+            "top_ops": stats,
             "ops_category": category,
             "breakdown": breakdown, "overlap": whole_span, "memory_peak": memory, "flops": flops, "data": data,
             "advice": computed(advise, tables),

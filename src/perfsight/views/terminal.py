@@ -110,6 +110,8 @@ def print_summary(title: str, summary: dict, console: Console | None = None) -> 
                       "before its first event?)")
     elif summary["no_steps_reason"]:
         console.print(escape(summary["no_steps_reason"]))
+    for definition in summary["step_definitions"]:
+        console.print(f"steps: {escape(definition)}")
     spreads = summary.get("rank_spreads")
     many = spreads is not None and spreads["ranks"] > MAX_RANK_ROWS
     if many:

@@ -41,6 +41,9 @@ _STEP_HEADER = "Step"
 #: kernel_details.csv's steps stand for step_trace_time.csv's when each step's task span is within this share
 #: of the Stage reported for it
 STEP_AGREEMENT = 0.10
+#: what a step of a torch_npu rank is, whichever file gives it (meta ``step_definition``, said in the report)
+STEP_DEFINITION = ("a step runs from its start (its ProfilerStep range's, or its first device task's less the "
+                   "Preparing torch_npu reports for it) to its end: step_trace_time.csv's Stage + Preparing")
 _NS_PER_US = 1000
 
 

@@ -49,7 +49,7 @@ from perfsight.ingest.ascend.torch_npu_kernels import enrich, read_kernels, task
 from perfsight.ingest.ascend.torch_npu_links import device_tracks, host_tracks, link, memory_operators
 from perfsight.ingest.ascend.torch_npu_memory import read_memory
 from perfsight.ingest.ascend.torch_npu_meta import read_facts
-from perfsight.ingest.ascend.torch_npu_steps import add_best_steps, step_trace_rows
+from perfsight.ingest.ascend.torch_npu_steps import STEP_DEFINITION, add_best_steps, step_trace_rows
 from perfsight.ingest.ascend.torch_npu_trace import read_trace
 from perfsight.ingest.common.build import RunBuilder
 from perfsight.ingest.common.columns import counted
@@ -115,7 +115,8 @@ def read_torch_npu_text(run_dir: Path, *, rank: int | None = None, id_offset: in
     records_memory = read_memory(output, builder, rank=facts.rank, device=facts.device, files=files)
     tables = builder.finish({"source_format": "torch_npu", "base_time_ns": "", "rank": facts.rank,
                              "world_size": facts.world_size, "device_properties": facts.device_properties,
-                             "step_source": step_source, "step_trace_time": step_rows or None,
+                             "step_source": step_source, "step_definition": STEP_DEFINITION,
+                             "step_trace_time": step_rows or None,
                              "lacking_files": lacks or None,
                              "compute_recorded": trace_path is not None or kernels is not None,
                              **{k: v for k, v in facts.meta.items() if v is not None}},
