@@ -43,6 +43,7 @@ from perfsight.ingest.ascend.detect import (
     torch_npu_without_data,
 )
 from perfsight.ingest.ascend.torch_npu_comm import describe, unlisted
+from perfsight.ingest.ascend.torch_npu_hccl import Record
 from perfsight.ingest.ascend.torch_npu_hccl import operators as hccl_operators
 from perfsight.ingest.ascend.torch_npu_hccl import records as hccl_records
 from perfsight.ingest.ascend.torch_npu_kernels import enrich, read_kernels, tasks_from_kernels
@@ -126,7 +127,7 @@ def read_torch_npu_text(run_dir: Path, *, rank: int | None = None, id_offset: in
     return tables
 
 
-def _with_unlisted_operators(slices: pa.Table, records: list, path: Path | None, builder: RunBuilder,
+def _with_unlisted_operators(slices: pa.Table, records: list[Record], path: Path | None, builder: RunBuilder,
                              rank: int | None, device: int, timeline: str) -> pa.Table:
     """``slices`` and, on the rank's HCCL row, the operators communication.json reports that ``timeline`` (the
     file the slices came from) lacks: what the profiler reported is the record, the timeline refines it
