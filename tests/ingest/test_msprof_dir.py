@@ -174,6 +174,24 @@ def test_what_is_and_is_not_an_msprof_directory(planted, tmp_path, shared_data):
         read_msprof_dir(ours)
 
 
+def test_without_a_timeline_task_time_is_the_record_and_op_summary_completes_it(planted):
+    """task_time is the scheduler's record of every task: its durations stand (MatMul_0 31.04 us where
+    op_summary says 30.5) and its tasks op_summary does not list stay (an EVENT_RECORD); op_summary adds
+    what it knows (op types, shapes)."""
+    for path in (planted / OUT).glob("msprof_slice_*.json"):
+        path.unlink()
+    task_time = next((planted / OUT).glob("task_time_*.csv"))
+    text = task_time.read_text().replace(',30.5,"', ',31.04,"')
+    task_time.write_text(text + f'0,EVENT_RECORD,EVENT_RECORD,2,8,0.02,"{Decimal(T0) + 250}\t",'
+                                f'"{Decimal(T0) + Decimal("250.02")}\t"\n')
+    tables = read_msprof_dir(planted)
+    assert_valid(tables)
+    tasks = {r["name"]: (r["kind"], r["op_type"], r["dur_ns"], r["input_shapes"] is not None)
+             for r in tables.slices.to_pylist() if r["kind"] not in ("step", "annotation")}
+    assert tasks == {"MatMul_0": ("kernel", "MatMul", 31040, True), "Add_1": ("kernel", "Add", 4250, True),
+                     "EVENT_RECORD": ("sync", None, 20, False)}
+
+
 def test_the_runtimes_own_task_is_no_operator(planted):
     """TASK_TIMEOUT_SET, a task the runtime runs on a stream before the model, here 15 ms before the first
     operator: not an operator, not computation, so op_statistic and the device's span (from its first

@@ -14,7 +14,8 @@ msprof writes the same formats as torch_npu's ASCEND_PROFILER_OUTPUT, under othe
 by the same code: the timeline ``msprof_*.json`` is trace_view.json without the Python rows
 (torch_npu_trace.read_trace; when there is none, the per-kind ``task_time``/``hccl``/``step_trace`` JSON
 of older CANN), ``op_summary`` is kernel_details.csv (torch_npu_kernels: its rows complete the timeline's
-device tasks, or are the tasks without a timeline; ``task_time`` CSV stands in when both are missing),
+device tasks; without a timeline the ``task_time`` CSV, the scheduler's record of every task and its duration,
+stands in for it and op_summary completes its rows; op_summary's rows are the tasks only when both are missing),
 ``msprof_*.db`` is the torch_npu database without the PyTorch tables (torch_npu_db; read only when there
 are no text exports: it holds the same data). msprof's own exports are in msprof_csv.
 
@@ -164,14 +165,14 @@ def _read_text(exports: _Exports, builder: RunBuilder, ranks: dict[int, int | No
             facts["base_time_ns"] = str(offset)
         slices = _timeline(kinds, builder, rank, device, offset, per_iteration=monotonic)
         kernels = _kernels(kinds, builder)
+        if slices is None and ("task_time", "csv") in kinds:      # the scheduler's record of every task
+            slices = tasks_from_kernels(task_kernels(kinds[("task_time", "csv")], builder.warnings), builder,
+                                        rank=rank, device=device)
+            builder.sources += [str(p) for p in kinds[("task_time", "csv")]]
         if slices is not None and kernels is not None:
             slices = enrich(slices, kernels, name="op_summary", warnings=builder.warnings)
         elif kernels is not None:
             slices = tasks_from_kernels(kernels, builder, rank=rank, device=device)
-        elif slices is None and ("task_time", "csv") in kinds:
-            slices = tasks_from_kernels(task_kernels(kinds[("task_time", "csv")], builder.warnings), builder,
-                                        rank=rank, device=device)
-            builder.sources += [str(p) for p in kinds[("task_time", "csv")]]
         if slices is not None:
             builder.add_slices({name: slices[name] for name in _SLICE_COLUMNS})
         if slices is not None and pc.any(pc.equal(slices["kind"], "step")).as_py():
