@@ -190,6 +190,9 @@ def test_without_a_timeline_task_time_is_the_record_and_op_summary_completes_it(
              for r in tables.slices.to_pylist() if r["kind"] not in ("step", "annotation")}
     assert tasks == {"MatMul_0": ("kernel", "MatMul", 31040, True), "Add_1": ("kernel", "Add", 4250, True),
                      "EVENT_RECORD": ("sync", None, 20, False)}
+    # and the task_time perfsight exports lists what msprof's did, with its durations
+    assert [(r["name"], r["dur_ns"]) for r in ops.task_time(tables).to_pylist()] == [
+        ("MatMul_0", 31040), ("Add_1", 4250), ("EVENT_RECORD", 20)]
 
 
 def test_the_runtimes_own_task_is_no_operator(planted):

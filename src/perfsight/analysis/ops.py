@@ -276,9 +276,10 @@ def api_statistic(tables: RunTables, *, by: Sequence[str] = ("name",)) -> pa.Tab
 
 
 def task_time(tables: RunTables) -> pa.Table:
-    """The device tasks (schema ``TASK_TIME``): name, task type, rank, device, stream track, start,
-    duration, step; in start order."""
-    instances = computed(op_instances, tables, kinds=DEVICE_TASK_KINDS)
+    """The tasks the device's streams ran (schema ``TASK_TIME``), as msprof's task_time lists them: the device
+    tasks and the streams' synchronisation tasks (Ascend's EVENT_RECORD / EVENT_WAIT, CUDA's stream waits):
+    name, task type, rank, device, stream track, start, duration, step; in start order."""
+    instances = computed(op_instances, tables, kinds=(*DEVICE_TASK_KINDS, "sync"))
     device = instances.filter(pc.equal(instances["category"], "device"))
     return device.select(TASK_TIME.names).cast(TASK_TIME)
 

@@ -339,10 +339,11 @@ TASK_TIME = OutputFile(
     stems=(("csv", "task_time"), ("json", "task_time_summary")),
     mirrors=_seed_001("task_time_*.csv", "Task Scheduler的任务调度信息数据。") + "; its JSON form is "
             "task_time_summary_*.json, as task_time_*.json is the device task timeline",
-    about="One row per task a device executed, in start order.",
+    about="One row per task a device's streams ran (operators, copies, collectives and the streams' "
+          "synchronisation tasks), in start order.",
     columns=(
         _DEVICE_ID,
-        Column("kernel_name", "name", "kernel / copy / collective name"),
+        Column("kernel_name", "name", "kernel / copy / collective / synchronisation task name"),
         Column("kernel_type", "task_type", "KERNEL, COMM, MEMCPY, MEMSET (Ascend: AI_CORE, ...)"),
         Column("stream_id", "stream_id", "the device stream number"),
         Column("task_id", "task_id", "Ascend's task id; elsewhere the runtime correlation id of its launch"),
