@@ -23,8 +23,12 @@ STEPS = 6
 SLEEP_MS = 200.0
 #: gloo_job.py's model has four parameters, each all-reduced in every step; a pipeline step is a send and a recv
 ALL_REDUCES_PER_STEP, P2P_PER_STEP = 4, 2
-#: the "done when" target: the others' wait per step within 10% of the planted sleep
+#: the "done when" target: perfsight's wait per step within 10% of the oracle's (the raw ranges' own waits)
 WAIT_TOLERANCE = 0.10
+#: the recording holds its planted cause: the waiting ranks waited more than this share of the sleep. How much
+#: more the machine decides (a busy core delays the waiting ranks' own arrivals: 174 ms of 200 in one run), so the
+#: waits are checked against the oracle, not against the sleep
+PLANTED_SHARE = 0.5
 CLUSTER_FILES = ("cluster_step_trace_time.csv", "cluster_communication.json", "cluster_communication_matrix.json",
                  "communication_group.json", "cluster_analysis.db")
 
@@ -94,7 +98,7 @@ def sleeper(tmp_path_factory):
 def test_the_sleeping_rank_is_the_straggler_and_the_others_wait_its_sleep(sleeper, tmp_path):
     truth = oracle(raw_ranges(sleeper, "gloo:all_reduce"), ALL_REDUCES_PER_STEP)
     assert truth["straggler"] == 2
-    assert [truth["waited_per_step_ms"][rank] for rank in (0, 1)] == [pytest.approx(SLEEP_MS, rel=WAIT_TOLERANCE)] * 2
+    assert all(truth["waited_per_step_ms"][rank] > PLANTED_SHARE * SLEEP_MS for rank in (0, 1))
     result = perfsight("cluster", "-d", sleeper, "-o", tmp_path)
     assert result.returncode == 0, result.stderr
     assert "rank 2 is the straggler" in " ".join(result.stdout.split())
@@ -106,7 +110,8 @@ def test_the_sleeping_rank_is_the_straggler_and_the_others_wait_its_sleep(sleepe
     assert verdict["straggler_wait_ns"] / 1e6 == pytest.approx(truth["caused_per_step_ms"], rel=0.05)
     waited = {row["rank"]: row["waited_per_step_ns"] / 1e6 for row in job.rank_waits().to_pylist()
               if row["process_group"] is None}
-    assert [waited[rank] for rank in (0, 1)] == [pytest.approx(SLEEP_MS, rel=WAIT_TOLERANCE)] * 2
+    assert [waited[rank] for rank in (0, 1)] == [pytest.approx(truth["waited_per_step_ms"][rank], rel=WAIT_TOLERANCE)
+                                                 for rank in (0, 1)]
     output = tmp_path / "cluster_analysis_output"
     assert all((output / name).is_file() for name in CLUSTER_FILES), sorted(p.name for p in output.iterdir())
     with (output / "cluster_step_trace_time.csv").open() as file:
@@ -128,7 +133,7 @@ def test_ranks_that_start_their_steps_early_hold_nobody_up(tmp_path):
     even and rank 1, not the early rank 0, is the straggler."""
     job_dir = record(tmp_path / "early", 2, "early", "0", str(SLEEP_MS))
     truth = oracle(raw_ranges(job_dir, "gloo:all_reduce"), ALL_REDUCES_PER_STEP)
-    assert truth["straggler"] == 1 and truth["waited_per_step_ms"][0] > (1 - WAIT_TOLERANCE) * SLEEP_MS
+    assert truth["straggler"] == 1 and truth["waited_per_step_ms"][0] > PLANTED_SHARE * SLEEP_MS
     import perfsight as ps
 
     [verdict] = ps.open(job_dir).slowest_rank().to_pylist()
@@ -144,9 +149,9 @@ def test_a_late_sender_makes_its_receiver_wait(tmp_path):
     activations)."""
     job_dir = record(tmp_path / "pipeline", 2, "pipeline", "0", str(SLEEP_MS / 4))
     truth = oracle(raw_ranges(job_dir, "gloo:"), P2P_PER_STEP)
-    # the recording holds its planted cause: a loaded machine can delay the receiver's own arrival at its recv
-    # and so shorten its wait (49.8 ms against the 50 ms sleep in one suite run), never halve it
-    assert truth["straggler"] == 0 and truth["waited_per_step_ms"][1] > SLEEP_MS / 8
+    # the recording holds its planted cause (a loaded machine shortened the receiver's wait to 49.8 ms of the
+    # 50 ms sleep in one suite run)
+    assert truth["straggler"] == 0 and truth["waited_per_step_ms"][1] > PLANTED_SHARE * SLEEP_MS / 4
     import perfsight as ps
 
     job = ps.open(job_dir)
