@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 from perfsight.ingest.ascend.ascend_csv import number_rows, numbers, read_csv
 from perfsight.ingest.ascend.detect import is_msprof_dir
 from perfsight.ingest.ascend.msprof_dir import add_step_csv, step_files
+from perfsight.ingest.ascend.torch_npu_hccl import NS_PER_US
 from perfsight.ingest.common.build import RunBuilder, add_steps
 
 #: the thread row of the steps made from kernel_details.csv's Step Id
@@ -44,7 +45,6 @@ STEP_AGREEMENT = 0.10
 #: what a step of a torch_npu rank is, whichever file gives it (meta ``step_definition``, said in the report)
 STEP_DEFINITION = ("a step runs from its start (its ProfilerStep range's, or its first device task's less the "
                    "Preparing torch_npu reports for it) to its end: step_trace_time.csv's Stage + Preparing")
-_NS_PER_US = 1000
 
 
 def step_trace_rows(path: Path, warnings: list[str]) -> list[dict]:
@@ -98,14 +98,14 @@ def _disagreements(spans: pa.Table, reported: dict[int, dict]) -> list[str]:
     said = []
     for step, start, end in zip(*(spans[name].to_pylist() for name in ("step", "start_ns", "end_ns"))):
         stage = (reported.get(step) or {}).get("Stage")
-        if stage and abs(end - start - stage * _NS_PER_US) > STEP_AGREEMENT * stage * _NS_PER_US:
+        if stage and abs(end - start - stage * NS_PER_US) > STEP_AGREEMENT * stage * NS_PER_US:
             said.append(f"step {step}: tasks {(end - start) / 1e6:.3f} ms, Stage {stage / 1e3:.3f} ms")
     return said
 
 
 def _with_preparing(spans: pa.Table, reported: dict[int, dict]) -> pa.Table:
     """``spans`` with each step's start moved back by the Preparing its reported row gives (module docstring)."""
-    preparing = [round(((reported.get(step) or {}).get("Preparing") or 0) * _NS_PER_US)
+    preparing = [round(((reported.get(step) or {}).get("Preparing") or 0) * NS_PER_US)
                  for step in spans["step"].to_pylist()]
     return spans.set_column(spans.schema.get_field_index("start_ns"), "start_ns",
                             pc.subtract(spans["start_ns"], pa.array(preparing, pa.int64())))

@@ -87,8 +87,11 @@ def _host_kind(kind: str, name: str) -> tuple[str, int | None]:
 
 
 def with_legacy_categories(categories: pa.ChunkedArray, pids: pa.ChunkedArray) -> pa.ChunkedArray:
-    """``categories`` with an event that has none taking its process's (``LEGACY_PROCESS_CATEGORIES``)."""
+    """``categories`` with an event that has none taking its process's (``LEGACY_PROCESS_CATEGORIES``); a
+    trace whose events all have one (every current trace) is returned as it is, its pids never compared."""
     missing = pc.fill_null(pc.equal(categories, ""), True)
+    if not pc.any(missing).as_py():
+        return categories
     for process, category in LEGACY_PROCESS_CATEGORIES.items():
         categories = pc.if_else(pc.and_(missing, pc.equal(pids.cast(pa.string()), process)), category, categories)
     return categories
