@@ -3,6 +3,7 @@ real sample of it), the real older per-iteration PROF_ directories of ../shared/
 directory made from a real profiler database."""
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 import sqlite3
@@ -235,6 +236,79 @@ def test_a_prof_directory_holding_only_its_text_export_is_read(planted, tmp_path
     assert steps.step_trace(alone).column("iteration_ns").to_pylist() == \
         steps.step_trace(whole).column("iteration_ns").to_pylist()
     assert [run.path for run in find_runs(group)] == sorted(group.iterdir())
+
+
+#: op_summary's column sets: the task columns, then the PMU columns of each --aic-metrics setting (msprof's own
+#: export headers, Device_id first); 21 columns without PMU metrics to 46 with PipeUtilization's
+TASK_COLUMNS = ("Device_id,Model ID,Task ID,Stream ID,Op Name,OP Type,OP State,Task Type,Task Start Time(us),"
+                "Task Duration(us),Task Wait Time(us),Block Dim,Mix Block Dim,HF32 Eligible,Input Shapes,"
+                "Input Data Types,Input Formats,Output Shapes,Output Data Types,Output Formats,Context ID")
+PMU_COLUMNS = {
+    "none": "",
+    "ArithmeticUtilization": "aicore_time(us),aic_total_cycles,aic_mac_fp16_ratio,aic_mac_int8_ratio,aic_cube_fops,"
+                             "aiv_time(us),aiv_total_cycles,aiv_vec_fp32_ratio,aiv_vec_fp16_ratio,aiv_vec_int32_ratio,"
+                             "aiv_vec_misc_ratio,aiv_vector_fops",
+    "L2Cache": "aicore_time(us),aic_total_cycles,aic_write_cache_hit,aic_write_cache_miss_allocate,"
+               "aic_r0_read_cache_hit,aic_r0_read_cache_miss_allocate,aic_r1_read_cache_hit,"
+               "aic_r1_read_cache_miss_allocate,aiv_time(us),aiv_total_cycles,aiv_write_cache_hit,"
+               "aiv_write_cache_miss_allocate,aiv_r0_read_cache_hit,aiv_r0_read_cache_miss_allocate,"
+               "aiv_r1_read_cache_hit,aiv_r1_read_cache_miss_allocate",
+    "Memory": "aicore_time(us),aic_total_cycles,aic_l1_read_bw(GB/s),aic_l1_write_bw(GB/s),"
+              "aic_main_mem_read_bw(GB/s),aic_main_mem_write_bw(GB/s),aic_l2_read_bw(GB/s),aic_l2_write_bw(GB/s),"
+              "aiv_time(us),aiv_total_cycles,aiv_ub_read_bw(GB/s),aiv_ub_write_bw(GB/s),aiv_main_mem_read_bw(GB/s),"
+              "aiv_main_mem_write_bw(GB/s),aiv_l2_read_bw(GB/s),aiv_l2_write_bw(GB/s)",
+    "MemoryL0": "aicore_time(us),aic_total_cycles,aic_l0a_read_bw(GB/s),aic_l0a_write_bw(GB/s),aic_l0b_read_bw(GB/s),"
+                "aic_l0b_write_bw(GB/s),aic_l0c_read_bw_cube(GB/s),aic_l0c_write_bw_cube(GB/s),aiv_time(us),"
+                "aiv_total_cycles,aiv_l0c_read_bw(GB/s),aiv_l0c_write_bw(GB/s)",
+    "MemoryUB": "aicore_time(us),aic_total_cycles,aic_ub_read_bw_scalar(GB/s),aic_ub_write_bw_scalar(GB/s),"
+                "aiv_time(us),aiv_total_cycles,aiv_ub_read_bw_vector(GB/s),aiv_ub_write_bw_vector(GB/s),"
+                "aiv_ub_read_bw_scalar(GB/s),aiv_ub_write_bw_scalar(GB/s)",
+    "PipeUtilization": "aicore_time(us),aic_total_cycles,aic_mac_time(us),aic_mac_ratio,aic_scalar_time(us),"
+                       "aic_scalar_ratio,aic_mte1_time(us),aic_mte1_ratio,aic_mte2_time(us),aic_mte2_ratio,"
+                       "aic_fixpipe_time(us),aic_fixpipe_ratio,aic_icache_miss_rate,aiv_time(us),aiv_total_cycles,"
+                       "aiv_vec_time(us),aiv_vec_ratio,aiv_scalar_time(us),aiv_scalar_ratio,aiv_mte2_time(us),"
+                       "aiv_mte2_ratio,aiv_mte3_time(us),aiv_mte3_ratio,aiv_icache_miss_rate,cube_utilization(%)",
+    "ResourceConflictRatio": "aicore_time(us),aic_total_cycles,aiv_time(us),aiv_total_cycles,"
+                             "aiv_vec_bankgroup_cflt_ratio,aiv_vec_bank_cflt_ratio,aiv_vec_resc_cflt_ratio",
+}
+#: the older spellings: msprof's "not compatible" header (Model Name, Infer ID) and Block Num for Block Dim
+OLDER_TASK_COLUMNS = TASK_COLUMNS.replace("Model ID,", "Model Name,Model ID,").replace(
+    "Stream ID,", "Stream ID,Infer ID,").replace("Block Dim,Mix Block Dim", "Block Num,Mix Block Num")
+
+
+@pytest.mark.parametrize("task_columns", [TASK_COLUMNS, OLDER_TASK_COLUMNS], ids=["current", "older"])
+@pytest.mark.parametrize("metrics", sorted(PMU_COLUMNS))
+def test_every_op_summary_column_set_completes_the_tasks(planted, metrics, task_columns):
+    """Whatever --aic-metrics chose, op_summary's task columns complete the timeline's tasks and every PMU
+    column reaches the task's args with its exact value."""
+    header = [*task_columns.split(","), *filter(None, PMU_COLUMNS[metrics].split(","))]
+    assert len(header) in range(21, 49)
+    tasks = {"MatMul_0": ("MatMul", "AI_CORE", "20.125", "30.5"), "Add_1": ("Add", "AI_VECTOR_CORE", "100.001", "4.25"),
+             "MatMul_2": ("MatMul", "AI_CORE", "200.999", "20.0")}
+    pmu = {column: f"{n}.25" for n, column in enumerate(header[len(task_columns.split(",")):])}
+    lines: list[list[str]] = []
+    for name, (op_type, task_type, start, duration) in tasks.items():
+        values = {"Device_id": "0", "Model Name": "graph", "Model ID": "4294967295", "Task ID": "5", "Stream ID": "2",
+                  "Infer ID": "1", "Op Name": name, "OP Type": op_type, "OP State": "static", "Task Type": task_type,
+                  "Task Start Time(us)": f"{Decimal(T0) + Decimal(start)}\t", "Task Duration(us)": duration,
+                  "Task Wait Time(us)": "0", "Block Dim": "8", "Block Num": "8", "Mix Block Dim": "0",
+                  "Mix Block Num": "0", "HF32 Eligible": "NO", "Input Shapes": '"2,3;3,4"',
+                  "Input Data Types": "FLOAT16;FLOAT16", "Input Formats": "ND;ND", "Output Shapes": '"2,4"',
+                  "Output Data Types": "FLOAT16", "Output Formats": "ND", "Context ID": "N/A", **pmu}
+        lines.append([values[column] for column in header])
+    for path in (planted / OUT).glob("op_summary_*.csv"):
+        path.unlink()
+    with open(planted / OUT / "op_summary_20250109120010.csv", "w", newline="") as file:
+        csv.writer(file, lineterminator="\n").writerows([header, *lines])
+    tables = read_msprof_dir(planted)
+    assert_valid(tables)
+    for name, (op_type, task_type, _, _) in tasks.items():
+        (task,) = rows(tables.slices, name=name)
+        args = json.loads(task["args"])
+        assert (task["op_type"], task["task_type"], task["kind"], args["block_dim"]) == (
+            op_type, task_type, "kernel", 8)
+        assert json.loads(task["input_shapes"]) == [[2, 3], [3, 4]]
+        assert {column: args[column] for column in pmu} == {column: float(value) for column, value in pmu.items()}
 
 
 # --- the real older PROF_ directories (per-iteration timelines) -------------------------------------------

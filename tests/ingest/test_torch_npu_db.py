@@ -418,6 +418,41 @@ def test_a_database_without_framework_tables_reads(tmp_path):
     assert run.flows["kind"].to_pylist() == ["launch", "launch"] and run.slices["step"].null_count == 5
 
 
+def test_ai_cpu_scheduled_communication_is_communication_and_bare_number_names_are_named(tmp_path):
+    """msprof's database: an HCCL operator scheduled on the AI CPU (COMMUNICATION_SCHEDULE_TASK_INFO, or a
+    COMPUTE_TASK_INFO row named hcom_...) is communication, not computation; one whose launch also made a
+    COMMUNICATION_OP row is that operator's part. A bare-number name (an unresolved hash) takes the op type."""
+    strings = {30: "hcom_allReduce__7_0_1", 31: "hcom_allReduce_", 32: "AI_CPU", 33: "1.83976461015564e+19",
+               34: "KERNEL_AICPU"}
+    tasks = PLANTED["TASK"][1] + [
+        (1736410576000010000, 1736410576000010500, 3, 300, 5, 100, 34, INVALID, 7, 1, INVALID),
+        (1736410576000011000, 1736410576000011400, 3, 200, 6, 100, 34, INVALID, 5, 2, INVALID),
+        (1736410576000012000, 1736410576000012300, 3, 400, 7, 100, 7, 0, 2, 8, INVALID)]
+    compute = PLANTED["COMPUTE_TASK_INFO"][1] + [(13, 6, 1, 0, 32, 15, None, None, None, None, None, None, None, 0),
+                                                (33, 7, 8, 0, 5, 6, None, None, None, None, None, None, None, 0)]
+    tables = dict(PLANTED, STRING_IDS=("id value", list({**STRINGS, **strings}.items())),
+                  TASK=(PLANTED["TASK"][0], tasks),
+                  COMPUTE_TASK_INFO=(PLANTED["COMPUTE_TASK_INFO"][0], compute),
+                  COMMUNICATION_SCHEDULE_TASK_INFO=("name globalTaskId taskType opType", [(30, 5, 32, 31)]))
+    write_db(tmp_path / "run_ascend_pt", tables, "msprof_20250109120500.db")
+    run = read_torch_npu_db(tmp_path / "run_ascend_pt", rank=6)
+    for name, table in run.items():
+        assert conform(name, table).equals(table), name
+    by_start = {row["start_ns"]: row for row in run.slices.to_pylist()}
+    reduce, send_part, unnamed = (by_start[1736410576000000000 + offset] for offset in (10000, 11000, 12000))
+    assert (reduce["name"], reduce["kind"], reduce["op_type"], reduce["task_type"]) == (
+        "hcom_allReduce__7_0_1", "comm", "hcom_allReduce_", "AI_CPU")
+    # the send's COMMUNICATION_OP already counts its AI CPU task
+    assert (send_part["name"], send_part["kind"]) == ("hcom_send__1_0_1", "other")
+    assert (unnamed["name"], unnamed["kind"], unnamed["op_type"]) == ("MatMulV2", "kernel", "MatMulV2")
+    kinds = {row["name"]: row["kind"] for row in run.slices.to_pylist() if row["kind"] in ("comm", "kernel")}
+    assert kinds == {"MatMul_1": "kernel", "MatMulV2": "kernel", "hcom_send__1_0_1": "comm",
+                     "hcom_allReduce__7_0_1": "comm"}
+    assert sorted(c["collective"] for c in collectives.collectives(run).to_pylist()) == ["allreduce", "send"]
+    (warning,) = [w for w in json.loads(run.meta_dict()["parse_warnings"]) if "bare number" in w]
+    assert "1 device slice named by a bare number (e.g. 1.83976461015564e+19" in warning
+
+
 def test_empty_tables_are_an_empty_run(tmp_path):
     write_db(tmp_path / "run_ascend_pt", {name: (columns, []) for name, (columns, _) in PLANTED.items()})
     run = read_torch_npu_db(tmp_path / "run_ascend_pt")

@@ -11,8 +11,9 @@ Owns:
   ``Reduce_Inline``...), profiling markers and the runtime's own tasks (``TASK_TIMEOUT_SET``) are
   ``other``, because the HCCL operator that contains them is the communication perfsight counts and the
   others are no operator. A task type not known here is ``kernel`` (older torch_npu
-  writes ``Other`` for compute tasks), unless its name says it is a copy. The ``task_type`` column keeps
-  Ascend's own text.
+  writes ``Other`` for compute tasks), unless its name says it is a copy. A compute or unknown task named
+  as an HCCL operator (``hcom_...``: communication HCCL scheduled on the AI CPU) is ``comm``. The
+  ``task_type`` column keeps Ascend's own text.
 * ``process_role(name)``: what a timeline process of torch_npu/msprof holds (``host``, ``runtime``,
   ``device``, ``communication``, ``overlap``) by its ``process_name``.
 * ``api_kind(level, name)`` (``api_kinds`` for columns): the kind of a CANN API call (``runtime``;
@@ -61,12 +62,18 @@ _KIND_OF_TYPE = {**{t: "kernel" for t in COMPUTE}, **{t: "comm" for t in COMMUNI
                  **{t: "other" for t in HCCL_PARTS | MARKERS | RUNTIME_TASKS}}
 
 
+#: the name prefix of an HCCL operator (``hcom_allReduce__586_0_1``), normalised
+HCCL_NAME_PREFIX = "HCOM_"
+
+
 def task_kind(task_type: str | None, name: str | None = None) -> str:
     """The slice kind of a device task (module docstring)."""
     kind = _KIND_OF_TYPE.get(normalised(task_type))
+    label = normalised(name)
+    if kind in (None, "kernel") and label.startswith(HCCL_NAME_PREFIX):
+        return "comm"
     if kind is not None:
         return kind
-    label = normalised(name)
     return "memcpy" if label.startswith("MEMCPY") else "memset" if label.startswith("MEMSET") else "kernel"
 
 

@@ -1,5 +1,5 @@
-"""Device slices of a torch_npu profiler database: TASK (with COMPUTE_TASK_INFO and TASK_PMU_INFO),
-COMMUNICATION_OP and COMMUNICATION_TASK_INFO, as source columns.
+"""Device slices of a torch_npu or msprof profiler database: TASK (with COMPUTE_TASK_INFO, TASK_PMU_INFO and
+COMMUNICATION_SCHEDULE_TASK_INFO), COMMUNICATION_OP and COMMUNICATION_TASK_INFO, as source columns.
 
 Owns which device rows become which slices (the kind of a hardware task type is ascend_kinds.task_kind's),
 the communication groups (members, group-local to global ranks) and the ``args`` of device slices.
@@ -20,6 +20,12 @@ the communication groups (members, group-local to global ranks) and the ``args``
   communication; counting its steps too would count it twice), on a track per (stream, plane), with the
   link facts (src/dst rank, transport, size, link type) in ``args``; level0 profiles name no plane
   (4294967295): their steps share one track per stream (``plane`` -1).
+* A TASK row with a COMMUNICATION_SCHEDULE_TASK_INFO row (communication HCCL scheduled on the AI CPU), or with
+  a COMPUTE_TASK_INFO row named as an HCCL operator (``hcom_...``), is communication: kind ``comm``, named and
+  typed by its info, its collective (``Collective name``) in ``args``; ``other`` when its launch also made a
+  COMMUNICATION_OP row (the operator counts it).
+* A slice named by a bare number (``1.83976461015564e+19``, a name hash the profiler did not resolve) is
+  named by its op type, else its task type, with a warning.
 * A TASK row without info that encloses tasks with info (same device, stream, task id and connection,
   ``contextId`` 4294967295 while theirs is a real context) is the launch container of an FFTS+ or HCCL
   task: dropped, as torch_npu's own text export drops it (its time is its sub-tasks' time).
@@ -38,14 +44,24 @@ import json
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from perfsight.ingest.ascend.ascend_csv import dtypes_json, shapes_json
-from perfsight.ingest.ascend.ascend_kinds import HCCL_OP_SUFFIX, collective_args, task_kind
+from perfsight.ingest.ascend.ascend_kinds import (
+    HCCL_NAME_PREFIX,
+    HCCL_OP_SUFFIX,
+    collective_args,
+    task_kind,
+    task_kinds,
+)
 from perfsight.ingest.ascend.hccl_groups import Group, group_hash
 from perfsight.ingest.ascend.torch_npu_db_host import INT, TEXT, enum_table, numbered
 from perfsight.ingest.ascend.torch_npu_db_source import Database
+from perfsight.ingest.common.columns import counted
 
 INVALID = 4294967295          # Ascend's "no value" for 32-bit ids (contextId, modelId, ranks, planes)
+#: a name that is a bare number: a name hash the profiler did not resolve (``1.83976461015564e+19``)
+UNRESOLVED_NAME = r"^[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$"
 
 
 def read_device(db: Database, con: duckdb.DuckDBPyConnection,
@@ -69,6 +85,9 @@ def read_device(db: Database, con: duckdb.DuckDBPyConnection,
         "attr_info": ("attrInfo", INT), "wait_ns": ("waitNs", INT)}))
     con.register("pmu", db.read("TASK_PMU_INFO", {
         "global_task_id": ("globalTaskId", INT), "name": ("name", INT), "value": ("value", pa.float64())}))
+    con.register("schedule", db.read("COMMUNICATION_SCHEDULE_TASK_INFO", {
+        "global_task_id": ("globalTaskId", INT), "name": ("name", INT), "type": ("taskType", INT),
+        "op_type": ("opType", INT)}))
     con.register("comm_task", db.read("COMMUNICATION_TASK_INFO", {
         "global_task_id": ("globalTaskId", INT), "name": ("name", INT), "type": ("taskType", INT),
         "plane": ("planeId", INT), "group_name": ("groupName", INT), "notify_id": ("notifyId", INT),
@@ -93,7 +112,42 @@ def read_device(db: Database, con: duckdb.DuckDBPyConnection,
                              dtypes_json(tasks["input_dtypes"]))
     ops = con.sql(_OP_SQL.format(invalid=INVALID, suffix=HCCL_OP_SUFFIX)).to_arrow_table()
     groups = _groups(ops, known)
-    return pa.concat_tables([tasks, _with_op_args(ops, groups)]), groups
+    tasks = _with_hccl_kinds(_with_resolved_names(tasks, db), ops)
+    return pa.concat_tables([tasks, _with_op_args(_with_resolved_names(ops, db), groups)]), groups
+
+
+def _with_resolved_names(slices: pa.Table, db: Database) -> pa.Table:
+    """A slice named by a bare number (``1.83976461015564e+19``: a name hash the profiler did not resolve,
+    printed as a float) is named by its op type, else its task type; a warning counts them."""
+    numeric = pc.match_substring_regex(pc.fill_null(slices["name"], ""), UNRESOLVED_NAME)
+    count = pc.sum(numeric).as_py() or 0
+    if not count:
+        return slices
+    example = slices["name"].filter(numeric)[0].as_py()
+    op_type = pc.if_else(pc.match_substring_regex(pc.fill_null(slices["op_type"], ""), UNRESOLVED_NAME),
+                         None, slices["op_type"])
+    db.warnings.append(f"{db.path.name}: {counted(count, 'device slice')} named by a bare number (e.g. {example}, "
+                       "a name the profiler did not resolve): named by their op type or task type instead")
+    return slices.set_column(slices.schema.get_field_index("name"), "name", pc.if_else(
+        numeric, pc.coalesce(op_type, slices["task_type"], pa.scalar("", TEXT)), slices["name"]))
+
+
+def _with_hccl_kinds(tasks: pa.Table, ops: pa.Table) -> pa.Table:
+    """A computing task that is an HCCL operator by its name (``ascend_kinds.task_kind``: AI CPU-scheduled
+    communication) is ``comm``, with its collective in ``args``; a communication task whose launch also made a
+    COMMUNICATION_OP row is a part of that operator, which already counts its time: ``other``."""
+    kind = pc.if_else(pc.equal(tasks["kind"], "kernel"), task_kinds(tasks["task_type"], tasks["name"]), tasks["kind"])
+    part = pc.fill_null(pc.is_in(tasks["connection_id"], value_set=ops["connection_id"]), False)
+    kind = pc.if_else(pc.and_(pc.equal(kind, "comm"), part), "other", kind)
+    tasks = tasks.set_column(tasks.schema.get_field_index("kind"), "kind", kind)
+    operators = pc.starts_with(pc.utf8_upper(pc.fill_null(tasks["name"], "")), HCCL_NAME_PREFIX)
+    communicating = pc.indices_nonzero(pc.and_(pc.equal(kind, "comm"), operators)).to_pylist()
+    if not communicating:
+        return tasks
+    args = tasks["args"].to_pylist()
+    for row, name in zip(communicating, tasks["name"].take(communicating).to_pylist()):
+        args[row] = json.dumps({**json.loads(args[row] or "{}"), **collective_args(name, None, None, None, None, [])})
+    return tasks.set_column(tasks.schema.get_field_index("args"), "args", pa.array(args, TEXT))
 
 
 def _groups(ops: pa.Table, known: dict[str, Group]) -> dict[str, Group]:
@@ -139,22 +193,25 @@ WITH infos AS (SELECT DISTINCT device, stream, task_id, connection_id
 metrics AS (SELECT p.global_task_id, json_group_object(s.value, p.value) AS pmu
             FROM pmu p JOIN strings s ON s.id = p.name GROUP BY ALL),
 rows AS (
-    SELECT t.*, h.value AS hardware, c.global_task_id IS NOT NULL AS computing,
-           m.global_task_id IS NOT NULL AS communicating,
-           c.name AS kernel_name, c.type AS compute_type, c.op_type, c.block_dim, c.mix_block_dim,
+    SELECT t.*, h.value AS hardware, c.global_task_id IS NOT NULL OR s.global_task_id IS NOT NULL AS computing,
+           s.global_task_id IS NOT NULL AS scheduled, m.global_task_id IS NOT NULL AS communicating,
+           coalesce(c.name, s.name) AS kernel_name, coalesce(c.type, s.type) AS compute_type,
+           coalesce(c.op_type, s.op_type) AS op_type, c.block_dim, c.mix_block_dim,
            c.input_formats, c.input_dtypes, c.input_shapes, c.output_formats, c.output_dtypes,
            c.output_shapes, c.attr_info, c.wait_ns,
            m.name AS op_name, m.type AS step_type, m.plane, m.group_name, m.notify_id, m.rdma_type, m.src_rank,
            m.dst_rank, m.transport, m.size, m.data_type, m.link_type, m.op_id
     FROM task t
     LEFT JOIN compute c USING (global_task_id)
+    LEFT JOIN schedule s USING (global_task_id)
     LEFT JOIN comm_task m USING (global_task_id)
     LEFT JOIN strings h ON h.id = t.type
 )
 SELECT r.device, r.stream, CASE WHEN communicating THEN coalesce(nullif(r.plane, {invalid}), -1) END AS plane,
        coalesce(CASE WHEN computing THEN cn.value WHEN communicating THEN mn.value END, r.hardware, '') AS name,
        CASE WHEN computing THEN co.value WHEN communicating THEN mn.value ELSE r.hardware END AS op_type,
-       CASE WHEN computing THEN 'kernel' WHEN communicating THEN 'other' ELSE coalesce(k.kind, 'other') END AS kind,
+       CASE WHEN scheduled THEN 'comm' WHEN computing THEN 'kernel' WHEN communicating THEN 'other'
+            ELSE coalesce(k.kind, 'other') END AS kind,
        CASE WHEN computing THEN ct.value ELSE r.hardware END AS task_type,
        r.start_ns, greatest(r.end_ns - r.start_ns, 0) AS dur_ns, r.connection_id,
        CASE WHEN computing THEN cs.value END AS input_shapes,
