@@ -7,7 +7,8 @@ any rank count, made in seconds (no trace of 10 MB per rank is read or written).
 Kineto trace ``rank{R}.pt.trace.json`` (its ``distributedInfo`` rank, one ``ProfilerStep#s`` and one kernel per
 step: what opening the rank alone shows) and its summaries (``analysis/job_summaries.SUMMARY_SCHEMAS``) straight
 into the job's store (``perfsight.mapreduce``: ``<folder>/perfsight_cluster/``) under the fingerprint the map
-would give it (``mapreduce.map.stamp``), so ``analyse_job`` finds every rank ``cached`` and reads no trace. The
+would give it (``mapreduce.map``: its batches, their stamps and outcomes), so ``analyse_job`` finds every rank
+``cached`` and reads no trace. The
 summaries are planted, not read from the traces: they are the job below, and the answers are known.
 
 **Layout** (as bench/jobgen.py's): ``ranks_per_node`` ranks per node (node = rank // ranks_per_node); groups
@@ -36,7 +37,16 @@ from perfsight.analysis.breakdown import CATEGORIES
 from perfsight.analysis.job_summaries import SUMMARY_SCHEMAS
 from perfsight.ingest import cache
 from perfsight.mapreduce import store_of
-from perfsight.mapreduce.map import rank_folder, stamp
+from perfsight.mapreduce.map import (
+    DONE,
+    OUTCOMES,
+    OUTCOMES_SCHEMA,
+    batch_folder,
+    batch_stamp,
+    batches,
+    rank_stamp,
+    source_key,
+)
 
 STEP_NS = 100_000_000
 BASES_NS = {"tp": 20_000_000, "dp": 40_000_000, "world": 60_000_000}
@@ -149,17 +159,25 @@ def write_job(folder: Path, ranks: int, *, steps: int = 5, ranks_per_node: int =
     for rank in range(ranks):
         (folder / f"rank{rank}.pt.trace.json").write_text(json.dumps(_trace(rank, ranks, steps)))
     store = store_of(folder)
-    for source in ingest.find_runs(folder):
-        rank = int(source.path.name.removeprefix("rank").split(".")[0])
-        facts = {"rank": rank, "host": f"host{rank // ranks_per_node}" if hosts else None,
-                 "meta": json.dumps({"source": str(source.path)})}
-        summaries = {name: schema.empty_table() for name, schema in SUMMARY_SCHEMAS.items()}
-        summaries |= {"operations": pa.Table.from_pylist(plan.operations(rank), schema=SUMMARY_SCHEMAS["operations"]),
-                      "steps": plan.steps_table(rank),
-                      "rank_facts": pa.Table.from_pylist([facts], schema=SUMMARY_SCHEMAS["rank_facts"])}
-        target = rank_folder(store, source)
+    for batch in batches(ingest.find_runs(folder)):
+        parts, outcomes = [], []
+        for source in batch:
+            rank = int(source.path.name.removeprefix("rank").split(".")[0])
+            facts = {"rank": rank, "host": f"host{rank // ranks_per_node}" if hosts else None,
+                     "meta": json.dumps({"source": str(source.path)})}
+            summaries = {name: schema.empty_table() for name, schema in SUMMARY_SCHEMAS.items()}
+            summaries |= {"operations": pa.Table.from_pylist(plan.operations(rank),
+                                                             schema=SUMMARY_SCHEMAS["operations"]),
+                          "steps": plan.steps_table(rank),
+                          "rank_facts": pa.Table.from_pylist([facts], schema=SUMMARY_SCHEMAS["rank_facts"])}
+            parts.append(summaries)
+            outcomes.append({"source": source_key(source), "rank": rank, "status": DONE, "error": None,
+                             "stamp": rank_stamp(source)})
+        tables = {name: pa.concat_tables([part[name] for part in parts]) for name in SUMMARY_SCHEMAS}
+        tables[OUTCOMES] = pa.Table.from_pylist(outcomes, schema=OUTCOMES_SCHEMA)
+        target = batch_folder(store, batch)
         target.parent.mkdir(parents=True, exist_ok=True)
-        if not cache.write(target, stamp(source), summaries):
+        if not cache.write(target, batch_stamp(batch), tables):
             raise SystemExit(f"could not write {target}")
     return {"ranks": ranks, "steps": steps, "ranks_per_node": ranks_per_node,
             "nodes": (ranks + ranks_per_node - 1) // ranks_per_node, "slow_rank": slow_rank,

@@ -17,7 +17,9 @@ from perfsight.analysis import cluster, cluster_outputs, collectives, waiting
 from perfsight.core.errors import InputError, OutputError
 from perfsight.core.memo import computed
 from perfsight.mapreduce import STORE_FOLDER, WHOLE_JOB_RANKS, analyse_job
-from perfsight.mapreduce.engines import engine_for
+from perfsight.mapreduce import map as mapreduce_map
+from perfsight.mapreduce.engines import TaskLost, engine_for
+from perfsight.mapreduce.map import RANKS_FOLDER
 from tests.analysis.planted_nccl_job import SHIFT_NS, write_nccl_job
 from tests.views.export.test_ascend_export import writable_copy
 
@@ -150,3 +152,57 @@ def test_a_rank_of_the_job_opens_alone(tmp_path, capsys, monkeypatch):
     slowest = computed(cluster.slowest_rank, job.job).to_pylist()[0]["slowest_rank"]
     assert (f"the slowest rank alone (every analysis of its own tables): perfsight analyse "
             f"{folder / f'rank{slowest}.pt.trace.json'}") in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_batch_keeps_each_ranks_own_slice_ids(tmp_path):
+    """The ranks of a batch are summarised together, side by side, but each operation's slice id is its rank's
+    own: the id of that operation in the rank opened alone (the drill-down's key)."""
+    folder = write_nccl_job(tmp_path / "job")
+    job = analyse_job(folder, engine=serial())
+    assert len(list((folder / STORE_FOLDER / RANKS_FOLDER).iterdir())) == 1      # both ranks in one batch
+    for rank in (0, 1):
+        alone = collectives.rank_operations(perfsight.open(folder / f"rank{rank}.pt.trace.json").tables)
+        mapped = job.job.sql(f"SELECT slice_id FROM operations WHERE rank = {rank} ORDER BY slice_id")
+        assert mapped["slice_id"].to_pylist() == sorted(alone["slice_id"].to_pylist()) != []
+
+
+def test_two_sources_of_one_rank_in_two_batches_keep_the_first(tmp_path, monkeypatch):
+    """A rank repeated in another batch: the batch holding the later source is stored again without it, so the
+    rank is counted once."""
+    monkeypatch.setattr(mapreduce_map, "BATCH_RANKS", 1)
+    folder = write_nccl_job(tmp_path / "job")
+    shutil.copy(folder / "rank1.pt.trace.json", folder / "rank1_copy.pt.trace.json")
+    job = analyse_job(folder, engine=serial())
+    assert [(Path(o.name).name, o.error) for o in job.failed] == [
+        ("rank1_copy.pt.trace.json", f"rank 1 is also {folder / 'rank1.pt.trace.json'}'s")]
+    assert job.ranks == [0, 1]
+    assert job.job.sql("SELECT rank, count(*) AS n FROM rank_facts GROUP BY rank ORDER BY rank").to_pylist() == [
+        {"rank": 0, "n": 1}, {"rank": 1, "n": 1}]
+    clean = perfsight.open(write_nccl_job(tmp_path / "clean")).job
+    for analysis in (collectives.collective_totals, waiting.rank_waits):
+        assert computed(analysis, job.job).to_pylist() == computed(analysis, clean).to_pylist()
+
+
+class _DyingOnBatches:
+    """An engine whose worker dies on every batch of more than one rank (as a rank that kills its worker takes
+    its batch down), and runs single ranks in this process."""
+
+    description, workers = "test", 1
+
+    def __init__(self):
+        self.sizes: list[int] = []
+
+    def map(self, function, items, on_result):
+        for index, task in enumerate(items):
+            self.sizes.append(len(task.sources))
+            on_result(index, TaskLost(index, 3, "killed") if len(task.sources) > 1 else function(task))
+
+
+def test_a_batch_whose_worker_died_is_mapped_again_rank_by_rank(tmp_path):
+    folder = write_nccl_job(tmp_path / "job")
+    engine = _DyingOnBatches()
+    job = analyse_job(folder, engine=engine)
+    assert engine.sizes == [2, 1, 1]
+    assert [(Path(o.name).name, o.status) for o in job.outcomes] == [("rank0.pt.trace.json", "done"),
+                                                                    ("rank1.pt.trace.json", "done")]
+    same_figures(folder)

@@ -140,25 +140,35 @@ def merge(parts: list[tuple[str, RunTables]]) -> RunTables:
         raise InputError(_not_one_job([name for name, _ in parts], said))
     warnings: list[str] = []
     mapped = map_job([(rank, tables) for (_, tables), rank in zip(parts, ranks)], warnings)
-    parts = [(name, tables) for (name, _), tables in zip(parts, mapped)]
+    return stack([(name, rank, tables) for (name, _), rank, tables in zip(parts, ranks, mapped)], warnings)[0]
+
+
+def stack(parts: list[tuple[str, int, RunTables]], warnings: list[str] | None = None) -> tuple[RunTables, list[int]]:
+    """The tables of several ranks (``(source name, rank, tables)``) side by side in one run, each rank's ids
+    shifted past the previous ranks' (``merge`` without mapping group-local ranks: a cluster map's batch of
+    ranks, each summarised as if alone); and the slice id offset of each part. ``warnings``: the job's own,
+    after the ranks'."""
     merged: dict[str, list[pa.Table]] = {name: [] for name, _ in RunTables().items()}
     slice_offset = track_offset = 0
-    for (_, tables), rank in zip(parts, ranks):
+    offsets = []
+    for _, rank, tables in parts:
         for name, table in tables.items():
             if name == "meta":
                 continue
             table = _shift(table, SLICE_ID_COLUMNS.get(name, ()), slice_offset)
             table = _shift(table, TRACK_ID_COLUMNS.get(name, ()), track_offset)
             merged[name].append(_with_rank(table, rank) if name == "tracks" else table)
+        offsets.append(slice_offset)
         slice_offset += next_id(tables.slices.column("id"))
         track_offset += next_id(tables.tracks.column("track_id"))
-    facts = {**parts[0][1].meta_dict(), "ranks": sorted(ranks), "world_size": max(len(ranks), _world_size(parts)),
-             "sources": [name for name, _ in parts], "parse_warnings": _warnings(parts, ranks) + warnings,
-             "rank_meta": {str(rank): {**tables.meta_dict(), "source": name}
-                           for (name, tables), rank in zip(parts, ranks)}}
+    pairs = [(name, tables) for name, _, tables in parts]
+    ranks = [rank for _, rank, _ in parts]
+    facts = {**parts[0][2].meta_dict(), "ranks": sorted(ranks), "world_size": max(len(ranks), _world_size(pairs)),
+             "sources": [name for name, _ in pairs], "parse_warnings": _warnings(pairs, ranks) + (warnings or []),
+             "rank_meta": {str(rank): {**tables.meta_dict(), "source": name} for name, rank, tables in parts}}
     facts.pop("rank", None)
     return RunTables(**{name: pa.concat_tables(tables) for name, tables in merged.items() if name != "meta"},
-                     meta=meta_table(facts))
+                     meta=meta_table(facts)), offsets
 
 
 def _warnings(parts: list[tuple[str, RunTables]], ranks: list[int]) -> list[str]:

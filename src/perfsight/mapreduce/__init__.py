@@ -43,7 +43,17 @@ from perfsight.core.errors import InputError, OutputError
 from perfsight.core.tables import new_connection
 from perfsight.ingest.common.job_groups import group_places
 from perfsight.mapreduce.engines import Engine, TaskLost, engine_for
-from perfsight.mapreduce.map import CACHED, DONE, FAILED, RankOutcome, RankTask, map_rank, rank_folder
+from perfsight.mapreduce.map import (
+    CACHED,
+    DONE,
+    FAILED,
+    BatchTask,
+    RankOutcome,
+    batch_folder,
+    batches,
+    map_batch,
+    source_key,
+)
 from perfsight.run import Run
 from perfsight.run import open as open_run
 
@@ -166,25 +176,68 @@ def holding_store(root: Path, on_wait: Callable[[str], None] | None = None) -> I
         os.close(descriptor)
 
 
-def _lost(task: RankTask, lost: TaskLost) -> RankOutcome:
-    return RankOutcome(str(task.source.path), None, FAILED, lost.why, 0.0, 0)
+def _lost(task: BatchTask, lost: TaskLost) -> list[RankOutcome]:
+    return [RankOutcome(str(source.path), None, FAILED, lost.why, 0.0, 0) for source in task.sources]
 
 
-def _one_rank_each(outcomes: dict[int, RankOutcome]) -> dict[int, RankOutcome]:
-    """The outcomes (by task) with each rank kept for the first source (by name) saying it, the others
-    failed."""
+def _one_rank_each(outcomes: list[RankOutcome]) -> list[RankOutcome]:
+    """The outcomes with each rank kept for the first source (by name) saying it, the others failed."""
     first: dict[int, str] = {}
-    kept = {}
-    for index, outcome in sorted(outcomes.items(), key=lambda item: (item[1].name, item[0])):
+    kept = list(outcomes)
+    for index, outcome in sorted(enumerate(outcomes), key=lambda item: (item[1].name, item[0])):
         rank = outcome.rank
         if outcome.status != FAILED and rank is not None:
             if rank in first:
-                outcome = RankOutcome(outcome.name, rank, FAILED, f"rank {rank} is also {first[rank]}'s",
-                                      outcome.seconds, outcome.peak_rss_bytes)
+                kept[index] = RankOutcome(outcome.name, rank, FAILED, f"rank {rank} is also {first[rank]}'s",
+                                          outcome.seconds, outcome.peak_rss_bytes)
             else:
                 first[rank] = outcome.name
-        kept[index] = outcome
     return kept
+
+
+def _map(engine: Engine, tasks: list[BatchTask], on_outcome: Callable[[RankOutcome], None] | None,
+         alone_if_lost: bool) -> list[tuple[BatchTask, list[RankOutcome]]]:
+    """Every task mapped on ``engine``, with its outcomes; ``alone_if_lost``: a batch whose worker died is
+    mapped again rank by rank, so a rank that kills its worker costs only itself."""
+    done: dict[int, list[RankOutcome]] = {}
+
+    def arrived(index: int, result: list[RankOutcome] | TaskLost) -> None:
+        if isinstance(result, TaskLost) and alone_if_lost and len(tasks[index].sources) > 1:
+            return
+        done[index] = _lost(tasks[index], result) if isinstance(result, TaskLost) else result
+        if on_outcome is not None:
+            for outcome in done[index]:
+                on_outcome(outcome)
+
+    engine.map(map_batch, tasks, arrived)
+    alone = [BatchTask((source,), task.store, task.use_cache) for index, task in enumerate(tasks)
+             if index not in done for source in task.sources]
+    return [(task, done[index]) for index, task in enumerate(tasks) if index in done] + (
+        _map(engine, alone, on_outcome, False) if alone else [])
+
+
+def _without_repeated_ranks(engine: Engine, mapped: list[tuple[BatchTask, list[RankOutcome]]]
+                            ) -> list[tuple[BatchTask, list[RankOutcome]]]:
+    """``mapped`` with each rank kept for its first source (``_one_rank_each``): a batch holding a source whose
+    rank another batch's source said first is mapped again without it (its other ranks taken from its store)."""
+    kept = _one_rank_each([outcome for _, outcomes in mapped for outcome in outcomes])
+    result, again, position = [], [], 0
+    for task, outcomes in mapped:
+        mine = kept[position:position + len(outcomes)]
+        position += len(outcomes)
+        repeated = frozenset(source_key(source) for source, outcome, was in zip(task.sources, mine, outcomes)
+                             if outcome.status == FAILED and was.status != FAILED)
+        if repeated:
+            again.append((BatchTask(task.sources, task.store, task.use_cache, repeated), mine))
+        else:
+            result.append((task, mine))
+    for task, outcomes in again:
+        (_, redone), = _map(engine, [task], None, False)
+        stored = all(o.status != FAILED for source, o in zip(task.sources, redone)
+                     if source_key(source) not in task.excluded and o.rank is not None)
+        result.append((task, outcomes if stored else [
+            RankOutcome(o.name, o.rank, FAILED, "its batch could not be stored again", 0.0, 0) for o in outcomes]))
+    return result
 
 
 def _places(job: Job, warnings: list[str]) -> pa.Table:
@@ -219,27 +272,20 @@ def analyse_job(path: str | Path, *, engine: Engine | None = None, output: str |
     store = store_of(output_root(path, output))
     if bound_memory:
         bound_reduce_memory(store)
-    tasks = [RankTask(source, store, use_cache) for source in sources]
+    tasks = [BatchTask(batch, store, use_cache) for batch in batches(sources)]
     if on_start is not None:
-        on_start(len(tasks))
+        on_start(len(sources))
     engine = engine or engine_for()
-    outcomes: dict[int, RankOutcome] = {}
-
-    def arrived(index: int, result: RankOutcome | TaskLost) -> None:
-        outcome = _lost(tasks[index], result) if isinstance(result, TaskLost) else result
-        outcomes[index] = outcome
-        if on_outcome is not None:
-            on_outcome(outcome)
-
-    engine.map(map_rank, tasks, arrived)
-    outcomes = _one_rank_each(outcomes)
-    folders = [rank_folder(store, tasks[index].source) for index, outcome in sorted(outcomes.items())
-               if outcome.status != FAILED]
+    mapped = _without_repeated_ranks(engine, _map(engine, tasks, on_outcome, True))
+    folders = [batch_folder(store, task.sources) for task, outcomes in mapped
+               if any(outcome.status != FAILED for outcome in outcomes)]
     files = {name: [folder / f"{name}.parquet" for folder in folders] for name in SUMMARY_SCHEMAS}
     warnings = ingest.skipped_beside(path, sources) if path.is_dir() else []
     places = _places(Job.of_parquet(files, SUMMARY_SCHEMAS), warnings)
-    return ClusterJob(path, store, Job.of_parquet(files, SUMMARY_SCHEMAS, places),
-                      [outcome for _, outcome in sorted(outcomes.items())], engine.description,
+    position = {id(source): index for index, source in enumerate(sources)}
+    outcomes = [outcome for _, batch in sorted(mapped, key=lambda pair: position[id(pair[0].sources[0])])
+                for outcome in batch]
+    return ClusterJob(path, store, Job.of_parquet(files, SUMMARY_SCHEMAS, places), outcomes, engine.description,
                       time.perf_counter() - began, sources, warnings, light)
 
 

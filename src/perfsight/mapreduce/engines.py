@@ -212,7 +212,7 @@ class RayEngine:
     ("host:port", "auto", "ray://..."); None finds one the way Ray does (``RAY_ADDRESS``, then a cluster
     started on this machine by ``ray start``, else a new local Ray instance). The function is shipped by
     reference: it must be a module-level function of an installed package (the cluster map is
-    ``perfsight.mapreduce.map.map_rank``), so every node needs the same perfsight installed, and the job's
+    ``perfsight.mapreduce.map.map_batch``), so every node needs the same perfsight installed, and the job's
     folder (its traces and the Parquet store the map writes) must be on a filesystem every node shares at the
     same path.
     """
