@@ -15,7 +15,7 @@ it; peak RSS sampled every 10 ms: of the driver process alone, of its largest wo
   second ``ray start --address``, one CPU each, started and stopped here) against the local pool of 2
   workers, interleaved.
 
-    python bench/cluster_scale.py scale [--ranks 8,64,256,1024] [--workers 1,2] [--rounds 1]
+    python bench/cluster_scale.py scale [--ranks 8,64,256,1024] [--workers 1,2] [--rounds 1] [--lean]
     python bench/cluster_scale.py peer [--peer-ranks 64,256] [--rounds 3]
     python bench/cluster_scale.py ray [--ray-ranks 256] [--rounds 2]
 
@@ -50,13 +50,14 @@ TIMEOUT_S = 3600.0
 PEER_TOOLS = ("perfsight", "light", "peer")
 
 
-def job(kind: str, ranks: int, scratch: Path) -> Path:
-    """The generated job of ``kind`` and ``ranks`` in ``scratch`` (made once)."""
-    folder = scratch / f"{kind}{ranks}"
+def job(kind: str, ranks: int, scratch: Path, lean: bool = False) -> Path:
+    """The generated job of ``kind`` and ``ranks`` in ``scratch`` (made once); ``lean``: the GPU job's device
+    events and steps only (``jobgen.py --lean``)."""
+    folder = scratch / f"{kind}{ranks}{'-lean' if lean else ''}"
     if not (folder / "answers.json").exists():
         shutil.rmtree(folder, ignore_errors=True)
         began = time.perf_counter()
-        generate(kind, ranks, folder, workers=2)
+        generate(kind, ranks, folder, workers=2, lean=lean)
         print(f"generated {folder} in {time.perf_counter() - began:.0f} s", file=sys.stderr)
     return folder
 
@@ -87,7 +88,7 @@ def touch_one_rank(folder: Path) -> None:
 def run_scale(args) -> list[dict]:
     rows = []
     for ranks in args.ranks:
-        folder = job("gpu", ranks, args.scratch)
+        folder = job("gpu", ranks, args.scratch, args.lean)
         for index in range(args.rounds):
             for workers in (args.workers if index % 2 == 0 else list(reversed(args.workers))):
                 output = args.scratch / f"out-gpu{ranks}-{workers}"
@@ -141,7 +142,7 @@ def run_ray(args) -> list[dict]:
     try:
         _ray("start", f"--address={address}", "--num-cpus=1", temp=temp)
         for ranks in args.ray_ranks:
-            folder = job("gpu", ranks, args.scratch)
+            folder = job("gpu", ranks, args.scratch, args.lean)
             for index in range(args.rounds):
                 record = {"ranks": ranks}
                 for engine in (("pool", "ray") if index % 2 == 0 else ("ray", "pool")):
@@ -216,6 +217,7 @@ def main(argv=None) -> None:
     parser.add_argument("--peer-ranks", type=_counts, default=[64, 256])
     parser.add_argument("--ray-ranks", type=_counts, default=[256])
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--lean", action="store_true", help="scale, ray: the lean GPU job (device events and steps)")
     parser.add_argument("--scratch", type=Path, default=Path("/tmp/perfsight-cluster-bench"))
     parser.add_argument("--peer-venv", type=Path, default=Path("/tmp/msa"))
     parser.add_argument("--json", type=Path, help="also write the raw measurements here")

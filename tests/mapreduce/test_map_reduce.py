@@ -16,6 +16,8 @@ from perfsight import cli
 from perfsight.analysis import cluster, cluster_outputs, collectives, waiting
 from perfsight.core.errors import InputError, OutputError
 from perfsight.core.memo import computed
+from perfsight.ingest.common.reader import RunSource
+from perfsight.ingest.kineto.reader import KinetoReader
 from perfsight.mapreduce import STORE_FOLDER, WHOLE_JOB_RANKS, analyse_job
 from perfsight.mapreduce import map as mapreduce_map
 from perfsight.mapreduce.engines import TaskLost, engine_for
@@ -206,3 +208,17 @@ def test_a_batch_whose_worker_died_is_mapped_again_rank_by_rank(tmp_path):
     assert [(Path(o.name).name, o.status) for o in job.outcomes] == [("rank0.pt.trace.json", "done"),
                                                                     ("rank1.pt.trace.json", "done")]
     same_figures(folder)
+
+
+def test_batches_hold_at_most_their_ranks_and_bytes_in_order(tmp_path, monkeypatch):
+    """Consecutive ranks, at most BATCH_RANKS of them and BATCH_BYTES of their files a batch; a rank larger than
+    BATCH_BYTES is a batch alone."""
+    monkeypatch.setattr(mapreduce_map, "BATCH_RANKS", 3)
+    monkeypatch.setattr(mapreduce_map, "BATCH_BYTES", 100)
+    sizes = [10, 10, 10, 10, 60, 50, 150, 10]
+    sources = []
+    for rank, size in enumerate(sizes):
+        (tmp_path / f"rank{rank}.pt.trace.json").write_bytes(b" " * size)
+        sources.append(RunSource(KinetoReader(), tmp_path / f"rank{rank}.pt.trace.json"))
+    cut = mapreduce_map.batches(sources)
+    assert [[sources.index(source) for source in batch] for batch in cut] == [[0, 1, 2], [3, 4], [5], [6], [7]]

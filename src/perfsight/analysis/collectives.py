@@ -973,8 +973,11 @@ def link_totals(job: Job) -> pa.Table:
     return con.sql(_LINK_TOTALS_SQL).to_arrow_table().cast(LINK_TOTALS)
 
 
-#: the largest group whose operations are computed matrix cells by pair of ranks (module docstring)
-PAIRED_GROUP_RANKS = 256
+#: the largest group whose operations are computed matrix cells by pair of ranks (module docstring): a tensor-,
+#: pipeline- or expert-parallel group, or a data-parallel one of a job of up to 64 nodes of 8 ranks. At 256 a
+#: 1,024-rank job's data-parallel groups (128 ranks) made 850k cells a step, which took the driver to 900 MiB and
+#: 13 s writing msprof-analyze's matrix files, cells that say only that every member took part
+PAIRED_GROUP_RANKS = 64
 
 _COMPUTED_LINKS_SQL = f"""
 WITH instances AS (
