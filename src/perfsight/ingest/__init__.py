@@ -59,9 +59,9 @@ def load_runs(path: Path, runs: list[RunSource], *, use_cache: bool = True) -> R
 NOT_READ = "not_read"
 
 
-def load(run: RunSource, *, use_cache: bool = True) -> RunTables:
-    """The canonical tables of one run, from its Parquet cache when valid, else parsed (and cached: not for a
-    reader whose read is cheaper than the cache's, ``Reader.cached``)."""
+def load(run: RunSource, *, use_cache: bool = True, write_cache: bool = True) -> RunTables:
+    """The canonical tables of one run, from its Parquet cache when valid, else parsed (and cached, unless
+    ``write_cache`` is false: not for a reader whose read is cheaper than the cache's, ``Reader.cached``)."""
     # fingerprinted before reading: a change meanwhile is stale
     stamp = cache.fingerprint(run.sources()) if use_cache and run.reader.cached else None
     with system_allocator():
@@ -70,7 +70,7 @@ def load(run: RunSource, *, use_cache: bool = True) -> RunTables:
             if cached is not None:
                 return cached
         tables = run.read()
-        if stamp is not None:
+        if stamp is not None and write_cache:
             cache.write_in_background(run.cache_dir, stamp, tables)
     return tables
 

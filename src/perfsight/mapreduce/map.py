@@ -3,7 +3,9 @@ Parquet.
 
 ``batches(sources)`` cuts a job's ranks into batches of at most ``BATCH_RANKS`` ranks and ``BATCH_BYTES`` of
 files (a larger rank is a batch alone), in the order found. ``map_batch(BatchTask)`` runs in a worker (a local
-process, or a Ray task on any node): it reads each rank's files through the run cache (``ingest.load``), sets
+process, or a Ray task on any node): it reads each rank (``ingest.load``: from the rank's run cache when one is
+valid, never writing one, as the batch's summaries are the cluster's cache and writing every rank's tables took
+a fifth of a first map), sets
 the rank on its tables (``jobs.rank_said``: what its tables say, else its name), stacks the batch's ranks side
 by side (``jobs.stack``: each rank summarised as if alone, its own slice ids given back) and computes every
 per-rank summary (``analysis/job_summaries.SUMMARIES``) once for the whole batch: the analyses' fixed cost
@@ -215,7 +217,7 @@ def _read(source: RunSource, fingerprint: str, use_cache: bool, ranks_seen: dict
     """Read one rank into ``parts``; its ``OUTCOMES`` row."""
     name, key = str(source.path), source_key(source)
     try:
-        tables = ingest.load(source, use_cache=use_cache)
+        tables = ingest.load(source, use_cache=use_cache, write_cache=False)
         rank = rank_said(name, tables)
     except PerfsightError as error:
         return _row(key, None, FAILED, str(error), fingerprint)
