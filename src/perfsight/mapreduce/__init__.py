@@ -1,10 +1,11 @@
 """Cluster analysis as a map-reduce over a job's ranks, for jobs of any size (``perfsight cluster``).
 
-**Map** (``mapreduce/map.py``): each rank is read alone, in a worker of an engine (``mapreduce/engines.py``: a
-local process pool by default, or Ray tasks across machines), and reduced to its summaries
-(``analysis/job_summaries.py``), stored as Parquet in the job's store: ``<output>/perfsight_cluster/`` (the
-output folder defaults to the job's folder; on a cluster, a shared filesystem carries the files between
-the nodes). A rank whose files did not change is not read again.
+**Map** (``mapreduce/map.py``): the ranks go in batches to the workers of an engine (``mapreduce/engines.py``:
+a local process pool by default, or Ray tasks across machines); each rank is read alone and each batch
+reduced at once to its ranks' summaries (``analysis/job_summaries.py``), stored as Parquet in the job's store:
+``<output>/perfsight_cluster/`` (the output folder defaults to the job's folder; on a cluster, a shared
+filesystem carries the files between the nodes). A rank whose files did not change is not read again; a
+batch whose worker died is mapped again rank by rank.
 
 **Reduce**: the store's summaries are a ``Job`` (``analysis/job.py``) whose cross-rank analyses (the
 collectives' wait and bandwidth, clock offsets, the matrix, the slow rank and link, the step trace of every
