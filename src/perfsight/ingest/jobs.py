@@ -1,5 +1,6 @@
 """One job from several runs: which runs found side by side are one job (``jobs_in``, before reading them),
-and the tables of each rank's run merged into one RunTables (``merge``).
+and the tables of each rank's run merged into one RunTables (``merge``; ``stack`` without mapping the ranks'
+groups: a cluster map's batch of ranks, each summarised as if alone).
 
 Before reading, runs of one reader found side by side in one folder are one job when the ranks they say
 (``Reader.rank``: a perfsight manifest's, a trace's distributedInfo or file name, a MindSpore rank) are known
