@@ -147,7 +147,7 @@ def test_communication_json_with_total_op_info(outputs):
         return {**info, **({} if ratio is None else {"Large Packet Ratio": ratio}), "Size Distribution": packets}
 
     zero = link(0.0, 0.0, 0.0, {})
-    step = view.communication_json(outputs)["(0, 1)"]["step5"]
+    step = json.loads("".join(view.communication_json(outputs)))["(0, 1)"]["step5"]
     assert list(step) == [f"{OP0}@{HCCL}", f"{OP1}@{HCCL}", f"ncclDevKernel_SendRecv_0@{PP_NAME}",
                           f"ncclDevKernel_SendRecv_1@{PP_NAME}", f"{TOTAL}@{HCCL}", f"{TOTAL}@{PP_NAME}"]
     assert step[f"{OP0}@{HCCL}"] == {

@@ -23,6 +23,7 @@ docs/cluster_outputs.md describes every file and column.
 from __future__ import annotations
 
 import csv
+import heapq
 import itertools
 import json
 import sqlite3
@@ -30,7 +31,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from perfsight import ingest
 from perfsight.analysis import cluster_outputs
@@ -59,6 +62,8 @@ RANK_BREAKDOWN_CSV = RANK_BREAKDOWN.name("", "csv")
 
 #: rows of a large table turned into Python values at a time when written
 BATCH_ROWS = 50_000
+#: rows of cluster_communication.json's tables made Python objects at once (a bandwidth row holds its packet sizes)
+ENTRY_ROWS = 4096
 #: decimals msprof-analyze rounds ratios and bandwidths to
 _DECIMALS = 4
 
@@ -156,32 +161,84 @@ def _keys(outputs: ClusterOutputs) -> dict[str, str]:
     return {group["group_name"]: _ranks_key(group["recorded_ranks"]) for group in _rows(outputs.groups)}
 
 
-def communication_json(outputs: ClusterOutputs) -> dict:
-    """cluster_communication.json: per rank-set key, step, ``op@group`` and rank, the time and bandwidth."""
-    result: dict = {}
+def communication_json(outputs: ClusterOutputs) -> Iterator[str]:
+    """cluster_communication.json's text, piece by piece: per rank-set key, step, ``op@group`` and rank, the time
+    and bandwidth (both tables sorted alike and merged entry by entry: never the whole file as Python objects)."""
+    return _nested_json(_communication_members(outputs))
 
+
+def _communication_members(outputs: ClusterOutputs) -> Iterator[tuple[tuple[str, ...], str]]:
+    """cluster_communication.json's members (``_nested_json``): each entry's time info, then its links, the
+    entries in the order the rows first name them (time rows, then bandwidth rows: each key, step, operation
+    and rank where it first appears)."""
     keys = _keys(outputs)
+    time_order, bandwidth_order = _entry_orders(outputs, keys)
+    entries = heapq.merge(((order, 0, row) for order, row in _sorted_rows(outputs.time, time_order)),
+                          ((order, 1, row) for order, row in _sorted_rows(outputs.bandwidth, bandwidth_order)),
+                          key=lambda item: item[:2])
+    for _, rows in itertools.groupby(entries, key=lambda item: item[0][:4]):
+        kinds_rows = [(kind, row) for _, kind, row in rows]
+        first = kinds_rows[0][1]
+        path = (keys[first["group_name"]], _step(first["step"]), f"{first['op_name']}@{first['group_name']}",
+                str(first["rank"]))
+        for kind, row in kinds_rows:
+            if kind == 0:
+                yield path, f'"Communication Time Info": {json.dumps(_time_info(row))}'
+        links = {row["link_type"]: _link_info(row) for kind, row in kinds_rows if kind == 1}
+        if links:
+            yield path, f'"Communication Bandwidth Info": {json.dumps(links)}'
 
-    def entry(row: dict) -> dict:
-        ops = result.setdefault(keys[row["group_name"]], {}).setdefault(_step(row["step"]), {})
-        return ops.setdefault(f"{row['op_name']}@{row['group_name']}", {}).setdefault(str(row["rank"]), {})
 
-    for row in _rows(outputs.time):
-        info = {} if row["op_name"] == TOTAL_OP_INFO else {"Start Timestamp(us)": _us(row["start_ns"])}
-        info.update({"Elapse Time(ms)": _ms(row["elapse_ns"]), "Transit Time(ms)": _ms(row["transit_ns"]),
-                     "Wait Time(ms)": _ms(row["wait_ns"]), "Synchronization Time(ms)": _ms(row["sync_ns"]),
-                     "Idle Time(ms)": _ms(row["idle_ns"]), "Wait Time Ratio": _round(row["wait_ratio"]),
-                     "Synchronization Time Ratio": _round(row["sync_ratio"])})
-        entry(row)["Communication Time Info"] = info
-    for row in _rows(outputs.bandwidth):
-        link = {"Transit Size(MB)": _mb(row["transit_bytes"]), "Transit Time(ms)": _ms(row["transit_ns"]),
-                "Bandwidth(GB/s)": _round(row["bandwidth_gbps"])}
-        if row["op_name"] != TOTAL_OP_INFO:
-            link["Large Packet Ratio"] = row["large_packet_ratio"]
-        link["Size Distribution"] = {str(_mb(p["packet_bytes"])): [p["count"], _ms(p["dur_ns"])]
-                                     for p in row["size_distribution"] or []}
-        entry(row).setdefault("Communication Bandwidth Info", {})[row["link_type"]] = link
-    return result
+def _entry_orders(outputs: ClusterOutputs, keys: dict[str, str]) -> tuple[pa.Table, pa.Table]:
+    """The time rows' and the bandwidth rows' places in cluster_communication.json, each aligned with its
+    table: where the row's key, step, operation and rank first appear (``seq`` numbers the time rows, then the
+    bandwidth rows; ``k1``-``k4``), then the row itself (``seq``)."""
+    tables = (outputs.time, outputs.bandwidth)
+    number = {key: str(index) for index, key in enumerate(dict.fromkeys(keys.values()))}   # a key can be 6 kB
+    levels = [pa.array([number[keys[group]] for table in tables for group in table["group_name"].to_pylist()],
+                       pa.string())]
+    for column in (lambda t: pc.fill_null(pc.cast(t["step"], pa.string()), ""),
+                   lambda t: pc.binary_join_element_wise(t["op_name"], t["group_name"], "@"),
+                   lambda t: pc.cast(t["rank"], pa.string())):
+        levels.append(pa.concat_arrays([pa.array(column(table)) for table in tables]))
+    places, prefix = {}, None
+    for level, values in enumerate(levels, start=1):
+        prefix = values if prefix is None else pc.binary_join_element_wise(prefix, values, "\x1f")
+        codes = pc.dictionary_encode(prefix).indices.to_numpy()
+        _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+        places[f"k{level}"] = first[inverse.ravel()]
+    places["seq"] = np.arange(len(levels[0]))
+    table = pa.table(places)
+    return table.slice(0, outputs.time.num_rows), table.slice(outputs.time.num_rows)
+
+
+def _sorted_rows(table: pa.Table, places: pa.Table) -> Iterator[tuple[tuple, dict]]:
+    """The rows of ``table`` with their places, in the order of their places."""
+    order = pc.sort_indices(places, sort_keys=[(name, "ascending") for name in places.column_names])
+    places, table = places.take(order), table.take(order)
+    for start in range(0, table.num_rows, ENTRY_ROWS):
+        rows = table.slice(start, ENTRY_ROWS).to_pylist()
+        yield from zip(zip(*(places[name].slice(start, ENTRY_ROWS).to_pylist() for name in places.column_names)),
+                       rows)
+
+
+def _time_info(row: dict) -> dict:
+    info = {} if row["op_name"] == TOTAL_OP_INFO else {"Start Timestamp(us)": _us(row["start_ns"])}
+    info.update({"Elapse Time(ms)": _ms(row["elapse_ns"]), "Transit Time(ms)": _ms(row["transit_ns"]),
+                 "Wait Time(ms)": _ms(row["wait_ns"]), "Synchronization Time(ms)": _ms(row["sync_ns"]),
+                 "Idle Time(ms)": _ms(row["idle_ns"]), "Wait Time Ratio": _round(row["wait_ratio"]),
+                 "Synchronization Time Ratio": _round(row["sync_ratio"])})
+    return info
+
+
+def _link_info(row: dict) -> dict:
+    link = {"Transit Size(MB)": _mb(row["transit_bytes"]), "Transit Time(ms)": _ms(row["transit_ns"]),
+            "Bandwidth(GB/s)": _round(row["bandwidth_gbps"])}
+    if row["op_name"] != TOTAL_OP_INFO:
+        link["Large Packet Ratio"] = row["large_packet_ratio"]
+    link["Size Distribution"] = {str(_mb(p["packet_bytes"])): [p["count"], _ms(p["dur_ns"])]
+                                 for p in row["size_distribution"] or []}
+    return link
 
 
 def _nested_json(members: Iterable[tuple[tuple[str, ...], str]]) -> Iterator[str]:
@@ -324,7 +381,7 @@ def stage_cluster(outputs: ClusterOutputs, stage: Staging) -> None:
     if steps:
         stage.write(STEP_TRACE_CSV, lambda path: _write_csv(path, steps), replaceable=True)
     if outputs.time.num_rows or outputs.bandwidth.num_rows:
-        stage.write(COMMUNICATION_JSON, _write_json([json.dumps(communication_json(outputs))]), replaceable=True)
+        stage.write(COMMUNICATION_JSON, _write_json(communication_json(outputs)), replaceable=True)
     if outputs.matrix.num_rows:
         stage.write(MATRIX_JSON, _write_json(matrix_json(outputs)), replaceable=True)
     if outputs.groups.num_rows:
