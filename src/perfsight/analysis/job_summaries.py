@@ -34,7 +34,7 @@ SUMMARIES: dict[str, tuple[Callable[[RunTables], pa.Table], pa.Schema]] = {
 #: summary name -> schema
 SUMMARY_SCHEMAS = {name: schema for name, (_, schema) in SUMMARIES.items()}
 #: summary name -> its column holding a slice id (the rank's own: the drill-down into the rank opened alone)
-SLICE_ID_COLUMNS = {"operations": "slice_id", "reported_links": "slice_id", "memory_peaks": "op_slice_id"}
+SUMMARY_SLICE_IDS = {"operations": "slice_id", "reported_links": "slice_id", "memory_peaks": "op_slice_id"}
 
 
 def summarise(tables: RunTables) -> dict[str, pa.Table]:

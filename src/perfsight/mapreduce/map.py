@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from perfsight import ingest
-from perfsight.analysis.job_summaries import SLICE_ID_COLUMNS, SUMMARIES, SUMMARY_SCHEMAS, summarise
+from perfsight.analysis.job_summaries import SUMMARIES, SUMMARY_SCHEMAS, SUMMARY_SLICE_IDS, summarise
 from perfsight.core.errors import PerfsightError
 from perfsight.core.tables import RunTables, new_connection
 from perfsight.ingest import cache
@@ -251,7 +251,7 @@ def _own_slice_ids(summaries: dict[str, pa.Table], offsets: dict[int, int]) -> d
     """``summaries`` of stacked ranks with each slice id column back to its rank's own ids."""
     ranks = pa.array(list(offsets), pa.int32())
     shifts = pa.array(list(offsets.values()), pa.int64())
-    for name, column in SLICE_ID_COLUMNS.items():
+    for name, column in SUMMARY_SLICE_IDS.items():
         table = summaries[name]
         shift = shifts.take(pc.index_in(table["rank"], value_set=ranks))
         ids = pc.subtract(table[column], shift.cast(table.schema.field(column).type))
