@@ -35,18 +35,8 @@ import pyarrow as pa
 from perfsight import ingest
 from perfsight.analysis.breakdown import CATEGORIES
 from perfsight.analysis.job_summaries import SUMMARY_SCHEMAS
-from perfsight.ingest import cache
 from perfsight.mapreduce import store_of
-from perfsight.mapreduce.map import (
-    DONE,
-    OUTCOMES,
-    OUTCOMES_SCHEMA,
-    batch_folder,
-    batch_stamp,
-    batches,
-    rank_stamp,
-    source_key,
-)
+from perfsight.mapreduce.map import DONE, batches, outcome_row, store_batch
 
 STEP_NS = 100_000_000
 BASES_NS = {"tp": 20_000_000, "dp": 40_000_000, "world": 60_000_000}
@@ -171,14 +161,10 @@ def write_job(folder: Path, ranks: int, *, steps: int = 5, ranks_per_node: int =
                           "steps": plan.steps_table(rank),
                           "rank_facts": pa.Table.from_pylist([facts], schema=SUMMARY_SCHEMAS["rank_facts"])}
             parts.append(summaries)
-            outcomes.append({"source": source_key(source), "rank": rank, "status": DONE, "error": None,
-                             "stamp": rank_stamp(source)})
+            outcomes.append(outcome_row(source, rank, DONE))
         tables = {name: pa.concat_tables([part[name] for part in parts]) for name in SUMMARY_SCHEMAS}
-        tables[OUTCOMES] = pa.Table.from_pylist(outcomes, schema=OUTCOMES_SCHEMA)
-        target = batch_folder(store, batch)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if not cache.write(target, batch_stamp(batch), tables):
-            raise SystemExit(f"could not write {target}")
+        if not store_batch(store, batch, tables, outcomes):
+            raise SystemExit(f"could not write the batch of {batch[0].path} into {store}")
     return {"ranks": ranks, "steps": steps, "ranks_per_node": ranks_per_node,
             "nodes": (ranks + ranks_per_node - 1) // ranks_per_node, "slow_rank": slow_rank,
             "slow_link": list(slow_link), "offsets_ns": [plan.offset(r) for r in range(ranks)]}

@@ -192,11 +192,7 @@ def map_batch(task: BatchTask) -> list[RankOutcome]:
         rows[key], seconds[key] = row, time.perf_counter() - began
     if parts or not stored or set(kept) != {row["rank"] for row in before.values() if row["status"] != FAILED}:
         began = time.perf_counter()
-        summaries = _summaries(parts, stored, kept)
-        cache.wait()                    # the run caches' writes of this batch's ranks
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        outcomes = pa.Table.from_pylist(list(rows.values()), schema=OUTCOMES_SCHEMA)
-        if not cache.write(folder, stamp, {**summaries, OUTCOMES: outcomes}):
+        if not store_batch(task.store, task.sources, _summaries(parts, stored, kept), list(rows.values())):
             why = f"its summaries could not be written to {folder}"
             rows = {key: {**row, "status": FAILED, "error": row["error"] or why} for key, row in rows.items()}
         share = (time.perf_counter() - began) / max(len(parts), 1)
@@ -206,6 +202,21 @@ def map_batch(task: BatchTask) -> list[RankOutcome]:
     return [RankOutcome(str(source.path), rows[source_key(source)]["rank"], rows[source_key(source)]["status"],
                         rows[source_key(source)]["error"], seconds[source_key(source)], peak)
             for source in task.sources]
+
+
+def store_batch(store: Path, sources: tuple[RunSource, ...], summaries: dict[str, pa.Table], rows: list[dict]) -> bool:
+    """Write a batch's summaries (``SUMMARY_SCHEMAS``' tables, every rank's rows) and its ``OUTCOMES`` rows
+    (``outcome_row``) into its folder of ``store``, whole or not at all; False when they could not be written."""
+    folder = batch_folder(store, sources)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    outcomes = pa.Table.from_pylist(rows, schema=OUTCOMES_SCHEMA)
+    return cache.write(folder, batch_stamp(sources), {**summaries, OUTCOMES: outcomes})
+
+
+def outcome_row(source: RunSource, rank: int | None, status: str, error: str | None = None,
+                stamp: str | None = None) -> dict:
+    """A source's ``OUTCOMES`` row; ``stamp``: its fingerprint (``rank_stamp``), taken now when not given."""
+    return _row(source_key(source), rank, status, error, rank_stamp(source) if stamp is None else stamp)
 
 
 def _row(key: str, rank: int | None, status: str, error: str | None, stamp: str) -> dict:
