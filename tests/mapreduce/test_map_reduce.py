@@ -66,15 +66,20 @@ def test_the_planted_job_mapped_gives_its_known_answers(tmp_path):
     same_figures(folder)
 
 
+@pytest.mark.parametrize("batch_ranks", [mapreduce_map.BATCH_RANKS, 1], ids=["one batch", "a batch a rank"])
 @pytest.mark.parametrize("kind", ["text", "db"])
-def test_the_shared_torch_npu_job_mapped_is_the_job_read_whole(shared_data, tmp_path, kind):
+def test_the_shared_torch_npu_job_mapped_is_the_job_read_whole(shared_data, tmp_path, kind, batch_ranks,
+                                                                monkeypatch):
     """Its group's ranks are group-local in each rank's files (no parallel_group_info entry): only the job's
     places make them global, and the mapped job applies them as the merge does (the matrix's links and pairs
-    between global ranks 0 and 1, the slow-link verdicts)."""
+    between global ranks 0 and 1, the slow-link verdicts), whether its ranks are summarised in one batch or
+    each in its own."""
+    monkeypatch.setattr(mapreduce_map, "BATCH_RANKS", batch_ranks)
     folder = writable_copy(shared_data, f"ascend/torch_npu/{kind}/level1", tmp_path)
     same_figures(folder)
     pairs = computed(collectives.communication_pairs, analyse_job(folder, engine=serial()).job).to_pylist()
     assert {(p["src_rank"], p["dst_rank"]) for p in pairs} >= {(0, 1), (1, 0)}
+    assert len(list((folder / STORE_FOLDER / RANKS_FOLDER).iterdir())) == (2 if batch_ranks == 1 else 1)
 
 
 def test_a_rank_whose_files_did_not_change_is_not_read_again(tmp_path):
