@@ -217,6 +217,8 @@ DEFAULTS = {
     "host_sys": [], "host_sys_usage": [], "host_sys_usage_freq": 50, "profile_memory": False, "timeline_limit": 500,
     "data_process": True, "parallel_strategy": True, "with_stack": False, "steps": None, "epochs": None,
     "warmup_steps": 0, "flush_every": 10, "record_shapes": True, "with_flops": True, "device": "auto",
+    "trigger": None, "on_demand": False, "capture_steps": 3, "trigger_warmup": 20, "trigger_window": 50,
+    "trigger_cooldown": 100, "trigger_max": 3,
 }
 
 

@@ -163,10 +163,43 @@ def _add_run(sub) -> None:
     run.add_argument("--warmup-steps", type=int, help="profiler warm-up steps before the range")
     run.add_argument("--flush-every", type=int, help="write a trace window every N profiled steps (default 10: "
                      "memory stays bounded, data survives a kill; 0: one window)")
+    run.add_argument("--on-demand", action="store_true", default=None,
+                     help="arm instead of profiling (option on_demand): each step's time is recorded in the "
+                          "output folder, and `perfsight capture OUTPUT` (or -O trigger=slow_step:K) profiles the "
+                          "steps asked for")
     run.add_argument("--options", dest="options_json", help="options as a JSON object")
     run.add_argument("-O", "--option", dest="option_pairs", action="append", type=_key_value, default=[],
                      metavar="KEY=VALUE", help="any option (see `perfsight options`); repeatable")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
+
+
+def _ranks_list(text: str) -> list[int]:
+    try:
+        ranks = [int(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of ranks; e.g. 0,1,7") from None
+    if not ranks or min(ranks) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of ranks >= 0; e.g. 0,1,7")
+    return ranks
+
+
+def _add_capture(sub) -> None:
+    capture = sub.add_parser("capture", help="profile some steps of a running armed job (perfsight run "
+                                             "--on-demand)",
+                             description="Ask the job armed in RUN_DIR (its output folder) to profile --steps steps "
+                                         "on every rank (or --ranks), all starting at the same step, wait until "
+                                         "they are captured, and say where they went. Exit code 2 when no armed "
+                                         "job is there, a capture is already running, a rank refuses, or the job "
+                                         "ends first.")
+    capture.add_argument("run_dir", help="the armed job's output folder (its -o, $PERFSIGHT_WORK_PATH or "
+                                         "./perfsight_data)")
+    capture.add_argument("--steps", type=_positive_int, help="steps to profile (default: the job's capture_steps, "
+                                                             "3 unless set)")
+    capture.add_argument("--ranks", type=_ranks_list, metavar="R,...", help="only these ranks (default: every "
+                                                                            "rank armed)")
+    capture.add_argument("-O", "--option", dest="option_pairs", action="append", type=_key_value, default=[],
+                         metavar="KEY=VALUE", help="a profiling option for this capture (see `perfsight "
+                                                   "options`); repeatable")
 
 
 def _compile_modes(text: str) -> list[str]:
@@ -302,6 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("-o", "--output", default="perfsight_demo", help="output directory (default ./perfsight_demo)")
     demo.add_argument("--steps", type=int, default=30, help="training steps (default 30)")
     _add_run(sub)
+    _add_capture(sub)
     _add_tune(sub)
     analyse = sub.add_parser("analyse", aliases=["analyze"], help="print the analyses of a run or trace",
                              description="Analyse a perfsight run, a PROF_ directory or parent, a torch.profiler "
@@ -333,7 +367,7 @@ def _run_options(args) -> dict:
                        ("--options", args.options_json)):
         if text:
             given.update(load_json_object(name, text))
-    for flag in ("output", "steps", "warmup_steps", "flush_every"):
+    for flag in ("output", "steps", "warmup_steps", "flush_every", "on_demand"):
         if getattr(args, flag) is not None:
             given[flag] = getattr(args, flag)
     given.update(dict(args.option_pairs))
@@ -346,10 +380,10 @@ def cmd_run(args) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         raise OptionError("run: no command given; usage: perfsight run [options] -- python train.py ...")
-    code, runs = run_profiled(command, _run_options(args))
-    for run in runs:
-        print(f"perfsight: {run.report}", file=sys.stderr)
-    if not runs:
+    code, runs, armed = run_profiled(command, _run_options(args))
+    for line in [run.report for run in runs] + armed:
+        print(f"perfsight: {line}", file=sys.stderr)
+    if not runs and not armed:
         print("perfsight: no run was collected (did the command start Python with torch?)", file=sys.stderr)
     return code
 
@@ -569,6 +603,19 @@ def cmd_compare(args) -> int:
     return 1 if report.get("gate", {}).get("failed") else 0
 
 
+def cmd_capture(args) -> int:
+    from pathlib import Path
+
+    from perfsight.collect.capture import capture
+    from perfsight.views.terminal import capture_progress, print_captured
+
+    with capture_progress() as on_progress:
+        captured = capture(Path(args.run_dir), steps=args.steps, ranks=args.ranks,
+                           options=dict(args.option_pairs), on_progress=on_progress)
+    print_captured(captured)
+    return 0
+
+
 def cmd_options(args) -> int:
     from perfsight.options import describe
     from perfsight.views.terminal import print_options
@@ -577,9 +624,9 @@ def cmd_options(args) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "tune": cmd_tune, "export": cmd_export, "cluster": cmd_cluster, "demo": cmd_demo,
-            "options": cmd_options, "analyse": cmd_analyse, "analyze": cmd_analyse, "insight": cmd_insight,
-            "compare": cmd_compare}
+COMMANDS = {"run": cmd_run, "capture": cmd_capture, "tune": cmd_tune, "export": cmd_export, "cluster": cmd_cluster,
+            "demo": cmd_demo, "options": cmd_options, "analyse": cmd_analyse, "analyze": cmd_analyse,
+            "insight": cmd_insight, "compare": cmd_compare}
 
 
 READS_TRACES = ("analyse", "analyze", "export", "cluster", "insight", "compare")

@@ -3,7 +3,10 @@
 In PyTorch idiom and MindSpore's (seed 002): ``Profiler(output_path=..., start_profile=True,
 **options)`` with ``start()``, ``stop()``, ``step()``, ``analyse()`` and ``with``. Options are
 validated when the Profiler is made (clear OptionError); from then on every collector action runs
-under the failsafe, so a perfsight failure stops profiling and never the training.
+under the failsafe, so a perfsight failure stops profiling and never the training. With ``on_demand``
+(or a ``trigger``) the Profiler arms instead of collecting (``collect/ondemand.Armed``: ``start()`` arms,
+``step()`` records the step and runs the captures asked for, ``close()`` ends it): each capture is a
+Profiler of its own, collecting a step range into its run directory.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from pathlib import Path
 from perfsight import options as options_mod
 from perfsight.collect.failsafe import Failsafe
 from perfsight.collect.launch import LAUNCHER_ENV
+from perfsight.collect.ondemand import Armed
 from perfsight.collect.rundir import (
     RunDirectory,
     device_facts,
@@ -50,7 +54,8 @@ class Profiler:
     """Collect a profile of PyTorch training or inference into ``output_path``/PROF_.../."""
 
     def __init__(self, output_path: str | os.PathLike | None = None, start_profile: bool = True, *,
-                 options: "options_mod.Options | dict | None" = None, **kwargs):
+                 options: "options_mod.Options | dict | None" = None, first_step: int = 0, **kwargs):
+        """``first_step``: the number of the first step (a capture numbers its steps as its job does)."""
         self.options = _resolve_options(output_path, options, kwargs)
         self.failsafe = Failsafe(on_failure=self._abandon)
         self.run: RunDirectory | None = None
@@ -62,9 +67,10 @@ class Profiler:
         self._steps_collected: list[int] = []    # the steps in trace windows written
         self._steps_in_window: list[int] = []    # the steps recorded since, written with the next window
         self._distributed_noted = False  # the window being recorded holds torch's distributedInfo
-        self._steps_before_run = 0       # step() calls before the first start(): steps count from here
+        self._steps_before_run = first_step  # + step() calls before the first start(): steps count from here
         self._step_pending = False       # step_soon() was called; step() runs at the next safe point
         self._epoch: int | None = None
+        self.armed = Armed(self.options, _capture_profiler) if self.options.on_demand else None
         if start_profile:
             self.start()
 
@@ -80,7 +86,11 @@ class Profiler:
         return self._torch_profile is not None
 
     def start(self) -> None:
-        """Begin (or resume) collecting. Safe to call when already collecting."""
+        """Begin (or resume) collecting, or arm (``on_demand``). Safe to call when already collecting."""
+        if self.armed is not None:
+            self.armed.arm()
+            atexit.register(self.close)
+            return
         if self.collecting or self.failsafe.failed:
             return
         if self.run is None:
@@ -93,7 +103,12 @@ class Profiler:
             self.failsafe.run("stopping the profiler", self._stop_session)
 
     def close(self) -> None:
-        """Stop, close the run's files and mark its manifest complete. Called at exit if forgotten."""
+        """Stop, close the run's files and mark its manifest complete (an armed profiler: end the armed state).
+        Called at exit if forgotten."""
+        if self.armed is not None:
+            self.armed.close()
+            atexit.unregister(self.close)
+            return
         self.take_pending_step()
         self.stop()
         if self.run is not None and self._recorder is not None:
@@ -101,6 +116,9 @@ class Profiler:
 
     def step(self) -> None:
         """Mark the end of a training step (call it once per step, like torch.profiler's step())."""
+        if self.armed is not None:
+            self.armed.step()
+            return
         if self._recorder is None:
             self._steps_before_run += 1
             return
@@ -112,10 +130,16 @@ class Profiler:
         inside ``Optimizer.step``'s record_function, where restarting Kineto for a new trace window
         crashes the process). The step is taken at the next safe point: the next data-loader fetch,
         ``take_pending_step()`` (e.g. from a forward pre-hook), or ``close()``."""
+        if self.armed is not None:
+            self.armed.step_soon()
+            return
         self._step_pending = True
 
     def take_pending_step(self) -> None:
         """Take a step marked by ``step_soon()``, if any."""
+        if self.armed is not None:
+            self.armed.take_pending_step()
+            return
         if self._step_pending:
             self._step_pending = False
             self.step()
@@ -140,6 +164,9 @@ class Profiler:
         from perfsight.views.export import export_run
 
         self.close()
+        if self.armed is not None:
+            raise PerfsightError(f"analyse: an armed profiler (on_demand) has no run of its own; each capture is a "
+                                 f"run, in a folder of {self.armed.root} (perfsight analyse FOLDER)")
         if self.run is None:
             raise PerfsightError("analyse: nothing was collected: the profiler was never started")
         export_run(self.run.path, timeline=True, summary=True, fmt=export_format)
@@ -308,6 +335,11 @@ class Profiler:
                     self.failsafe.note(f"stopping torch's profiler after the failure failed: {exc!r}")
         if self.run is not None and self._recorder is not None:
             self._close_run()
+
+
+def _capture_profiler(options: "options_mod.Options", first_step: int) -> Profiler:
+    """An armed profiler's capture: a Profiler collecting ``options``' steps, numbered from ``first_step``."""
+    return Profiler(options=options, first_step=first_step)
 
 
 def _resolve_options(output_path, options, kwargs) -> "options_mod.Options":

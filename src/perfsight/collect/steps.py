@@ -1,4 +1,5 @@
-"""Step bookkeeping: one flushed steps.csv line per finished step, with its data-loader wait.
+"""Step bookkeeping: one flushed steps.csv line per finished step, with its data-loader wait (an armed job's
+steps file rolls over to a second file every so many lines, so it stays small however long the job runs).
 
 The data-loader wait is measured by wrapping torch's ``_BaseDataLoaderIter.__next__`` while a
 recorder is installed (every DataLoader, single- or multi-process). Only one recorder is active at a
@@ -6,6 +7,7 @@ time; ``uninstall`` restores the original method.
 """
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Callable
@@ -14,15 +16,16 @@ HEADER = "step,start_ns,end_ns,data_wait_ns,epoch\n"
 
 
 class StepRecorder:
-    def __init__(self, path: Path, first_step: int = 0):
-        self._file = open(path, "a", encoding="utf-8", buffering=1)
-        if self._file.tell() == 0:
-            self._file.write(HEADER)
+    def __init__(self, path: Path, first_step: int = 0, *, rolling: tuple[int, Path] | None = None):
+        """``rolling``: (lines, path): after that many lines the file becomes ``path`` and a new one begins."""
+        self._path, self._rolling = path, rolling
+        self._lines = 0
+        self._file = self._open()
         self.step = first_step
         self.epoch: int | None = None
         self._start_ns = time.time_ns()
         self._data_wait_ns = 0
-        self.finished: list[int] = []
+        self.last_span: tuple[int, int] | None = None   # (start_ns, end_ns) of the step closed last
 
     def add_data_wait(self, ns: int) -> None:
         self._data_wait_ns += ns
@@ -31,9 +34,12 @@ class StepRecorder:
         """Close the current step, write its line, and begin the next one; returns the step closed."""
         now = time.time_ns()
         epoch = "" if self.epoch is None else self.epoch
+        if self._rolling is not None and self._lines >= self._rolling[0]:
+            self._roll_over(self._rolling[1])
         self._file.write(f"{self.step},{self._start_ns},{now},{self._data_wait_ns},{epoch}\n")
-        self.finished.append(self.step)
+        self._lines += 1
         closed = self.step
+        self.last_span = (self._start_ns, now)
         self.step += 1
         self._start_ns = now
         self._data_wait_ns = 0
@@ -41,6 +47,19 @@ class StepRecorder:
 
     def close(self) -> None:
         self._file.close()
+
+    def _open(self):
+        file = open(self._path, "a", encoding="utf-8", buffering=1)
+        if file.tell() == 0:
+            file.write(HEADER)
+        return file
+
+    def _roll_over(self, rolled: Path) -> None:
+        """The lines so far become ``rolled`` (replacing the one before), and a new file begins."""
+        self._file.close()
+        os.replace(self._path, rolled)
+        self._file = self._open()
+        self._lines = 0
 
 
 class DataLoaderTimer:

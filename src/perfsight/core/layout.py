@@ -33,6 +33,9 @@ CACHE_DIR = "perfsight_cache"
 OUTPUT_DIR = "perfsight_output"
 #: the folder of a job's per-rank summaries (``perfsight cluster``'s store, beside the job)
 CLUSTER_DIR = "perfsight_cluster"
+#: the folder of an armed job's live files in its output folder (``collect/livefiles.py``: each rank's status
+#: and recent step times, ``perfsight capture``'s requests and the ranks' answers)
+LIVE_DIR = "perfsight_live"
 TRACE_GLOB = "trace_*.pt.trace.json*"
 HOST_USAGE = "host_usage.csv"
 STEPS = "steps.csv"

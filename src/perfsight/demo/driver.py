@@ -23,7 +23,8 @@ def run_demo(output: str, steps: int) -> tuple[Path, list[Path]]:
     """Train with profiling on; returns the run directory and the exported files."""
     from perfsight.views.export import export
 
-    code, runs = run_profiled([sys.executable, str(TRAIN_SCRIPT), "--steps", str(steps)], demo_options(output, steps))
+    command = [sys.executable, str(TRAIN_SCRIPT), "--steps", str(steps)]
+    code, runs, _ = run_profiled(command, demo_options(output, steps))
     if code != 0 or not runs:
         raise PerfsightError(f"demo: the training script failed (exit code {code}); see its output above")
     run_dir = runs[-1].path

@@ -49,9 +49,10 @@ def runs_at(path: Path) -> list[RunSource]:
 
 
 def searched(folder_name: str) -> bool:
-    """Whether a folder of this name is searched for runs: not perfsight's own cache, output and cluster store
-    folders (a trace file's cache is ``<file>.perfsight_cache``), not a hidden folder."""
-    return not (folder_name.startswith(".") or folder_name in (layout.CACHE_DIR, layout.OUTPUT_DIR, layout.CLUSTER_DIR)
+    """Whether a folder of this name is searched for runs: not perfsight's own cache, output, cluster store and
+    live folders (a trace file's cache is ``<file>.perfsight_cache``), not a hidden folder."""
+    return not (folder_name.startswith(".")
+                or folder_name in (layout.CACHE_DIR, layout.OUTPUT_DIR, layout.CLUSTER_DIR, layout.LIVE_DIR)
                 or folder_name.endswith("." + layout.CACHE_DIR))
 
 

@@ -172,6 +172,30 @@ def step_range(unit: str) -> Kind:
     return Kind(f"{unit} range", allowed, parse)
 
 
+#: the triggers an armed job captures on by itself (``trigger``), and the range of a slow step's factor
+SLOW_STEP = "slow_step"
+SLOW_STEP_FACTOR = (1.0, 1000.0)
+
+
+def trigger() -> Kind:
+    """``slow_step:K``: capture when a step takes K (> 1) times the running median of the recent steps; parsed
+    to ``("slow_step", K)``."""
+    low, high = SLOW_STEP_FACTOR
+    allowed = (f'"{SLOW_STEP}:K", K a number above {low:g} and at most {high:g} (e.g. "{SLOW_STEP}:2": a step '
+               "twice the median of the recent steps)")
+    pattern = re.compile(rf"\s*{SLOW_STEP}\s*:\s*(\d+(?:\.\d*)?|\.\d+)\s*")
+
+    def parse(value):
+        if not isinstance(value, str) or not (match := pattern.fullmatch(value)):
+            raise bad_value(value, "is not a trigger", allowed)
+        factor = float(match[1])
+        if not low < factor <= high:
+            raise bad_value(value, "is out of range", allowed)
+        return (SLOW_STEP, factor)
+
+    return Kind("trigger", allowed, parse)
+
+
 AIC_METRICS = ("ArithmeticUtilization", "PipeUtilization", "Memory", "MemoryL0", "MemoryUB",
                "ResourceConflictRatio", "L2Cache")
 _CUSTOM = "Custom:"

@@ -65,6 +65,13 @@ class Options:
     record_shapes: bool
     with_flops: bool
     device: str
+    trigger: tuple[str, float] | None
+    on_demand: bool
+    capture_steps: int
+    trigger_warmup: int
+    trigger_window: int
+    trigger_cooldown: int
+    trigger_max: int
     given: Mapping[str, object] = field(default_factory=dict)  # exactly what the user gave, keys as given
     source: str = "api"
     warnings: tuple[str, ...] = ()  # invalid values a seed says to read as something else (aicpu)

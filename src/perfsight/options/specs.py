@@ -19,6 +19,7 @@ from perfsight.options.kinds import (
     step_range,
     switch,
     text,
+    trigger,
 )
 
 #: where options can come from; the environment variables are read by ``resolve.from_env`` in this order
@@ -121,6 +122,7 @@ _METRIC_NUMBER = choice(
 _AT_L1 = Derived("true when task_time is l1, else false", lambda values: values["task_time"] == "l1")
 _HOST = comma_set("cpu", "mem")
 _FP_BP = 'an operator name, or "" to find it automatically'
+_ON_DEMAND = Derived("true when a trigger is set, else false", lambda values: values["trigger"] is not None)
 
 SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("output", path(), None, "directory for the run directories; a relative path resolves against "
@@ -195,6 +197,19 @@ SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("with_flops", _BOOL, _AT_L1, "FLOPs of the operators torch can count"),
     OptionSpec("device", one_of("auto", "cpu", "cuda", off=("auto", "cpu")), "auto",
                "what to profile: auto (CUDA when present), cpu or cuda", needs=_CUDA),
+    OptionSpec("trigger", trigger(), None, 'capture on its own: "slow_step:K" captures capture_steps steps after '
+               "a step K times the median of the recent steps (unset: only on request)"),
+    OptionSpec("on_demand", _BOOL, _ON_DEMAND, "arm instead of profiling: record each step's time, profile "
+               "only the steps `perfsight capture` (or the trigger) asks for"),
+    OptionSpec("capture_steps", int_range(1, 10000, "steps"), 3, "steps a capture profiles (a `perfsight "
+               "capture` request may ask for another number)"),
+    OptionSpec("trigger_warmup", int_range(1, unit="steps"), 20, "first steps the trigger never fires on nor "
+               "counts in its median (compilation, allocation)"),
+    OptionSpec("trigger_window", int_range(3, 100000, "steps"), 50, "recent steps whose median the trigger "
+               "compares each step with"),
+    OptionSpec("trigger_cooldown", int_range(0, unit="steps"), 100, "steps after a capture before the trigger "
+               "may fire again"),
+    OptionSpec("trigger_max", int_range(1, 10000, "captures"), 3, "captures the trigger takes at most in a run"),
 )
 
 SPEC_BY_NAME = {spec.name: spec for spec in SPECS}
@@ -291,6 +306,10 @@ RULES: tuple[Requires | Excludes, ...] = (
     Excludes("instr_profiling_freq", ("training_trace", "task_time", "hccl", "aicpu", "fp_point", "bp_point",
                                       "aic_metrics", "l2", "runtime_api"), "seed 000: mutually exclusive"),
     Excludes("steps", ("epochs",), "profile a step range or an epoch range, not both"),
+    Requires("trigger", "on_demand", frozenset({True}), "on_demand true", "a trigger captures from an armed job",
+             other_given=True),
+    *(Excludes(key, ("steps", "epochs"), "an armed job profiles only the steps it is asked for")
+      for key in ("on_demand", "trigger")),
 )
 
 

@@ -1,11 +1,13 @@
 """Terminal rendering with rich: the run summary (`perfsight demo`, `perfsight analyse`) with a job's
-cluster section, the advice, the option list and what `perfsight tune` found.
+cluster section, the advice, the option list, what `perfsight tune` found and where `perfsight capture`
+stands and what it captured.
 
 Fits an 80-column terminal: long names are cut with an ellipsis, never wrapped. Every text that comes
 from a trace (paths, operator and device names, messages) is escaped, so brackets in it are never markup.
 """
 from __future__ import annotations
 
+import contextlib
 import re
 import shlex
 import sys
@@ -780,3 +782,33 @@ def print_critical_path(title: str, summary: dict, console: Console | None = Non
 
 def _pct_or_blank(value: float | None) -> str:
     return "" if value is None else f"{value:.1f}"
+
+
+@contextlib.contextmanager
+def capture_progress():
+    """A status line on stderr (a terminal only) while ``perfsight capture`` waits; yields the callback that
+    updates it with a ``capture.Progress``."""
+    console = Console(stderr=True)
+    with console.status("asking the armed job", spinner="dots") as status:
+        def update(progress) -> None:
+            steps = (f"steps {progress.start_step}-{progress.last_step}" if progress.last_step is not None
+                     else f"from step {progress.start_step}")
+            ranks = ", ".join(f"rank {rank} {progress.answers.get(rank, 'asked')} at step "
+                              f"{'-' if step is None else step}" for rank, step in progress.ranks_at.items())
+            status.update(escape(f"capturing {steps}: {ranks}"))
+
+        yield update if console.is_terminal else (lambda progress: None)
+
+
+def print_captured(captured, console: Console | None = None) -> None:
+    """Where a capture went (``perfsight capture``): its folder, steps and each rank's run, and what to run
+    next."""
+    console = console or Console()
+    ranks = sorted(captured.runs)
+    console.print(f"captured steps {captured.start_step}-{captured.last_step} of "
+                  f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(map(str, ranks))} in "
+                  f"{escape(str(captured.folder))}", soft_wrap=True)
+    for rank in ranks:
+        console.print(f"  rank {rank}: {escape(str(captured.runs[rank]))}", soft_wrap=True)
+    command = "cluster" if len(ranks) > 1 else "analyse"
+    console.print(f"next: perfsight {command} {escape(shlex.quote(str(captured.folder)))}", soft_wrap=True)

@@ -1,0 +1,211 @@
+"""Armed jobs end to end: real training subprocesses under ``perfsight run --on-demand``, profiled only when
+``perfsight capture`` asks or a planted slow step fires the trigger. Each check reads the raw files (the trace
+window's ProfilerStep names, the manifest, the rank's steps file) rather than asking the code under test."""
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.ports import free_port
+from tests.waiting import wait_until
+
+from .conftest import fill_disk, manifest, perfsight, script
+
+pytestmark = pytest.mark.e2e
+
+LIVE = "perfsight_live"
+
+
+def armed_job(out: Path, stop: Path, *args: str, launcher: tuple[str, ...] = (), options: tuple[str, ...] = ()):
+    command = [sys.executable, "-m", "perfsight", "run", "--on-demand", "-o", str(out), *options, "--",
+               *(launcher or (sys.executable,)), script("train_until.py"), str(stop), *args]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def status(out: Path, rank: int = 0) -> dict:
+    try:
+        return json.loads((out / LIVE / f"rank{rank}.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def finish(proc: subprocess.Popen, stop: Path) -> tuple[str, str]:
+    stop.touch()
+    try:
+        return proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def profiler_steps(run: Path) -> list[int]:
+    """The ProfilerStep#N numbers in a run's trace windows, read straight from the JSON."""
+    numbers = []
+    for trace in sorted((run / "host" / "data").glob("trace_*.pt.trace.json")):
+        events = json.loads(trace.read_text())["traceEvents"]
+        numbers += [int(e["name"].split("#")[1]) for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+    return sorted(set(numbers))
+
+
+def captured_lines(stdout: str) -> tuple[Path, int, int, dict[int, Path]]:
+    head, *ranks = [line for line in stdout.splitlines() if line.strip()]
+    words = head.split()            # "captured steps 57-59 of rank 0 in FOLDER"
+    first, last = map(int, words[2].split("-"))
+    runs = {int(line.split(":")[0].split()[1]): Path(line.split(": ", 1)[1]) for line in ranks
+            if line.startswith("  rank ")}
+    return Path(words[-1]), first, last, runs
+
+
+def test_a_capture_on_request_profiles_exactly_the_steps_asked_and_training_goes_on(tmp_path):
+    out, stop = tmp_path / "out", tmp_path / "stop"
+    job = armed_job(out, stop)
+    try:
+        wait_until(lambda: (status(out).get("step") or 0) >= 5, "the job to arm and step")
+        asked = perfsight("capture", out, "--steps", "3")
+        assert asked.returncode == 0, asked.stderr
+        folder, first, last, runs = captured_lines(asked.stdout)
+        assert last == first + 2 and list(runs) == [0] and runs[0].parent == folder
+        again = perfsight("capture", out, "--steps", "2", "-O", "with_stack=true")     # a second, later one
+        assert again.returncode == 0, again.stderr
+        folder2, first2, last2, runs2 = captured_lines(again.stdout)
+        wait_until(lambda: status(out)["step"] >= last2 + 5, "training to go on after the captures")
+    finally:
+        stdout, stderr = finish(job, stop)
+    assert job.returncode == 0, stderr
+    trained = int(stdout.split("trained ")[1].split()[0])
+    assert trained > last2 + 5                                           # training went on
+    for run, steps in ((runs[0], [first, first + 1, first + 2]), (runs2[0], [first2, first2 + 1])):
+        m = manifest(run)
+        assert m["status"] == "complete" and m["steps_collected"] == steps and profiler_steps(run) == steps
+        assert m["capture"]["reason"].startswith("requested by perfsight capture") and m["rank"] == 0
+    assert manifest(runs2[0])["options_resolved"]["with_stack"] is True
+    assert first2 > last
+    assert f"rank 0 armed to step {trained - 1}, 2 captures: steps {first}-{last} complete in {runs[0]}" in stderr
+    # every capture is an ordinary run: analysed, and compared with the earlier one
+    assert perfsight("analyse", folder).returncode == 0
+    compared = perfsight("compare", folder, folder2)
+    assert compared.returncode == 0, compared.stderr
+    assert not (out / LIVE / "request.json").exists() and not list((out / LIVE / "responses").iterdir())
+
+
+def test_a_torchrun_job_captures_the_same_steps_on_both_ranks(tmp_path):
+    out, stop = tmp_path / "out", tmp_path / "stop"
+    launcher = (sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", f"--master-port={free_port()}")
+    job = armed_job(out, stop, "--ddp", launcher=launcher)
+    try:
+        wait_until(lambda: all((status(out, rank).get("step") or 0) >= 5 for rank in (0, 1)), "both ranks to arm")
+        asked = perfsight("capture", out, "--steps", "3")
+        assert asked.returncode == 0, asked.stderr
+    finally:
+        _, stderr = finish(job, stop)
+    assert job.returncode == 0, stderr
+    folder, first, last, runs = captured_lines(asked.stdout)
+    assert sorted(runs) == [0, 1] and {run.parent for run in runs.values()} == {folder}
+    for rank, run in runs.items():
+        m = manifest(run)
+        assert (m["rank"], m["world_size"], m["status"]) == (rank, 2, "complete")
+        assert m["steps_collected"] == profiler_steps(run) == [first, first + 1, first + 2]
+    import perfsight as ps
+
+    assert ps.open(folder).ranks == [0, 1]                        # the capture's folder is the job's two ranks
+
+
+def test_a_planted_slow_step_triggers_a_capture_from_the_next_step_saying_why(tmp_path):
+    """The planted step sleeps 1.5 s more than the others' ~55 ms: 10x the median is far beyond what a loaded
+    machine's hiccups make of a step."""
+    out, stop, slow = tmp_path / "out", tmp_path / "stop", 20
+    job = armed_job(out, stop, "--sleep", "0.05", "--slow-at", str(slow), "--slow-s", "1.5", "--max-steps", "35",
+                    options=("-O", "trigger=slow_step:10", "-O", "trigger_warmup=3", "-O", "trigger_window=5"))
+    _, stderr = job.communicate(timeout=180)
+    assert job.returncode == 0, stderr
+    # the oracle, from the raw steps file: the first step (after the 3 warm-up steps, with 5 before it) at least
+    # 10x the median of the 5 before it
+    rows = [line.split(",") for line in (out / LIVE / "rank0.steps.csv").read_text().splitlines()[1:]]
+    durations = {int(r[0]): int(r[2]) - int(r[1]) for r in rows}
+    expected = next(step for step in sorted(durations) if step >= 8 and durations[step] >=
+                    10 * statistics.median(durations[s] for s in range(step - 5, step)))
+    assert expected == slow
+    [folder] = out.glob(f"slow_step_{slow}_*")
+    [run] = [p for p in folder.iterdir() if p.name.startswith("PROF_")]
+    m = manifest(run)
+    assert m["status"] == "complete" and m["steps_collected"] == profiler_steps(run) == [slow + 1, slow + 2, slow + 3]
+    trigger = m["capture"]["trigger"]
+    assert (trigger["step"], trigger["step_ns"]) == (slow, durations[slow])
+    assert trigger["median_ns"] == statistics.median(durations[s] for s in range(slow - 5, slow))
+    assert m["capture"]["reason"].startswith(f"step {slow} took ")
+    assert f"rank 0 captured steps {slow + 1}-{slow + 3} into {run}" in stderr
+
+
+def test_no_armed_job_a_job_that_ends_first_and_a_request_a_rank_cannot_read(tmp_path):
+    assert "no armed job here" in perfsight("capture", tmp_path).stderr
+    out, stop = tmp_path / "out", tmp_path / "stop"
+    job = armed_job(out, stop, "--sleep", "0.05")
+    try:
+        wait_until(lambda: (status(out).get("step") or 0) >= 3, "the job to arm")
+        (out / LIVE / "request.json").write_text('{"format": "perfsight-capture-request", "id": "x1"}')
+        refused = wait_until(lambda: (out / LIVE / "responses" / "x1.rank0.json").is_file()
+                             and json.loads((out / LIVE / "responses" / "x1.rank0.json").read_text()), "the refusal")
+        assert refused["state"] == "refused" and "start_step null is not allowed" in refused["message"]
+        (out / LIVE / "request.json").unlink()
+        asked = subprocess.Popen([sys.executable, "-m", "perfsight", "capture", str(out), "--steps", "100000"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_until(lambda: status(out).get("state") == "capturing"
+                   and status(out)["step"] >= status(out)["capture"]["start_step"] + 2, "two captured steps")
+        stdout, stderr = finish(job, stop)                # the job ends long before the capture's last step
+        _, said = asked.communicate(timeout=60)
+    finally:
+        job.kill()
+    assert job.returncode == 0
+    assert asked.returncode == 2 and "rank 0 failed the capture: the job ended after step" in said, said
+    [run] = [p for folder in out.glob("capture_*") for p in folder.iterdir() if p.name.startswith("PROF_")]
+    assert manifest(run)["status"] == "complete" and manifest(run)["steps_collected"]   # what it took is kept
+
+
+def test_a_job_killed_mid_capture_leaves_a_readable_partial_window(tmp_path):
+    out, stop = tmp_path / "out", tmp_path / "stop"
+    job = armed_job(out, stop, options=("-O", "flush_every=2"))
+    try:
+        wait_until(lambda: (status(out).get("step") or 0) >= 3, "the job to arm")
+        asked = subprocess.Popen([sys.executable, "-m", "perfsight", "capture", str(out), "--steps", "100000"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        run = wait_until(lambda: next((p for f in out.glob("capture_*") for p in f.glob("PROF_*")
+                                       if manifest(p)["traces"]), None), "a window of the capture")
+        os.kill(status(out)["pid"], signal.SIGKILL)
+        _, said = asked.communicate(timeout=60)
+    finally:
+        job.kill()
+        job.wait()
+    assert asked.returncode == 2 and "the job ended before the capture was taken (rank 0: gone at step" in said, said
+    m = manifest(run)
+    assert m["status"] == "collecting" and m["traces"]
+    import perfsight as ps
+
+    opened = ps.open(run)                                           # the windows written are read
+    assert set(opened.step_trace()["step"].to_pylist()) <= set(m["steps_collected"])
+
+
+def test_a_full_disk_stops_the_capture_never_the_training(tiny_disk):
+    out, stop = tiny_disk / "out", tiny_disk.parent / "stop"
+    job = armed_job(out, stop, options=("-O", "flush_every=2"))
+    try:
+        wait_until(lambda: (status(out).get("step") or 0) >= 3, "the job to arm")
+        asked = subprocess.Popen([sys.executable, "-m", "perfsight", "capture", str(out), "--steps", "20"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        run = wait_until(lambda: next(iter(out.glob("capture_*/PROF_*")), None), "the capture to begin")
+        filler = fill_disk(tiny_disk)
+        _, said = asked.communicate(timeout=120)
+        filled_at = next(int(line.split()[1]) for line in job.stdout if line.startswith("step "))
+        for line in job.stdout:                              # the training goes on, 20 steps past it
+            if line.startswith("step ") and int(line.split()[1]) >= filled_at + 20:
+                break
+    finally:
+        stdout, stderr = finish(job, stop)
+    assert job.returncode == 0 and "trained " in stdout, stderr            # to its end, exit 0
+    assert asked.returncode == 2 and "rank 0" in said, said              # the capture failed, saying which rank
+    assert manifest(run)["status"] != "complete"
+    assert filler.is_file()                                              # the user's file is kept
