@@ -270,3 +270,17 @@ def test_a_withdrawn_request_is_not_captured(armed):
     for _ in range(8):
         armed.step()
     assert not StandIn.made
+
+
+def test_the_docs_list_each_arming_option_with_its_default():
+    """docs/on-demand.md's option table against the option table itself (``describe``)."""
+    docs = (Path(__file__).parents[2] / "docs" / "on-demand.md").read_text(encoding="utf-8")
+    rows = {cells[1].strip("` "): cells[2].strip() for line in docs.splitlines()
+            if line.startswith("| `") and len(cells := line.split("|")) > 3}
+    described = {option["name"]: option["default"] for option in options_mod.describe()}
+    names = ("on_demand", "capture_steps", "trigger", "trigger_warmup", "trigger_window", "trigger_cooldown",
+             "trigger_max")
+    for name in names:
+        default = described[name]
+        said = "unset" if default is None else str(default)
+        assert rows[name] == said, f"docs/on-demand.md says {name}'s default is {rows[name]!r}, the code {said!r}"
