@@ -15,7 +15,7 @@ import fcntl
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from perfsight import options as options_mod
@@ -84,10 +84,10 @@ def _asked_and_followed(live: Path, steps, ranks, options, on_progress, clock, p
                 result = _follow(live, request, [status.rank for status in asked], on_progress, clock, pause)
             finally:
                 _withdraw(live, request, [status.rank for status in asked])
-            if result is not None:
+            if isinstance(result, Captured):
                 return result
             lead *= 2
-            asked = _asked_ranks(live, ranks, clock())
+            asked = _further_along(_asked_ranks(live, ranks, clock()), result)
     raise CaptureError(f"the ranks were past the start step each of {MAX_ASKS} times they were asked (their steps "
                        "are faster than the request travels?); try again")
 
@@ -145,22 +145,37 @@ def _asked_ranks(live: Path, ranks: list[int] | None, now_ns: int) -> list[livef
     return asked
 
 
-def _follow(live: Path, request: livefiles.Request, ranks: list[int], on_progress, clock, pause) -> Captured | None:
-    """Follow the ranks' answers to ``request`` until each has captured (the Captured), one missed it (None),
-    or a CaptureError."""
+def _further_along(statuses: list[livefiles.RankStatus], missed: dict[int, dict]) -> list[livefiles.RankStatus]:
+    """``statuses`` with where the ranks that missed a request said they were (their answers are newer than
+    their status: a status is rewritten once a second)."""
+    updated = []
+    for status in statuses:
+        said = missed.get(status.rank)
+        if said is not None and isinstance(said.get("step"), int):
+            status = replace(status, step=said["step"], step_end_ns=said.get("step_end_ns") or status.step_end_ns,
+                             step_ns=said.get("step_ns") or status.step_ns)
+        updated.append(status)
+    return updated
+
+
+def _follow(live: Path, request: livefiles.Request, ranks: list[int], on_progress, clock,
+            pause) -> Captured | dict[int, dict]:
+    """Follow the ranks' answers to ``request`` until each has captured (the Captured), some missed it (their
+    answers, by rank), or a CaptureError."""
     while True:
-        answers = {rank: livefiles.read_response(live, request.id, rank) for rank in ranks}
-        states = {rank: answer["state"] for rank, answer in answers.items() if answer is not None}
+        answers = {rank: answer for rank in ranks if (answer := livefiles.read_response(live, request.id, rank))}
+        states = {rank: answer["state"] for rank, answer in answers.items()}
         for rank, answer in answers.items():
-            if answer is not None and answer["state"] in (livefiles.REFUSED, livefiles.FAILED):
+            if answer["state"] in (livefiles.REFUSED, livefiles.FAILED):
                 raise CaptureError(f"rank {rank} {answer['state']} the capture: {answer.get('message')}")
-        if any(state == livefiles.MISSED for state in states.values()):
-            return None
-        last = [answer.get("last_step") for answer in answers.values() if answer is not None]
-        if len(states) == len(ranks) and all(state == livefiles.DONE for state in states.values()):
-            return Captured(Path(next(answer["folder"] for answer in answers.values() if answer is not None)),
-                            request.start_step, int(last[0]),
-                            {rank: Path(answer["run"]) for rank, answer in answers.items() if answer is not None})
+        if livefiles.MISSED in states.values():
+            return {rank: answer for rank, answer in answers.items() if answer["state"] == livefiles.MISSED}
+        last = next((answer["last_step"] for answer in answers.values() if isinstance(answer.get("last_step"), int)),
+                    None)
+        if len(states) == len(ranks) and set(states.values()) == {livefiles.DONE}:
+            first = next(iter(answers.values()))
+            return Captured(Path(first["folder"]), request.start_step, first["last_step"],
+                            {rank: Path(answer["run"]) for rank, answer in answers.items()})
         now = clock()
         statuses = {status.rank: status for status in livefiles.read_statuses(live)}
         for rank in ranks:
@@ -169,7 +184,7 @@ def _follow(live: Path, request: livefiles.Request, ranks: list[int], on_progres
                 said = status.described(now) if status is not None else f"rank {rank}: its status is gone"
                 raise CaptureError(f"the job ended before the capture was taken ({said})")
         if on_progress is not None:
-            on_progress(Progress(request.start_step, last[0] if last else None,
+            on_progress(Progress(request.start_step, last,
                                  {rank: statuses[rank].step if rank in statuses else None for rank in ranks}, states))
         pause(LOOK_S)
 

@@ -45,6 +45,8 @@ from perfsight.core.jsonfile import write_json_atomic
 
 STATUS_FORMAT = "perfsight-live"
 REQUEST_FORMAT = "perfsight-capture-request"
+#: says the live folder is perfsight's (nothing in a folder of that name without it is ever replaced)
+LIVE_MARKER = "perfsight_live.json"
 REQUEST = "request.json"
 RESPONSES = "responses"
 LOCK = "capture.lock"
@@ -198,6 +200,7 @@ class RankStatus:
     path: Path
     started_ns: int = 0
     captures: tuple[dict, ...] = ()
+    capture: dict | None = None       # the capture planned or running
 
     def alive(self, now_ns: int) -> bool:
         """Armed or capturing, heard from within STALE_S, and (on this host) its process still there."""
@@ -236,7 +239,7 @@ def read_statuses(live: Path) -> list[RankStatus]:
                                     str(data.get("job", "")), _optional_int(data.get("step")),
                                     _optional_int(data.get("step_end_ns")), _optional_int(data.get("step_ns")),
                                     int(data["heartbeat_ns"]), path, int(data.get("started_ns") or 0),
-                                    tuple(data.get("captures") or ())))
+                                    tuple(data.get("captures") or ()), data.get("capture") or None))
         except (OSError, ValueError, KeyError, TypeError):
             continue
     return sorted(found, key=lambda status: status.rank)
@@ -278,6 +281,14 @@ def read_response(live: Path, request_id: str, rank: int) -> dict | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) and data.get("request") == request_id else None
+
+
+def step_times(live: Path, rank: int) -> dict[str, list[int]]:
+    """Rank ``rank``'s recent steps, columnar: ``step``, ``end_ns`` and ``step_ns`` (its wall time), oldest
+    first."""
+    rows = read_steps(live, rank)
+    return {"step": [row[0] for row in rows], "end_ns": [row[2] for row in rows],
+            "step_ns": [row[2] - row[1] for row in rows]}
 
 
 def read_steps(live: Path, rank: int) -> list[tuple[int, int, int, int]]:

@@ -45,8 +45,6 @@ ARMING_OPTIONS = ("output", "start", "steps", "epochs", "on_demand", "trigger", 
                   "trigger_window", "trigger_cooldown", "trigger_max")
 #: the recent steps whose median is a rank's pace in its status (the requester's estimate of its next steps)
 PACE_STEPS = 9
-#: says the live folder is perfsight's (nothing in a folder of that name without it is ever replaced)
-LIVE_MARKER = "perfsight_live.json"
 
 
 
@@ -98,10 +96,10 @@ def open_live_dir(root: Path) -> Path:
     """The live folder of output folder ``root``, made with its marker when missing; an OutputError when a
     folder of that name is not perfsight's."""
     live = livefiles.live_dir(root)
-    marker = live / LIVE_MARKER
+    marker = live / livefiles.LIVE_MARKER
     if live.exists() and not marker.is_file():
-        raise OutputError(f"{live} is not a folder perfsight made (it has no {LIVE_MARKER}); perfsight will not "
-                          "write into it: move it, or give another output folder")
+        raise OutputError(f"{live} is not a folder perfsight made (it has no {livefiles.LIVE_MARKER}); perfsight "
+                          "will not write into it: move it, or give another output folder")
     live.mkdir(parents=True, exist_ok=True)
     if not marker.is_file():
         write_json_atomic(marker, {"made_by": "perfsight", "holds": "armed jobs' status, steps and requests"})
@@ -137,6 +135,7 @@ class Armed:
         self._captures: list[dict] = []
         self._answered: set[str] = set()
         self._lock = threading.Lock()             # the capture planned, between the watcher and the steps
+        self._status_lock = threading.Lock()      # one writer of the status at a time, each from the state now
         self._wake = threading.Event()            # the status changed: rewrite it now
         self._stopping = threading.Event()
         self._watcher: threading.Thread | None = None
@@ -208,7 +207,7 @@ class Armed:
                 self._begin(capture)
             elif closed + 1 > capture.start:
                 self._drop(capture, livefiles.MISSED, f"rank {self.rank} was past step {capture.start} when it "
-                                                      "came to begin")
+                                                      "came to begin", **self._where())
         elif self._trigger is not None and (firing := self._trigger.observe(closed, end_ns - start_ns)):
             folder = livefiles.capture_folder(self.root, slow_step=closed, job=self.job)
             options = self._capture_options({}, closed + 1, closed + self.options.capture_steps, folder)
@@ -249,6 +248,7 @@ class Armed:
         with self._lock:
             self._capture = None
         self._state = livefiles.ARMED
+        self._write_status()                    # armed again before the answer: a next request finds it so
         if capture.request_id is not None:
             whole = status == "complete" and self._recorder.step > capture.last
             why = (f"steps {capture.start}-{capture.last} captured" if whole else
@@ -260,12 +260,18 @@ class Armed:
               f"({capture.reason})", file=sys.stderr)
         self._wake.set()
 
-    def _drop(self, capture: Capture, state: str, why: str) -> None:
+    def _where(self) -> dict:
+        """Where the rank is (a missed request's answer, from which the requester asks again further ahead):
+        its last finished step, when, and its pace."""
+        return {"step": self._recorder.step - 1, "step_end_ns": self._last_end_ns,
+                "step_ns": int(statistics.median(self._pace)) if self._pace else None}
+
+    def _drop(self, capture: Capture, state: str, why: str, **facts) -> None:
         with self._lock:
             if self._capture is capture:
                 self._capture = None
         if capture.request_id is not None:
-            self._answer(capture.request_id, state, why, start_step=capture.start, last_step=capture.last)
+            self._answer(capture.request_id, state, why, start_step=capture.start, last_step=capture.last, **facts)
         else:
             self.failsafe.note(f"the capture of steps {capture.start}-{capture.last} ({capture.reason}): {why}")
         self._state = livefiles.ARMED
@@ -349,7 +355,7 @@ class Armed:
                                                         f"{busy.start}-{busy.last} ({busy.reason})")
         elif self._capture is None or self._capture.request_id != request.id:
             self._answer(request.id, livefiles.MISSED, f"rank {self.rank} was already at step "
-                                                       f"{self._recorder.step}", step=self._recorder.step)
+                                                       f"{self._recorder.step}", **self._where())
         else:
             self._answer(request.id, livefiles.ACCEPTED, f"rank {self.rank} will capture steps {start}-{last}",
                          start_step=start, last_step=last, folder=str(folder))
@@ -379,14 +385,18 @@ class Armed:
             self.failsafe.note(f"answering request {request_id} failed: {error}")
 
     def _write_status(self) -> None:
-        pace = int(statistics.median(self._pace)) if self._pace else None
+        with self._status_lock:
+            self._write_status_now()
+
+    def _write_status_now(self) -> None:
         capture = self._capture
+        where = self._where()
         status = {
             "format": livefiles.STATUS_FORMAT, "rank": self.rank, "world_size": self.world_size, "job": self.job,
             "pid": os.getpid(), "host": socket.gethostname(), "state": self._state, "argv": list(sys.argv),
             "started_ns": self._started_ns, "heartbeat_ns": time.time_ns(),
-            "step": self._recorder.step - 1 if self._recorder.step > 0 else None, "step_end_ns": self._last_end_ns,
-            "step_ns": pace, "capture_steps": self.options.capture_steps,
+            **where, "step": where["step"] if where["step"] >= 0 else None,
+            "capture_steps": self.options.capture_steps,
             "trigger": list(self.options.trigger) if self.options.trigger else None,
             "capture": self._capture_facts(capture) if capture is not None else None,
             "captures": list(self._captures),

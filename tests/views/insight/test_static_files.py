@@ -18,7 +18,7 @@ def test_the_shell_names_versioned_assets_that_the_browser_keeps(tmp_path):
         shell = client.get("/")
         assert shell.status_code == 200 and shell.headers["cache-control"] == "no-cache"
         urls = re.findall(r'(?:src|href)="(/[^"]+)"', shell.text)
-        assert len(urls) == 17 and "/vendor/" in urls[2]
+        assert len(urls) == 18 and "/vendor/" in urls[2]
         assert all(re.fullmatch(r"/(static|vendor)/[0-9a-f]{12}/[\w/.]+", url) for url in urls), urls
         for url in urls:
             answer = client.get(url)

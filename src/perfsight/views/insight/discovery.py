@@ -24,6 +24,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfsight.collect.livefiles import LIVE_MARKER
+from perfsight.core import layout
 from perfsight.core.errors import InputError
 from perfsight.ingest import RunSource
 from perfsight.ingest.cache import source_stamps
@@ -122,6 +124,20 @@ def discover(base: Path) -> list[Candidate]:
             found.append(_candidate(base, here if is_job else job_runs[0].path, job_runs, job=is_job))
     unique = {c.id: c for c in reversed(found)}      # a symlink to a run inside base: listed once
     return sorted(unique.values(), key=lambda c: c.relpath)
+
+
+def live_folders(base: Path) -> list[Path]:
+    """Every armed job's live folder under ``base`` (resolved): a ``layout.LIVE_DIR`` folder that perfsight made
+    (``livefiles.LIVE_MARKER``), inside base, not inside a run; sorted."""
+    base = base.resolve()
+    found = []
+    for folder, dirnames, _ in os.walk(base, followlinks=False):
+        here = Path(folder)
+        if (here / layout.LIVE_DIR / LIVE_MARKER).is_file() and inside(base, here / layout.LIVE_DIR) is not None:
+            found.append(here / layout.LIVE_DIR)
+        dirnames[:] = sorted(d for d in dirnames if searched(d) and inside(base, here / d) is not None
+                             and not runs_at(here / d))
+    return found
 
 
 def _read_paths(runs) -> list[Path]:

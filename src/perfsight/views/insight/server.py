@@ -5,7 +5,7 @@ nothing under the summary-base-dir is served as a file), Plotly.js from the inst
 request leaves the machine); the shell names them at URLs holding ``asset_version`` and they are served
 ``IMMUTABLE``, so a browser loads them once per version of perfsight and plotly; the run list, and the
 per-run routers (pages, the Cluster page of any job, timeline) and the Compare page's, which find runs by id
-through ``LoadedRun``
+through ``LoadedRun``, and the Live page's (the armed jobs under the base dir: ``api_live``)
 lookups (a page that needs the merged tables of a job analysed rank by rank answers 409: ``NotMerged``). Every
 response carries a Content-Security-Policy that allows scripts from this origin only, so a trace's names can never
 run as script even if a page mishandled one. Requests whose Host header does not name the server
@@ -32,7 +32,15 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTex
 from fastapi.staticfiles import StaticFiles
 
 from perfsight.core.errors import InputError
-from perfsight.views.insight import api_cluster, api_compare, api_operators, api_overview, api_resources, api_timeline
+from perfsight.views.insight import (
+    api_cluster,
+    api_compare,
+    api_live,
+    api_operators,
+    api_overview,
+    api_resources,
+    api_timeline,
+)
 from perfsight.views.insight.library import LoadedRun, NotMerged, RunLibrary, RunNotReady
 
 STATIC = Path(__file__).parent / "static"
@@ -139,6 +147,7 @@ def create_app(library: RunLibrary, *, allowed_hosts: list[str] | None = None) -
 
     for pages in (api_overview, api_operators, api_resources, api_cluster, api_timeline, api_compare):
         app.include_router(pages.router(get_run))
+    app.include_router(api_live.router(library))
 
     version = asset_version()
     shell = (STATIC / "index.html").read_text(encoding="utf-8")

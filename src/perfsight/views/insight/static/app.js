@@ -1,5 +1,5 @@
 /* The insight shell: hash routes (#/ the run list, #/run/<id>/<page> a run's page, #/compare/<base>/<new>
-   two runs side by side), the run list with parse progress and the choice of two runs to compare, and the
+   two runs side by side, #/live the armed jobs and their captures), the run list with parse progress and the choice of two runs to compare, and the
    run navigation. A job analysed rank by rank (mode "cluster") has the Cluster page
    only (its ranks are never merged), its progress the ranks mapped; a rank of it opened alone links back. Pages live in PS.pages (pages/*.js). When a view has finished
    rendering, document.body.dataset.state is "ready" (or "error"): the browser tests wait on it. */
@@ -56,6 +56,7 @@ async function route() {
   try {
     if (parts[0] === "run" && parts[1]) await showRun(token, parts[1], parts[2] || "overview", parts.slice(3));
     else if (parts[0] === "compare" && parts[1] && parts[2]) await showCompare(token, parts[1], parts[2]);
+    else if (parts[0] === "live") await showLive(token);
     else await showList(token);
     if (token === renderToken) setState("ready");
   } catch (error) {
@@ -102,6 +103,8 @@ async function showList(token) {
   ];
   main.replaceChildren(
     PS.el("h1", {}, `Runs under ${data.base}`),
+    PS.el("p", {}, PS.el("a", {href: "#/live", id: "live-link"}, "Live jobs"),
+          PS.el("span", {class: "note"}, " armed jobs (perfsight run --on-demand), their step times and captures")),
     compareBar(data.runs),
     data.runs.length ? PS.table(data.runs, columns, {id: "run-list"})
       : PS.message("No runs found yet: perfsight looks for PROF_ directories and torch.profiler traces " +
@@ -154,6 +157,18 @@ async function showCompare(token, baseId, newId) {
   main.append(content);
   await PS.compare.render(content, baseId, newId);
   if (token === renderToken) main.replaceChildren(content);
+}
+
+/* --- the armed jobs ------------------------------------------------------------------------------------ */
+
+async function showLive(token) {
+  document.getElementById("run-title").textContent = "";
+  document.getElementById("run-nav").replaceChildren(PS.el("a", {href: "#/"}, "← runs"));
+  const content = PS.el("div", {class: "page-live"});
+  const leave = await PS.live.render(content);
+  if (token !== renderToken) { leave(); return; }
+  leavePage = leave;
+  document.getElementById("page").replaceChildren(content);
 }
 
 /* --- a run ----------------------------------------------------------------------------------------- */
