@@ -6,15 +6,16 @@ The models: ``demo`` (perfsight.demo.train's SmallCNN on SyntheticImages through
 armed job also times each batch fetch), and bench/tune_models.py's ``cnn`` and ``transformer`` (their step
 on fixed inputs). A step runs from its start (the batch fetch for ``demo``) to the return of ``step()``.
 
-Method: every model-configuration-round is a fresh Python subprocess; the configurations alternate within a
-round and the first one alternates between rounds (A, B, then B, A); torch keeps its default thread count
-(``--threads N`` pins it, labelled). Each run trains ``--warmup`` steps untimed, then ``--steps`` timed steps.
-Reported per model: the median step of each configuration (pooled over rounds, p10-p90), the paired
-overhead: per round, the armed median over the same round's plain median, as the median and the p10-p90 over
-rounds, and the median time of the armed ``step()`` call itself (what arming adds to a step, free of the
-step-to-step noise that the paired ratio must average away).
+Method: a shared machine's speed drifts between processes by more than the cost measured here, so each
+process (a round) alternates blocks of ``--block`` steps plain and armed, in the order A B B A (repeated
+``--pairs`` / 2 times), after ``--warmup`` untimed steps; an armed block arms a fresh Profiler and closes it at
+its end (its watcher thread runs only then). Each block is summarised by its median step; each adjacent
+plain-armed pair gives a ratio. Rounds are fresh Python processes; torch keeps its default thread count
+(``--threads N`` pins it, labelled). Reported per model: each configuration's median step (pooled, p10-p90),
+the paired overhead (the armed block's median over its plain neighbour's, minus one: the median and p10-p90
+over every pair of every round), and the median time of the armed ``step()`` call itself.
 
-    PYTHONPATH=src python bench/ondemand_overhead.py [--rounds 12] [--steps 200] [--markdown]
+    PYTHONPATH=src python bench/ondemand_overhead.py [--rounds 4] [--pairs 8] [--block 40] [--markdown]
 
 This is a benchmark, not a test: nothing here asserts on a time.
 """
@@ -33,10 +34,12 @@ import time
 from stats import load_average, quantile  # bench/ siblings
 
 MODELS = ("demo", "cnn", "transformer")
-CONFIGS = {"plain": "no profiler", "armed": "perfsight.Profiler(on_demand=True), nothing captured"}
+#: the configurations, plain first: a round's blocks go A B B A ...
+CONFIGS = ("plain", "armed")
 
 
-def run_child(model: str, config: str, steps: int, warmup: int, threads: int | None) -> dict:
+def run_child(model: str, pairs: int, block: int, warmup: int, threads: int | None) -> dict:
+    """One round: blocks of ``block`` steps, plain and armed in the order A B B A ..., ``pairs`` pairs."""
     import torch
     import torch.nn.functional as F
 
@@ -51,7 +54,7 @@ def run_child(model: str, config: str, steps: int, warmup: int, threads: int | N
         from perfsight.demo.train import SmallCNN, SyntheticImages
 
         net = SmallCNN()
-        batches = iter(DataLoader(SyntheticImages((steps + warmup) * 32), batch_size=32))
+        batches = iter(DataLoader(SyntheticImages((warmup + 2 * pairs * block) * 32), batch_size=32))
 
         def next_batch():
             return next(batches)
@@ -63,10 +66,10 @@ def run_child(model: str, config: str, steps: int, warmup: int, threads: int | N
         def next_batch():
             return inputs, labels
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    with tempfile.TemporaryDirectory(prefix="perfsight-ondemand-bench-") as out:
-        profiler = perfsight.Profiler(output_path=out, on_demand=True) if config == "armed" else None
+
+    def train(steps: int, profiler) -> tuple[list[float], list[float]]:
         times, hooks = [], []
-        for index in range(warmup + steps):
+        for _ in range(steps):
             began = time.perf_counter()
             x, y = next_batch()
             optimizer.zero_grad(set_to_none=True)
@@ -75,67 +78,79 @@ def run_child(model: str, config: str, steps: int, warmup: int, threads: int | N
             hooked = time.perf_counter()
             if profiler is not None:
                 profiler.step()
-            if index >= warmup:
-                ended = time.perf_counter()
-                times.append(ended - began)
-                hooks.append(ended - hooked)
-        if profiler is not None:
-            profiler.close()
-    return {"model": model, "config": config, "step_s": times, "hook_s": hooks, "threads": torch.get_num_threads()}
+            ended = time.perf_counter()
+            times.append(ended - began)
+            hooks.append(ended - hooked)
+        return times, hooks
+
+    train(warmup, None)
+    order = [config for index in range(pairs) for config in (CONFIGS if index % 2 == 0 else CONFIGS[::-1])]
+    blocks = []
+    with tempfile.TemporaryDirectory(prefix="perfsight-ondemand-bench-") as out:
+        for config in order:
+            profiler = perfsight.Profiler(output_path=out, on_demand=True) if config == "armed" else None
+            times, hooks = train(block, profiler)
+            if profiler is not None:
+                profiler.close()
+            blocks.append({"config": config, "step_s": times, "hook_s": hooks})
+    return {"model": model, "blocks": blocks, "threads": torch.get_num_threads()}
 
 
 def run_all(args) -> list[dict]:
     rounds = []
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(os.path.abspath(__file__)),
+                                                        os.environ.get("PYTHONPATH", "")])}
     for index in range(args.rounds):
         for model in args.models:
-            order = list(CONFIGS) if index % 2 == 0 else list(reversed(CONFIGS))
-            for config in order:
-                command = [sys.executable, os.path.abspath(__file__), "--child", model, config, "--steps",
-                           str(args.steps), "--warmup", str(args.warmup)] + (
-                    ["--threads", str(args.threads)] if args.threads else [])
-                done = subprocess.run(command, capture_output=True, text=True, check=True,
-                                      env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                                          [os.path.dirname(os.path.abspath(__file__)),
-                                           os.environ.get("PYTHONPATH", "")])})
-                result = json.loads(done.stdout.strip().splitlines()[-1])
-                rounds.append({**result, "round": index})
-                if not args.quiet:
-                    print(f"round {index + 1} {model} {config}: median {statistics.median(result['step_s']) * 1e3:.3f}"
-                          " ms", file=sys.stderr)
+            command = [sys.executable, os.path.abspath(__file__), "--child", model, "--pairs", str(args.pairs),
+                       "--block", str(args.block), "--warmup", str(args.warmup)] + (
+                ["--threads", str(args.threads)] if args.threads else [])
+            done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
+            result = json.loads(done.stdout.strip().splitlines()[-1])
+            rounds.append({**result, "round": index})
+            if not args.quiet:
+                ratios = _pair_ratios(result["blocks"])
+                print(f"round {index + 1} {model}: armed/plain {statistics.median(ratios):.4f}", file=sys.stderr)
     return rounds
+
+
+def _pair_ratios(blocks: list[dict]) -> list[float]:
+    """Each adjacent plain-armed pair's armed median over its plain median."""
+    medians = [(block["config"], statistics.median(block["step_s"])) for block in blocks]
+    pairs = zip(medians[0::2], medians[1::2])
+    return [dict(pair)["armed"] / dict(pair)["plain"] for pair in pairs]
 
 
 def summarise(rounds: list[dict], models: list[str]) -> list[dict]:
     rows = []
     for model in models:
-        pooled = {config: [t for r in rounds if r["model"] == model and r["config"] == config for t in r["step_s"]]
+        mine = [r for r in rounds if r["model"] == model]
+        pooled = {config: [t for r in mine for b in r["blocks"] if b["config"] == config for t in b["step_s"]]
                   for config in CONFIGS}
-        medians = {(r["round"], r["config"]): statistics.median(r["step_s"]) for r in rounds if r["model"] == model}
-        ratios = sorted(medians[(i, "armed")] / medians[(i, "plain")] for i in {r for r, _ in medians})
-        rows.append({"model": model, "threads": next(r["threads"] for r in rounds if r["model"] == model),
+        ratios = [ratio for r in mine for ratio in _pair_ratios(r["blocks"])]
+        hooks = [t for r in mine for b in r["blocks"] if b["config"] == "armed" for t in b["hook_s"]]
+        rows.append({"model": model, "threads": mine[0]["threads"],
                      **{config: (statistics.median(values), quantile(values, 0.1), quantile(values, 0.9))
                         for config, values in pooled.items()},
                      "overhead": (statistics.median(ratios) - 1, quantile(ratios, 0.1) - 1, quantile(ratios, 0.9) - 1),
-                     "hook": statistics.median(t for r in rounds if r["model"] == model and r["config"] == "armed"
-                                               for t in r["hook_s"]),
-                     "rounds": len(ratios)})
+                     "hook": statistics.median(hooks), "pairs": len(ratios), "rounds": len(mine)})
     return rows
 
 
 def markdown(rows: list[dict], args, seconds: float) -> str:
     lines = ["## What an armed job costs per step (issue 32)", "",
-             f"`PYTHONPATH=src python bench/ondemand_overhead.py --rounds {args.rounds} --steps {args.steps} "
-             f"--markdown`: each model's training step plain and armed (`perfsight.Profiler(on_demand=True)`, nothing"
-             " captured), every run a fresh process, interleaved; per-step times after "
-             f"{args.warmup} warm-up steps.", "",
+             f"`PYTHONPATH=src python bench/ondemand_overhead.py --rounds {args.rounds} --pairs {args.pairs} --block "
+             f"{args.block} --markdown`: each model's training step plain and armed (`perfsight.Profiler("
+             f"on_demand=True)`, nothing captured) in alternating blocks of {args.block} steps (A B B A ...) in each "
+             f"of {args.rounds} fresh processes, after {args.warmup} warm-up steps.", "",
              "| model | torch threads | plain step, median (p10-p90) | armed step, median (p10-p90) | "
-             "armed / plain - 1, paired by round: median (p10-p90) | the armed step() call, median |",
+             "armed / plain - 1, paired by block: median (p10-p90) | the armed step() call, median |",
              "|---|---:|---:|---:|---:|---:|"]
     for row in rows:
         cells = [f"{row[c][0] * 1e3:.3f} ms ({row[c][1] * 1e3:.3f}-{row[c][2] * 1e3:.3f})" for c in CONFIGS]
         over = row["overhead"]
         lines.append(f"| {row['model']} | {row['threads']} | {cells[0]} | {cells[1]} | {over[0]:+.2%} "
-                     f"({over[1]:+.2%} to {over[2]:+.2%}), {row['rounds']} rounds | {row['hook'] * 1e6:.1f} us "
+                     f"({over[1]:+.2%} to {over[2]:+.2%}), {row['pairs']} pairs | {row['hook'] * 1e6:.1f} us "
                      f"({row['hook'] / row['plain'][0]:.3%} of the plain step) |")
     lines += ["", f"Machine: {os.cpu_count()} cores, Python {platform.python_version()}; load average at the end: "
                   f"{load_average()}; wall time {seconds:.0f} s."]
@@ -144,17 +159,18 @@ def markdown(rows: list[dict], args, seconds: float) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=12)
-    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=4, help="fresh processes per model (default 4)")
+    parser.add_argument("--pairs", type=int, default=8, help="plain-armed block pairs per round (default 8)")
+    parser.add_argument("--block", type=int, default=40, help="steps per block (default 40)")
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--threads", type=int, default=None, help="pin torch's threads (default: torch's own)")
     parser.add_argument("--models", type=lambda s: s.split(","), default=list(MODELS))
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--quiet", action="store_true")
-    parser.add_argument("--child", nargs=2, metavar=("MODEL", "CONFIG"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", metavar="MODEL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(run_child(*args.child, args.steps, args.warmup, args.threads)))
+        print(json.dumps(run_child(args.child, args.pairs, args.block, args.warmup, args.threads)))
         return
     began = time.perf_counter()
     rows = summarise(run_all(args), args.models)

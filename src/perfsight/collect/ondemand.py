@@ -2,9 +2,10 @@
 captures taken when ``perfsight capture`` asks or the slow-step trigger fires.
 
 ``Armed`` is what ``Profiler(on_demand=True)`` (and the boot hook with ``on_demand`` or ``trigger`` set)
-runs instead of collecting. Per step it appends one line to the rank's steps file and looks at what it was
-asked (``step``: a few microseconds); a thread looks for requests every ``livefiles.POLL_S`` and rewrites the
-rank's status every ``livefiles.HEARTBEAT_S`` (the files and the protocol: ``collect/livefiles.py``). A
+runs instead of collecting. Per step it adds one line to the buffer of the rank's steps file and looks at what
+it was asked (``step``: microseconds, no system call); a thread looks for requests and flushes the steps file
+every ``livefiles.POLL_S``, and rewrites the rank's status every ``livefiles.HEARTBEAT_S`` (the files and the
+protocol: ``collect/livefiles.py``). A
 request is answered at once (accepted, refused with the reason, or missed when the rank is already past its
 start step); an accepted one, or a trigger firing (``collect/trigger.py``), becomes a capture: at the boundary
 before its first step a Profiler (made by the ``make_profiler`` the caller gives) collects its steps into a run
@@ -45,7 +46,8 @@ ARMING_OPTIONS = ("output", "start", "steps", "epochs", "on_demand", "trigger", 
                   "trigger_window", "trigger_cooldown", "trigger_max")
 #: the recent steps whose median is a rank's pace in its status (the requester's estimate of its next steps)
 PACE_STEPS = 9
-
+#: set by ``perfsight run`` for the processes of the job it launches (``job_id``)
+JOB_ID_ENV = "PERFSIGHT_JOB_ID"
 
 
 class CaptureProfiler(Protocol):
@@ -88,10 +90,6 @@ def job_id(environ=os.environ) -> str:
     return f"pid{os.getpid()}"
 
 
-#: set by ``perfsight run`` for the processes of the job it launches (``job_id``)
-JOB_ID_ENV = "PERFSIGHT_JOB_ID"
-
-
 def open_live_dir(root: Path) -> Path:
     """The live folder of output folder ``root``, made with its marker when missing; an OutputError when a
     folder of that name is not perfsight's."""
@@ -124,7 +122,7 @@ class Armed:
         newer, older = livefiles.steps_paths(self.live, self.rank)
         for stale in (newer, older):          # a previous job's steps of this rank (perfsight's own files)
             stale.unlink(missing_ok=True)
-        self._recorder = StepRecorder(newer, rolling=(livefiles.ROLLING_STEPS, older))
+        self._recorder = StepRecorder(newer, rolling=(livefiles.ROLLING_STEPS, older), buffered=True)
         self._timer: DataLoaderTimer | None = None
         self._trigger = SlowStepTrigger(options.trigger[1], warmup=options.trigger_warmup,
                                         window=options.trigger_window, cooldown=options.trigger_cooldown,
@@ -142,6 +140,7 @@ class Armed:
         self._state = livefiles.ARMED
         self._started_ns = time.time_ns()
         self._step_pending = False
+        self._flush_failed = False
 
     # --- the training thread ------------------------------------------------------------------
 
@@ -249,15 +248,16 @@ class Armed:
             self._capture = None
         self._state = livefiles.ARMED
         self._write_status()                    # armed again before the answer: a next request finds it so
+        whole = status == "complete" and self._recorder.step > capture.last
+        said = (f"captured steps {capture.start}-{capture.last}" if whole else
+                f"the capture of steps {capture.start}-{capture.last} {status}: {'; '.join(record['errors'])}"
+                if status != "complete" else
+                f"the job ended after step {self._recorder.step - 1}, before the capture's last step "
+                f"{capture.last}; the steps it took are kept")
         if capture.request_id is not None:
-            whole = status == "complete" and self._recorder.step > capture.last
-            why = (f"steps {capture.start}-{capture.last} captured" if whole else
-                   f"the run {status}: {'; '.join(record['errors'])}" if status != "complete" else
-                   f"the job ended after step {self._recorder.step - 1}, before the capture's last step "
-                   f"{capture.last}; what it took is kept in {record['run']}")
-            self._answer(capture.request_id, livefiles.DONE if whole else livefiles.FAILED, why, **record)
-        print(f"perfsight: rank {self.rank} captured steps {capture.start}-{capture.last} into {record['run']} "
-              f"({capture.reason})", file=sys.stderr)
+            self._answer(capture.request_id, livefiles.DONE if whole else livefiles.FAILED,
+                         f"{said} in {record['run']}", **record)
+        print(f"perfsight: rank {self.rank} {said} in {record['run']} ({capture.reason})", file=sys.stderr)
         self._wake.set()
 
     def _where(self) -> dict:
@@ -303,6 +303,7 @@ class Armed:
         next_beat = 0.0
         while not self._stopping.is_set():
             seen = self._look_for_request(seen)
+            self._flush_steps()
             if self._wake.is_set() or time.monotonic() >= next_beat:
                 self._wake.clear()
                 self._write_status()
@@ -405,6 +406,18 @@ class Armed:
             write_json_atomic(livefiles.status_path(self.live, self.rank), status)
         except OSError as error:
             self.failsafe.note(f"writing the rank's status failed: {error}")
+
+    def _flush_steps(self) -> None:
+        """Write the buffered step lines (a failure is noted once; the training thread's next full buffer meets
+        it again and disarms the rank)."""
+        try:
+            self._recorder.flush()
+        except ValueError:                          # closed by close() meanwhile
+            pass
+        except OSError as error:
+            if not self._flush_failed:
+                self._flush_failed = True
+                self.failsafe.note(f"writing the rank's steps file failed: {error}")
 
     def _stop_watching(self) -> None:
         self._stopping.set()

@@ -1,5 +1,7 @@
-"""Step bookkeeping: one flushed steps.csv line per finished step, with its data-loader wait (an armed job's
-steps file rolls over to a second file every so many lines, so it stays small however long the job runs).
+"""Step bookkeeping: one steps.csv line per finished step, with its data-loader wait. A run's lines are flushed
+as they are written; an armed job's are buffered and flushed by its watcher thread (``flush``), so its
+training thread makes no system call a step, and its steps file rolls over to a second file every so many
+lines, so it stays small however long the job runs.
 
 The data-loader wait is measured by wrapping torch's ``_BaseDataLoaderIter.__next__`` while a
 recorder is installed (every DataLoader, single- or multi-process). Only one recorder is active at a
@@ -8,6 +10,7 @@ time; ``uninstall`` restores the original method.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -16,10 +19,13 @@ HEADER = "step,start_ns,end_ns,data_wait_ns,epoch\n"
 
 
 class StepRecorder:
-    def __init__(self, path: Path, first_step: int = 0, *, rolling: tuple[int, Path] | None = None):
-        """``rolling``: (lines, path): after that many lines the file becomes ``path`` and a new one begins."""
-        self._path, self._rolling = path, rolling
+    def __init__(self, path: Path, first_step: int = 0, *, rolling: tuple[int, Path] | None = None,
+                 buffered: bool = False):
+        """``rolling``: (lines, path): after that many lines the file becomes ``path`` and a new one begins;
+        ``buffered``: lines reach the file at ``flush()`` (from any thread) or ``close()``."""
+        self._path, self._rolling, self._buffered = path, rolling, buffered
         self._lines = 0
+        self._lock = threading.Lock()         # a line written, the file flushed or rolled over: one at a time
         self._file = self._open()
         self.step = first_step
         self.epoch: int | None = None
@@ -34,9 +40,10 @@ class StepRecorder:
         """Close the current step, write its line, and begin the next one; returns the step closed."""
         now = time.time_ns()
         epoch = "" if self.epoch is None else self.epoch
-        if self._rolling is not None and self._lines >= self._rolling[0]:
-            self._roll_over(self._rolling[1])
-        self._file.write(f"{self.step},{self._start_ns},{now},{self._data_wait_ns},{epoch}\n")
+        with self._lock:
+            if self._rolling is not None and self._lines >= self._rolling[0]:
+                self._roll_over(self._rolling[1])
+            self._file.write(f"{self.step},{self._start_ns},{now},{self._data_wait_ns},{epoch}\n")
         self._lines += 1
         closed = self.step
         self.last_span = (self._start_ns, now)
@@ -45,11 +52,16 @@ class StepRecorder:
         self._data_wait_ns = 0
         return closed
 
+    def flush(self) -> None:
+        with self._lock:
+            self._file.flush()
+
     def close(self) -> None:
-        self._file.close()
+        with self._lock:
+            self._file.close()
 
     def _open(self):
-        file = open(self._path, "a", encoding="utf-8", buffering=1)
+        file = open(self._path, "a", encoding="utf-8", buffering=-1 if self._buffered else 1)
         if file.tell() == 0:
             file.write(HEADER)
         return file
