@@ -17,9 +17,9 @@ operator candidate (compiles included), the in-step proof of the winners (report
 proposed winner's trial), bank and result files. Then ``perfsight.tune.verify.verify`` times whole training steps with
 and without the bank (operator winners and, on the model, subgraph winners), interleaved, torch pinned to
 1 thread. Reported: the untuned and tuned step medians with p10-p90, the speed-up (untuned median over
-tuned median) with the p10-p90 of the per-round paired ratios, the verdict (a win only when the gain beats
-the noise), the winners and each stage's repo_summary. The same check against an empty bank ("empty bank
-speed-up") measures what running under the bank costs by itself with no winner applied.
+tuned median) with the interval of the median paired ratio, the verdict (tune/rule.py: a win only when the
+interval's lower bound is above 1.0), the winners and each stage's repo_summary. The same check against an
+empty bank ("empty bank speed-up") measures what running under the bank costs by itself with no winner applied.
 
     PYTHONPATH=src python bench/tune_models.py                       # the table (~1 min)
     PYTHONPATH=src python bench/tune_models.py --markdown            # the bench/RESULTS.md section
@@ -166,13 +166,13 @@ def _ms(timing) -> tuple[str, str]:
 
 def table(rows: list[dict]) -> str:
     lines = ["| model | mode | tuning s | of which in-step proof s | tuned (per stage) | untuned ms/step | p10-p90 | "
-             "tuned ms/step | p10-p90 | speed-up [p10-p90 paired] | verdict | empty bank speed-up [p10-p90] | "
+             "tuned ms/step | p10-p90 | speed-up [the rule's interval] | verdict | empty bank speed-up [interval] | "
              "winners in the bank |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"]
     for row in rows:
         v, empty = row["verdict"], row["empty"]
-        low, high = v.speedup_range
-        e_low, e_high = empty.speedup_range
+        low, high = v.judgement.low, v.judgement.high
+        e_low, e_high = empty.judgement.low, empty.judgement.high
         winners = ", ".join(f"{op}: {w}" for op, w in sorted(row["winners"].items())) or "none"
         tuned = " + ".join(str(summary["total_num"]) for summary in row["summaries"].values())
         lines.append(f"| {row['model']} | {row['mode']} | {row['tuning_s']:.1f} | {row['proof_s']:.1f} | {tuned} | "
@@ -185,18 +185,20 @@ def table(rows: list[dict]) -> str:
 def trials_table(rows: list[dict]) -> str:
     """Every winner a stage proposed, and what the training step said of it."""
     lines = ["| model | mode | stage: where | winner | default -> alone us/call | step without -> with ms | "
-             "in the step [p10-p90 paired] | rounds | decision |",
+             "in the step [the rule's interval] | rounds | decision |",
              "|---|---|---|---|---:|---:|---:|---:|---|"]
     for row in rows:
         for t in row["trials"]:
             lines.append(f"| {row['model']} | {row['mode']} | {t['stage']}: {t['where']} | {t['winner']} | "
                          f"{t['default_us']:,.0f} -> {t['best_alone_us']:,.0f} | {t['step_without_us'] / 1e3:.2f} -> "
-                         f"{t['step_with_us'] / 1e3:.2f} | {t['speedup']:.3f}x [{t['speedup_p10']:.3f}, "
-                         f"{t['speedup_p90']:.3f}] | {t['rounds']} | {t['decision']} |")
+                         f"{t['step_with_us'] / 1e3:.2f} | {t['speedup']:.3f}x [{t['speedup_low'] or 0:.3f}, "
+                         f"{t['speedup_high'] or float('inf'):.3f}] | {t['rounds']} | {t['decision']} |")
     return "\n".join(lines) if len(lines) > 2 else "No stage proposed a winner."
 
 
 def markdown(rows: list[dict], args, load_before: str, wall_s: float) -> str:
+    from perfsight.tune import rule
+
     facts = machine_facts(1)
     models_text = "\n".join(f"- `{row['model']}`: {row['description']}" for row in rows)
     summaries = "; ".join(f"{row['model']} ({row['mode']}) {stage}: "
@@ -225,9 +227,9 @@ def markdown(rows: list[dict], args, load_before: str, wall_s: float) -> str:
         f"as many when undecided - compiles included, the in-step proof of the winners, bank, result files); *of "
         f"which in-step proof s* the time the proof added; *tuned (per stage)* the total_num of each stage, in the "
         f"order they ran. "
-        f"The speed-up is the untuned median over the tuned median, with the p10-p90 of the per-round paired "
-        f"ratios; the bank \"wins end to end\" only when the tuned median beats the untuned one by more than the "
-        f"noise of both (half their IQR), the tuner's own rule. *empty bank speed-up* is the same check against "
+        f"The speed-up is the untuned median over the tuned median, with the interval of the median paired "
+        f"speed-up; the bank \"wins end to end\" by the tuner's own rule (tune/rule.py): {rule.RULE}. *empty bank "
+        f"speed-up* is the same check against "
         f"an empty bank, run right after: what running under a bank costs by itself when no winner applies (it "
         f"patches only the functions the bank has winners for).",
         "",

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from perfsight.tune import settings
+from perfsight.tune import rule, settings
 from perfsight.tune.apply import TunedMode
 from perfsight.tune.autostart import TuningDriver, replay_step
 from perfsight.tune.prove import PROOF_ROUNDS
@@ -72,8 +72,8 @@ def test_the_driver_tunes_the_regions_then_the_operators_of_the_recorded_steps(t
     assert sum(1 for store in stores for e in store if e["winner"]) == proof["kept"]
     proposed = [r for stage in status["stages"].values() for r in stage["rows"] if r["in_step"]]
     assert proof["kept"] + proof["rejected"] == len(proposed)
-    assert all(r["in_step"]["decision"] in ("kept", "rejected") and r["in_step"]["rounds"] == PROOF_ROUNDS
-               for r in proposed)
+    assert all(r["in_step"]["decision"] in ("kept", "rejected")
+               and r["in_step"]["rounds"] in rule.planned_looks(PROOF_ROUNDS) for r in proposed)
     assert (proof["end_to_end"] is None) == (proof["kept"] == 0)
     # the script goes on as it would have: same parameters, gradients and random-number state
     assert all(p is q for p, q in zip(params, model.parameters()))
@@ -112,7 +112,7 @@ def this_device_bank(tmp_path):
     return model, x, planted_bank(tmp_path, model, x, fingerprint=None)
 
 
-def verifier(tmp_path, bank, clock, rounds=3, warmup=1):
+def verifier(tmp_path, bank, clock, rounds=5, warmup=1):
     config = {"verify": True, "bank": str(bank.directory.parent), "rounds": rounds, "warmup": warmup,
               "status": str(tmp_path / "status.json")}
     return ScriptVerifier(config, timer=clock)
@@ -123,21 +123,21 @@ def test_verify_alternates_the_bank_step_by_step_and_judges_the_timed_steps(tmp_
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     clock = FakeClock(untuned=10_000_000, tuned=8_000_000)
     check = verifier(tmp_path, bank, clock)
-    train(model, x, optimizer, 9, each=lambda step: clock.step())
+    train(model, x, optimizer, 13, each=lambda step: clock.step())
     assert check.done
-    # the first step untimed, one warm-up round (A,B), then three timed rounds: B,A then A,B then B,A
-    assert clock.steps == [False, False, True, True, False, False, True, True, False]
+    # the first step untimed, one warm-up round (A,B), then five timed rounds: B,A then A,B then B,A ...
+    assert clock.steps == [False, False, True, True, False, False, True, True, False, False, True, True, False]
     status = json.loads((tmp_path / "status.json").read_text())
-    assert status["order"] == ["tuned", "untuned", "untuned", "tuned", "tuned", "untuned"]
-    assert status["warmup_steps"] == 2 and status["timed_steps"] == 6
+    assert status["order"] == ["tuned", "untuned", "untuned", "tuned"] * 2 + ["tuned", "untuned"]
+    assert status["warmup_steps"] == 2 and status["timed_steps"] == 10
     verdict = status["verdict"]
-    assert verdict["verdict"] == WINS and verdict["wins"] and verdict["rounds"] == 3
+    assert verdict["verdict"] == WINS and verdict["wins"] and verdict["rounds"] == 5
     assert verdict["speedup"] == pytest.approx(1.25, rel=0.05)
-    assert verdict["speedup_p10"] <= verdict["speedup"] <= verdict["speedup_p90"]
+    assert verdict["speedup_low"] <= round(verdict["speedup"], 4) <= verdict["speedup_high"]   # as rounded
     assert verdict["untuned_ms"]["median"] == pytest.approx(10.0, rel=0.05)
     assert verdict["tuned_ms"]["median"] == pytest.approx(8.0, rel=0.05)
-    # four steps ran under the bank: each forward and backward calls 2 convs, 3 linears and 1 attention
-    assert verdict["applied"] == {"channels_last+onednn": 8, "pretransposed_weight": 12, "sdpa_math": 4}
+    # six steps ran under the bank: each forward and backward calls 2 convs, 3 linears and 1 attention
+    assert verdict["applied"] == {"channels_last+onednn": 12, "pretransposed_weight": 18, "sdpa_math": 6}
     assert verdict["bank"] == str(bank.directory) and verdict["threads"] == 1
     assert status["text"].startswith("the tuning bank wins end to end: speed-up 1.2")
     train(model, x, optimizer, 1, each=lambda step: clock.step())  # the script goes on untuned

@@ -41,9 +41,15 @@ def test_a_clear_speed_up_wins(bank):
     assert clock.steps[:4] == [False, True, True, False]  # interleaved, the first side alternating
     assert len(verdict.untuned.samples_ns) == len(verdict.tuned.samples_ns) == len(verdict.ratios) == 8
     assert verdict.speedup == pytest.approx(1.25, rel=0.05)
-    low, high = verdict.speedup_range
-    assert low <= verdict.speedup <= high
+    assert verdict.judgement.low <= verdict.speedup <= verdict.judgement.high
     assert str(verdict).startswith("the tuning bank wins end to end: speed-up 1.2")
+    assert "its lower bound is above 1.0" in str(verdict)
+
+
+def test_too_few_rounds_cannot_win_and_say_so(bank):
+    clock = FakeClock(untuned=10_000_000, tuned=8_000_000)
+    verdict = verify(clock.step, bank=bank, rounds=4, warmup=0, timer=clock)
+    assert not verdict.wins and "4 rounds are too few for its interval (at least 5)" in str(verdict)
 
 
 def test_a_gain_within_the_noise_does_not_win(bank):

@@ -10,22 +10,21 @@ step:
 1. Proposals are tried one by one, the largest expected gain first (what its stage measured: the time it
    saved per call times its calls per step).
 2. Each trial times whole steps with the winners kept so far (A) against the same plus the proposal (B),
-   interleaved as ``verify.Rounds`` does (``warmup`` untimed rounds, then ``rounds`` rounds of one step of
-   each, the first side alternating). The proposal is kept only when B beats A by more than the noise of
-   both plus ``margin`` (``measure.decide``, the rule every tuning decision uses) and B is at least as fast
-   as A in nine rounds of ten (the p10 of the paired ratios A / B >= 1): a winner in the bank runs every
-   step, so one that loses in some rounds is not worth keeping. A proposal is thus judged where it will run:
-   beside the winners already kept, switch costs and interactions included. The rounds are fixed in
-   advance (``PROOF_ROUNDS``): timing on while a trial is undecided and stopping once it passes would keep
-   more losers than the rule says (each extra look is another chance to pass by luck).
+   interleaved as ``verify.Rounds`` does (``warmup`` untimed rounds, then up to ``rounds`` rounds of one step
+   of each, the first side alternating), and judges the paired speed-ups A / B by ``rule.judge`` at the
+   looks planned for ``rounds`` (``rule.planned_looks``: a quarter, half and all of them): the proposal is
+   kept once the lower bound of the median speed-up's interval is above 1.0, rejected once its upper bound
+   is below ``1 + margin`` or when still undecided after the last look; the error rate is split over the
+   looks, so stopping at a decided look keeps no more losers than the rule says. A proposal is thus judged
+   where it will run: beside the winners already kept, switch costs and interactions included.
 3. With two or more kept, a last trial times the default (no winner) against all of them together; if
    they do not win end to end, none is kept: the bank gets no winner for this model, and says why.
 
 Forward rather than backward selection: it measures each proposal in the company it will have, needs one
 trial per proposal (2 x (warmup + rounds) steps each) and never keeps a set it did not time. Every trial's
-figures stay with its decision (``Decision``): the step's median without and with the proposal, the
-paired speed-up and its p10-p90. The end-to-end trial is the figure ``perfsight tune --verify`` reports:
-the same ``verify.Rounds`` and ``Verdict``.
+figures stay with its decision (``Decision``): the step's median without and with the proposal, and the
+rule's judgement (the median paired speed-up, its interval, the look it was decided at, and why). The
+end-to-end trial is the figure ``perfsight tune --verify`` reports: the same ``verify.Rounds`` and ``Verdict``.
 
 ``Ablation`` is a schedule driven from outside - ``next_config()`` names the winners the next step runs
 under (a frozenset of proposal keys; None when done) and ``record(ns)`` takes that step's time - so that
@@ -40,13 +39,13 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfsight.tune.measure import KEPT, REJECTED, Timing, decide, load_average, quantile
+from perfsight.tune import rule
+from perfsight.tune.measure import KEPT, REJECTED, Timing, load_average
 from perfsight.tune.verify import Rounds, Verdict
 
-#: a trial's timed rounds and untimed warm-up rounds, unless the caller says. Forty: the p10 of the paired
-#: ratios then lies between the fourth and fifth lowest, so a round or two caught by a busy moment of a
-#: shared machine neither keeps nor sinks a winner; a trial of a 40 ms step takes ~3.3 s.
-PROOF_ROUNDS, PROOF_WARMUP = 40, 1
+#: a trial's most timed rounds (its last look, ``rule.LOOKS``) and untimed warm-up rounds, unless the caller
+#: says; a trial of a 40 ms step decided at its first look (20 rounds) takes ~1.7 s, at its last ~6.5 s
+PROOF_ROUNDS, PROOF_WARMUP = rule.LOOKS[-1], 1
 
 
 @dataclass(frozen=True)
@@ -70,12 +69,16 @@ class Proposal:
 @dataclass
 class Decision:
     """One trial: ``proposal`` (None for the end-to-end trial), its step times without (``without``) and with
-    (``with_``) it, and whether it was kept."""
+    (``with_``) it, and the rule's ``judgement`` (kept or not, and why)."""
     proposal: Proposal | None
     without: Timing
     with_: Timing
-    kept: bool
+    judgement: rule.Judgement
     load: tuple[float, float] = (float("nan"), float("nan"))   # 1-minute load average before and after
+
+    @property
+    def kept(self) -> bool:
+        return self.judgement.verdict == rule.KEEP
 
     @property
     def ratios(self) -> list[float]:
@@ -88,12 +91,12 @@ class Decision:
     def as_dict(self) -> dict:
         """The decision's figures (step times in us) and the winner tried, for the bank's records and the
         result file."""
-        ratios = self.ratios
+        judged = self.judgement.as_dict()
         return {**({"winner": self.proposal.winner} if self.proposal is not None else {}),
                 "decision": KEPT if self.kept else REJECTED, "step_without_us": round(self.without.median_us, 3),
                 "step_with_us": round(self.with_.median_us, 3), "speedup": round(self.speedup, 4),
-                "speedup_p10": round(quantile(ratios, 0.1), 4), "speedup_p90": round(quantile(ratios, 0.9), 4),
-                "rounds": len(ratios)}
+                "speedup_low": judged["low"], "speedup_high": judged["high"], "rounds": len(self.ratios),
+                "look": judged["look"], "looks": judged["looks"], "why": str(self.judgement), "rule": rule.RULE}
 
 
 @dataclass
@@ -145,18 +148,23 @@ class Ablation:
         return None if self._trial is None else self._trial.config()
 
     def record(self, ns: int) -> None:
-        """The time of the step just run under ``next_config()``."""
+        """The time of the step just run under ``next_config()``; at a planned look, the trial is judged and
+        ends once decided."""
         trial = self._trial
         if trial is None:
             raise RuntimeError("the ablation is over: no step was asked for")
         trial.rounds.record(trial.index, ns)
         trial.index += 1
-        if trial.index < len(trial.rounds.order):
+        looks = rule.planned_looks(self.rounds)
+        timed = len(trial.rounds.tuned.samples_ns)
+        if trial.index % 2 or timed not in looks or len(trial.rounds.untuned.samples_ns) != timed:
             return
-        decision = Decision(trial.proposal, trial.rounds.untuned, trial.rounds.tuned, False,
+        ratios = [a / b for a, b in zip(trial.rounds.untuned.samples_ns, trial.rounds.tuned.samples_ns) if b]
+        judgement = rule.judge(ratios, looks.index(timed) + 1, looks=looks, needed=1.0 + self.margin)
+        if judgement.verdict == rule.UNDECIDED:
+            return
+        decision = Decision(trial.proposal, trial.rounds.untuned, trial.rounds.tuned, judgement,
                             (trial.rounds.load_before, load_average()))
-        decision.kept = (decide(decision.without, [decision.with_], self.margin) is not None
-                         and quantile(decision.ratios, 0.1) >= 1.0)
         if trial.proposal is None:
             self.end_to_end = decision
             if not decision.kept:
@@ -175,7 +183,7 @@ class Ablation:
             return None
         # one kept: its own trial ran it against no winner (nothing was kept before it)
         final = self.end_to_end or next(d for d in self.decisions if d.proposal == self.kept[0])
-        return Verdict(final.without, final.with_, final.ratios, final.kept, threads, final.load, {}, bank)
+        return Verdict(final.without, final.with_, final.ratios, final.judgement, threads, final.load, {}, bank)
 
     def rejected(self) -> dict[str, Decision]:
         """key -> the decision that rejected it: its own trial, or the end-to-end one that dropped it."""

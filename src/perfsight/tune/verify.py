@@ -9,10 +9,11 @@ recorded thread count (``threads``, default the current one) and the 1-minute lo
 before and after. ``Rounds`` owns that schedule, the samples and the verdict; ``perfsight tune --verify``
 (tune/verify_script.py) uses it for the steps of an unmodified script.
 
-The verdict reuses the tuner's decision rule (``measure.decide``): the bank wins end to end only when the
-tuned step's median beats the untuned median by more than the noise of both (half their interquartile
-range) plus ``margin``; otherwise the verdict says plainly that it does not win end to end. The speed-up is
-the untuned median over the tuned median; its spread is the p10-p90 of the per-round paired ratios.
+The verdict is the rule of every decision on whole steps (``tune/rule.py``), with all the rounds as its one
+look: the bank wins end to end only when the lower bound of the median paired speed-up's interval is above
+1.0 (its upper bound below ``1 + margin`` is a plain loss); otherwise the verdict says plainly that it does not
+win end to end, and why. The speed-up is the untuned median over the tuned median; beside it, the rule's
+interval.
 """
 from __future__ import annotations
 
@@ -24,9 +25,10 @@ from typing import Callable
 
 import torch
 
+from perfsight.tune import rule
 from perfsight.tune.apply import TunedMode, apply_subgraphs, default_bank
 from perfsight.tune.bank import Bank
-from perfsight.tune.measure import Timing, decide, load_average, quantile
+from perfsight.tune.measure import Timing, load_average, quantile
 
 WINS = "wins end to end"
 NO_WIN = "does not win end to end"
@@ -34,12 +36,13 @@ NO_WIN = "does not win end to end"
 
 @dataclass
 class Verdict:
-    """The two sides' step times (``Timing``, samples in ns), the speed-up and whether the bank wins."""
+    """The two sides' step times (``Timing``, samples in ns), the speed-up and the rule's judgement (whether
+    the bank wins)."""
 
     untuned: Timing
     tuned: Timing
     ratios: list[float]   # per round: untuned step / tuned step
-    wins: bool
+    judgement: rule.Judgement
     threads: int
     load: tuple[float, float]  # 1-minute load average before and after
     applied: dict[str, int]    # winner name -> calls run under it, over every tuned step (warm-up too)
@@ -50,27 +53,26 @@ class Verdict:
         return self.untuned.median_us / self.tuned.median_us if self.tuned.median_us else float("nan")
 
     @property
-    def speedup_range(self) -> tuple[float, float]:
-        return quantile(self.ratios, 0.1), quantile(self.ratios, 0.9)
+    def wins(self) -> bool:
+        return self.judgement.verdict == rule.KEEP
 
     @property
     def verdict(self) -> str:
         return WINS if self.wins else NO_WIN
 
     def __str__(self) -> str:
-        low, high = self.speedup_range
         applied = ", ".join(f"{name} x{count}" for name, count in sorted(self.applied.items())) or "none"
-        return (f"the tuning bank {self.verdict}: speed-up {self.speedup:.3f}x (p10-p90 of paired rounds "
-                f"{low:.3f}-{high:.3f}); step {_step_times(self.untuned)} untuned, {_step_times(self.tuned)} tuned; "
-                f"{len(self.ratios)} rounds at {self.threads} thread(s), load {self.load[0]:.2f} -> "
-                f"{self.load[1]:.2f}; winners applied: {applied}")
-
+        return (f"the tuning bank {self.verdict}: speed-up {self.speedup:.3f}x ({self.judgement}); step "
+                f"{_step_times(self.untuned)} untuned, {_step_times(self.tuned)} tuned; {len(self.ratios)} rounds at "
+                f"{self.threads} thread(s), load {self.load[0]:.2f} -> {self.load[1]:.2f}; winners applied: {applied}")
 
     def as_dict(self) -> dict:
-        """The verdict as plain JSON: speed-up, its p10-p90, each side's median, p10 and p90 in ms."""
-        low, high = self.speedup_range
-        return {"verdict": self.verdict, "wins": self.wins, "speedup": self.speedup, "speedup_p10": low,
-                "speedup_p90": high, "rounds": len(self.ratios), "threads": self.threads, "load": list(self.load),
+        """The verdict as plain JSON: speed-up, the rule's interval and judgement, each side's median, p10 and p90
+        in ms."""
+        judged = self.judgement.as_dict()
+        return {"verdict": self.verdict, "wins": self.wins, "speedup": self.speedup, "speedup_low": judged["low"],
+                "speedup_high": judged["high"], "why": str(self.judgement), "rule": rule.RULE,
+                "rounds": len(self.ratios), "threads": self.threads, "load": list(self.load),
                 "applied": self.applied, "bank": str(self.bank),
                 **{f"{t.name}_ms": dict(zip(("median", "p10", "p90"), milliseconds(t)))
                    for t in (self.untuned, self.tuned)}}
@@ -105,10 +107,10 @@ class Rounds:
             (self.tuned if self.order[index] else self.untuned).samples_ns.append(ns)
 
     def verdict(self, *, threads: int, applied: dict[str, int], bank: Path, margin: float = 0.0) -> Verdict:
-        """The bank wins only when the tuned median beats the untuned one by more than both noises + margin."""
+        """The rule (``rule.judge``) on the paired rounds, all of them one look (module docstring)."""
         ratios = [a / b for a, b in zip(self.untuned.samples_ns, self.tuned.samples_ns) if b]
-        wins = decide(self.untuned, [self.tuned], margin) is not None
-        return Verdict(self.untuned, self.tuned, ratios, wins, threads, (self.load_before, load_average()),
+        judgement = rule.judge(ratios, 1, looks=(len(ratios),), needed=1.0 + margin)
+        return Verdict(self.untuned, self.tuned, ratios, judgement, threads, (self.load_before, load_average()),
                        dict(applied), bank)
 
 

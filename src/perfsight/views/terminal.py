@@ -506,9 +506,9 @@ def print_tuning(status: dict, console: Console | None = None) -> None:
     """``perfsight tune``'s outcome (on stderr: the script owns stdout): the result file and the bank, then
     per stage a table of every signature - where it is called and what it is, the default's and the best
     candidate's median times alone, the winner the bank holds, why - and a table of the winners it tried in
-    the training step (the step's median without and with each, the paired speed-up and its p10-p90, the
-    rounds, kept or rejected), what came out, and the seed's repo_summary counters; then the winners kept in
-    the step and the end-to-end figure they were kept on."""
+    the training step (the step's median without and with each, the paired speed-up and the rule's interval,
+    the rounds, kept or rejected, and the rule), what came out, and the seed's repo_summary counters; then the
+    winners kept in the step and the end-to-end figure they were kept on."""
     console = console or Console(stderr=True, width=None if sys.stderr.isatty() else TUNE_WIDTH)
     console.print(f"perfsight: tuning result in {escape(status['report'])}", soft_wrap=True)
     console.print(f"perfsight: tuning bank {escape(status['bank'])}", soft_wrap=True)
@@ -526,6 +526,7 @@ def print_tuning(status: dict, console: Console | None = None) -> None:
         tried = [row for row in done["rows"] if row.get("in_step")]
         if tried:
             console.print(_in_step_table(TUNE_STAGES[stage], tried))
+            console.print(f"perfsight: the rule: {escape(tried[0]['in_step'].get('rule', ''))}", soft_wrap=True)
         summary = ", ".join(f"{k}={v}" for k, v in done["repo_summary"].items())
         winners = ", ".join(f"{where or '(the model)'}={name}" for where, name in done["winners"].items())
         console.print(f"perfsight: {TUNE_STAGES[stage]}: {escape(done['verdict'])}", soft_wrap=True)
@@ -547,16 +548,22 @@ def _in_step_table(stage: str, rows: list[dict]) -> Table:
     table.add_column("where", no_wrap=True, overflow="ellipsis")
     table.add_column("winner", no_wrap=True, overflow="ellipsis")
     table.add_column("step ms\nwithout -> with", justify="right", no_wrap=True)
-    table.add_column("speed-up\n[p10-p90]", justify="right", no_wrap=True)
+    table.add_column("speed-up\n[interval]", justify="right", no_wrap=True)
     table.add_column("rounds", justify="right", no_wrap=True)
     table.add_column("decision")
     for row in rows:
         trial = row["in_step"]
         table.add_row(escape(row["where"]), escape(trial.get("winner") or row["best"] or "-"),
                       f"{trial['step_without_us'] / 1e3:.2f} -> {trial['step_with_us'] / 1e3:.2f}",
-                      f"{trial['speedup']:.3f}x\n[{trial['speedup_p10']:.3f}-{trial['speedup_p90']:.3f}]",
+                      f"{trial['speedup']:.3f}x\n[{_bound(trial.get('speedup_low'))}-"
+                      f"{_bound(trial.get('speedup_high'))}]",
                       str(trial["rounds"]), escape(trial["decision"]))
     return table
+
+
+def _bound(value: float | None) -> str:
+    """An interval's bound; None (no bound: too few rounds) as "?"."""
+    return "?" if value is None else f"{value:.3f}"
 
 
 def print_cluster_report(report, console: Console | None = None) -> None:
