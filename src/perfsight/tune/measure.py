@@ -19,7 +19,7 @@ This module owns the measuring rules of the tuner:
   noise hides what may be a real gain, as on a busy machine), it times ``repeats`` more rounds, up to
   ``UNDECIDED_ROUNDS`` times as many in all, and decides on all of them. Each further look is one more
   chance for a lucky pass: a winner here is only proposed, and the training step decides (tune/prove.py,
-  a trial of rounds fixed in advance);
+  by the rule of tune/rule.py, its looks planned in advance);
 - the repay rule, for candidates with a one-off cost (a compile, timed as their first call by
   ``first_call`` and kept out of the samples): such a candidate may win only if what it saves over the
   calls it will serve (calls per step x expected steps) exceeds that cost::
