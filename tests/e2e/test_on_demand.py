@@ -174,8 +174,9 @@ def test_a_job_killed_mid_capture_leaves_a_readable_partial_window(tmp_path):
         wait_until(lambda: (status(out).get("step") or 0) >= 3, "the job to arm")
         asked = subprocess.Popen([sys.executable, "-m", "perfsight", "capture", str(out), "--steps", "100000"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        run = wait_until(lambda: next((p for f in out.glob("capture_*") for p in f.glob("PROF_*")
-                                       if manifest(p)["traces"]), None), "a window of the capture")
+        run = wait_until(lambda: next((p for p in out.glob("capture_*/PROF_*")      # its manifest is written whole
+                                       if (p / "manifest.json").is_file() and manifest(p)["traces"]), None),
+                         "a window of the capture")
         os.kill(status(out)["pid"], signal.SIGKILL)
         _, said = asked.communicate(timeout=60)
     finally:
