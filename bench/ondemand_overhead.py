@@ -138,9 +138,10 @@ def summarise(rounds: list[dict], models: list[str]) -> list[dict]:
 
 
 def markdown(rows: list[dict], args, seconds: float) -> str:
+    pinned = f" --threads {args.threads}" if args.threads else ""
     lines = ["## What an armed job costs per step (issue 32)", "",
              f"`PYTHONPATH=src python bench/ondemand_overhead.py --rounds {args.rounds} --pairs {args.pairs} --block "
-             f"{args.block} --markdown`: each model's training step plain and armed (`perfsight.Profiler("
+             f"{args.block}{pinned} --markdown`: each model's training step plain and armed (`perfsight.Profiler("
              f"on_demand=True)`, nothing captured) in alternating blocks of {args.block} steps (A B B A ...) in each "
              f"of {args.rounds} fresh processes, after {args.warmup} warm-up steps.", "",
              "| model | torch threads | plain step, median (p10-p90) | armed step, median (p10-p90) | "

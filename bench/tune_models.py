@@ -14,11 +14,12 @@ tuning, the seed's order): one training step (zero_grad, forward, cross-entropy,
 tuned with ``perfsight.tune.tune`` (``--compile-modes`` limits the torch.compile modes tried per region)
 into a fresh temporary bank. The tuning time is the wall time of that call: capture, every region and
 operator candidate (compiles included), the in-step proof of the winners (reported apart too, with each
-proposed winner's trial), bank and result files. Then ``perfsight.tune.verify.verify`` times whole training steps with
-and without the bank (operator winners and, on the model, subgraph winners), interleaved, torch pinned to
-1 thread. Reported: the untuned and tuned step medians with p10-p90, the speed-up (untuned median over
-tuned median) with the interval of the median paired ratio, the verdict (tune/rule.py: a win only when the
-interval's lower bound is above 1.0), the winners and each stage's repo_summary. The same check against an
+proposed winner's trial), bank and result files. Then ``perfsight.tune.verify.verify`` times whole training
+steps with and without the bank (operator winners and, on the model, subgraph winners), interleaved, at torch's
+default thread count (what users run; ``--threads N`` pins it, and the section says so). Reported: the untuned
+and tuned step medians with p10-p90, the speed-up (untuned median over tuned median) with the interval of the
+median paired ratio, the verdict (tune/rule.py: a win only when the interval's lower bound is above 1.0), the
+winners and each stage's repo_summary. The same check against an
 empty bank ("empty bank speed-up") measures what running under the bank costs by itself with no winner applied.
 
     PYTHONPATH=src python bench/tune_models.py                       # the table (~1 min)
@@ -124,7 +125,8 @@ def run(args) -> list[dict]:
     import perfsight.tune
     from perfsight.tune.verify import verify
 
-    torch.set_num_threads(1)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     rows = []
     for mode in args.modes:
         for name, (description, model, inputs, labels) in models(args.tiny).items():
@@ -136,9 +138,9 @@ def run(args) -> list[dict]:
                                              repeats=args.tune_repeats, modes=args.compile_modes)
                 tuning_s = time.perf_counter() - start
                 verdict = verify(step, bank=Path(tmp) / "bank", model=model, rounds=args.rounds,
-                                 warmup=args.warmup, threads=1)
+                                 warmup=args.warmup, threads=args.threads)
                 empty = verify(step, bank=Path(tmp) / "empty", model=model, rounds=args.rounds,
-                               warmup=args.warmup, threads=1)
+                               warmup=args.warmup, threads=args.threads)
             stages = result.stages
             rows.append({"model": name, "mode": mode, "description": description, "tuning_s": tuning_s,
                          "proof_s": result.proof.seconds if result.proof is not None else 0.0,
@@ -199,7 +201,10 @@ def trials_table(rows: list[dict]) -> str:
 def markdown(rows: list[dict], args, load_before: str, wall_s: float) -> str:
     from perfsight.tune import rule
 
-    facts = machine_facts(1)
+    threads = torch.get_num_threads()
+    facts = machine_facts(threads)
+    pinned = f"torch pinned to {threads} thread(s) (--threads)" if args.threads else \
+        f"torch at its default thread count ({threads})"
     models_text = "\n".join(f"- `{row['model']}`: {row['description']}" for row in rows)
     summaries = "; ".join(f"{row['model']} ({row['mode']}) {stage}: "
                           + ", ".join(f"{k}={v}" for k, v in summary.items())
@@ -217,7 +222,7 @@ def markdown(rows: list[dict], args, load_before: str, wall_s: float) -> str:
         f"backward, SGD step) of two bundled models, each into a fresh temporary bank, then the end-to-end check "
         f"(`perfsight.tune.verify.verify` with the model): whole training steps with and without the bank's "
         f"operator and subgraph winners, {args.rounds} interleaved rounds (the first side alternating) after "
-        f"{args.warmup} warm-up round(s), torch pinned to 1 thread. Produced by `bench/tune_models.py`; a "
+        f"{args.warmup} warm-up round(s), {pinned}. Produced by `bench/tune_models.py`; a "
         f"benchmark, not a test.",
         "",
         models_text,
@@ -236,16 +241,16 @@ def markdown(rows: list[dict], args, load_before: str, wall_s: float) -> str:
         table(rows),
         "",
         "The winners each stage proposed and their trials in the training step (tune/prove.py: the step "
-        "with the winners kept before it, against the same plus the proposal; 40 interleaved rounds; kept when "
-        "faster beyond the noise and at the p10 of the paired rounds):",
+        "with the winners kept before it, against the same plus the proposal, interleaved, judged by the rule "
+        "of tune/rule.py at its looks):",
         "",
         trials_table(rows),
         "",
         f"repo_summary: {summaries}. Winner calls applied during the timed and warm-up tuned steps: {applied}.",
         "",
         f"Machine: {facts['cpu']}, {facts['cores']} cores ({facts['usable_cores']} usable), torch {facts['torch']}, "
-        f"1 torch thread, Python {facts['python']}, {facts['platform']}. Load average (1, 5, 15 min) before / "
-        f"after: {load_before} / {load_average()}. Benchmark wall time: {wall_s:.0f} s.",
+        f"{threads} torch thread(s), Python {facts['python']}, {facts['platform']}. Load average (1, 5, 15 min) "
+        f"before / after: {load_before} / {load_average()}. Benchmark wall time: {wall_s:.0f} s.",
         "",
         "Reproduce (from the repository root):",
         "",
@@ -273,6 +278,8 @@ def main(argv=None) -> int:
                              "operators)")
     parser.add_argument("--compile-modes", type=lambda text: text.split(","), default=["default", "lite"],
                         help="torch.compile modes tried per region, comma-separated (default default,lite)")
+    parser.add_argument("--threads", type=int, help="pin torch to this many threads (default: torch's own count, "
+                                                    "what users run)")
     parser.add_argument("--tiny", action="store_true", help="tiny models (smoke runs)")
     parser.add_argument("--markdown", action="store_true", help="print the bench/RESULTS.md section")
     parser.add_argument("--append", type=Path, help="append the markdown section to this file")
