@@ -3,12 +3,14 @@ both sides read and write.
 
 An armed process (``collect/ondemand.py``) keeps, in ``<output>/perfsight_live/`` (``layout.LIVE_DIR``)::
 
+    perfsight_live.json       says the folder is perfsight's (``LIVE_MARKER``)
     rank{R}.json              its status (``STATUS_FORMAT``): pid, host, rank, world size, job, state (armed,
                               capturing, ended), its last finished step, when it ended and the recent steps'
                               median time, a heartbeat, the trigger's settings and every capture it took
     rank{R}.steps.csv         its recent steps, one line per step as a run's steps.csv (``steps.HEADER``), rolled
     rank{R}.steps.1.csv       over to this file every ``ROLLING_STEPS`` lines (two files: bounded, and never
                               empty of the last steps)
+    rank{R}.log               what went wrong with its own files (the training never stops for it)
     request.json              the capture asked for (``REQUEST_FORMAT``), written whole by ``perfsight capture``
     responses/{id}.rank{R}.json   rank R's answers to request {id}: accepted, refused, missed, done, failed
     capture.lock              held (``flock``) by the ``perfsight capture`` running
@@ -52,7 +54,7 @@ RESPONSES = "responses"
 LOCK = "capture.lock"
 #: an armed rank's states
 ARMED, CAPTURING, ENDED = "armed", "capturing", "ended"
-#: a rank's answers to a request: the first three end its part in it before profiling, the last two after
+#: a rank's answers to a request: accepted, refused or missed before any profiling; done or failed after it
 ACCEPTED, REFUSED, MISSED, DONE, FAILED = "accepted", "refused", "missed", "done", "failed"
 #: how often an armed process looks for a request, and rewrites its status at least (its heartbeat)
 POLL_S = 0.1
