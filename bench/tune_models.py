@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from collect_overhead import machine_facts  # bench/ scripts import their siblings
 from stats import load_average
 
-TITLE = "## Tuning two bundled models, winners proven in the training step (issues 6, 20)"
+TITLE = "## Tuning two bundled models, winners proven in the training step (issues 6, 20, 33)"
 
 
 class SeparableBlock(torch.nn.Module):
@@ -128,28 +128,37 @@ def run(args) -> list[dict]:
     if args.threads:
         torch.set_num_threads(args.threads)
     rows = []
-    for mode in args.modes:
-        for name, (description, model, inputs, labels) in models(args.tiny).items():
-            step = training_step(model, inputs, labels)
-            with tempfile.TemporaryDirectory(prefix="perfsight_tune_bench_") as tmp:
+    with tempfile.TemporaryDirectory(prefix="perfsight_tune_bench_") as scratch:
+        for mode in args.modes:
+            for name, (description, model, inputs, labels) in models(args.tiny).items():
+                step = training_step(model, inputs, labels)
+                tmp = Path(scratch) / f"{name}-{mode}"
                 start = time.perf_counter()
-                result = perfsight.tune.tune(model, step=step, mode=mode, bank=Path(tmp) / "bank",
-                                             result_dir=Path(tmp) / "out", warmup=args.tune_warmup,
-                                             repeats=args.tune_repeats, modes=args.compile_modes)
+                result = perfsight.tune.tune(model, step=step, mode=mode, bank=tmp / "bank", result_dir=tmp / "out",
+                                             warmup=args.tune_warmup, repeats=args.tune_repeats,
+                                             modes=args.compile_modes)
                 tuning_s = time.perf_counter() - start
-                verdict = verify(step, bank=Path(tmp) / "bank", model=model, rounds=args.rounds,
-                                 warmup=args.warmup, threads=args.threads)
-                empty = verify(step, bank=Path(tmp) / "empty", model=model, rounds=args.rounds,
-                               warmup=args.warmup, threads=args.threads)
-            stages = result.stages
-            rows.append({"model": name, "mode": mode, "description": description, "tuning_s": tuning_s,
-                         "proof_s": result.proof.seconds if result.proof is not None else 0.0,
-                         "trials": _trials(result), "summaries": {stage: r.repo_summary for stage, r in stages.items()},
-                         "winners": {f"{where or '(the model)'} ({stage})": w
-                                     for stage, r in stages.items() for where, w in r.winners.items()},
-                         "verdict": verdict, "empty": empty})
-            if not args.quiet:
-                print(f"{name}, {mode}: {verdict}\n{name}, {mode}, empty bank: {empty}", file=sys.stderr)
+                verdict = verify(step, bank=tmp / "bank", model=model, rounds=args.rounds, warmup=args.warmup,
+                                 threads=args.threads)
+                empty = verify(step, bank=tmp / "empty", model=model, rounds=args.rounds, warmup=args.warmup,
+                               threads=args.threads)
+                stages = result.stages
+                rows.append({"model": name, "mode": mode, "description": description, "tuning_s": tuning_s,
+                             "proof_s": result.proof.seconds if result.proof is not None else 0.0,
+                             "trials": _trials(result),
+                             "summaries": {stage: r.repo_summary for stage, r in stages.items()},
+                             "winners": {f"{where or '(the model)'} ({stage})": w
+                                         for stage, r in stages.items() for where, w in r.winners.items()},
+                             "verdict": verdict, "empty": empty, "step": step, "model_object": model, "bank": tmp})
+                if not args.quiet:
+                    print(f"{name}, {mode}: {verdict}\n{name}, {mode}, empty bank: {empty}", file=sys.stderr)
+        if args.recheck_after is not None:
+            time.sleep(args.recheck_after)
+            for row in rows:        # the guard's check: the same bank, minutes later
+                row["recheck"] = verify(row["step"], bank=row["bank"] / "bank", model=row["model_object"],
+                                        rounds=args.rounds, warmup=args.warmup, threads=args.threads)
+                if not args.quiet:
+                    print(f"{row['model']}, {row['mode']}, re-checked: {row['recheck']}", file=sys.stderr)
     return rows
 
 
@@ -168,19 +177,22 @@ def _ms(timing) -> tuple[str, str]:
 
 def table(rows: list[dict]) -> str:
     lines = ["| model | mode | tuning s | of which in-step proof s | tuned (per stage) | untuned ms/step | p10-p90 | "
-             "tuned ms/step | p10-p90 | speed-up [the rule's interval] | verdict | empty bank speed-up [interval] | "
-             "winners in the bank |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"]
+             "tuned ms/step | p10-p90 | speed-up [the rule's interval] | verdict | re-checked [interval] | "
+             "empty bank speed-up [interval] | winners in the bank |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"]
     for row in rows:
         v, empty = row["verdict"], row["empty"]
         low, high = v.judgement.low, v.judgement.high
         e_low, e_high = empty.judgement.low, empty.judgement.high
         winners = ", ".join(f"{op}: {w}" for op, w in sorted(row["winners"].items())) or "none"
         tuned = " + ".join(str(summary["total_num"]) for summary in row["summaries"].values())
+        again = row.get("recheck")
+        rechecked = (f"{again.speedup:.3f}x [{again.judgement.low:.3f}, {again.judgement.high:.3f}], {again.verdict}"
+                     if again is not None else "-")
         lines.append(f"| {row['model']} | {row['mode']} | {row['tuning_s']:.1f} | {row['proof_s']:.1f} | {tuned} | "
                      f"{' | '.join(_ms(v.untuned))} | {' | '.join(_ms(v.tuned))} | {v.speedup:.3f}x "
-                     f"[{low:.3f}, {high:.3f}] | {v.verdict} | {empty.speedup:.3f}x [{e_low:.3f}, {e_high:.3f}] | "
-                     f"{winners} |")
+                     f"[{low:.3f}, {high:.3f}] | {v.verdict} | {rechecked} | {empty.speedup:.3f}x "
+                     f"[{e_low:.3f}, {e_high:.3f}] | {winners} |")
     return "\n".join(lines)
 
 
@@ -236,7 +248,9 @@ def markdown(rows: list[dict], args, load_before: str, wall_s: float) -> str:
         f"speed-up; the bank \"wins end to end\" by the tuner's own rule (tune/rule.py): {rule.RULE}. *empty bank "
         f"speed-up* is the same check against "
         f"an empty bank, run right after: what running under a bank costs by itself when no winner applies (it "
-        f"patches only the functions the bank has winners for).",
+        f"patches only the functions the bank has winners for), and the same step against itself: the control. "
+        + (f"*re-checked* is the bank verified again {args.recheck_after:.0f} s after the last model was tuned, "
+           "as the guard checks it in a run." if args.recheck_after is not None else "Not re-checked."),
         "",
         table(rows),
         "",
@@ -280,12 +294,17 @@ def main(argv=None) -> int:
                         help="torch.compile modes tried per region, comma-separated (default default,lite)")
     parser.add_argument("--threads", type=int, help="pin torch to this many threads (default: torch's own count, "
                                                     "what users run)")
+    parser.add_argument("--recheck-after", type=float, default=120.0, metavar="S",
+                        help="verify every bank again S seconds after the last model (the guard's check; default "
+                             "120); a negative value skips it")
     parser.add_argument("--tiny", action="store_true", help="tiny models (smoke runs)")
     parser.add_argument("--markdown", action="store_true", help="print the bench/RESULTS.md section")
     parser.add_argument("--append", type=Path, help="append the markdown section to this file")
     parser.add_argument("--quiet", action="store_true", help="no per-model lines on stderr")
     args = parser.parse_args(argv)
     args.argv_shown = [a for a in (sys.argv[1:] if argv is None else argv) if a not in ("--quiet",)]
+    if args.recheck_after < 0:
+        args.recheck_after = None
     load_before = load_average()
     start = time.perf_counter()
     rows = run(args)

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "tune_models.py"
 TINY = ["--tiny", "--rounds", "2", "--warmup", "1", "--tune-repeats", "2", "--tune-warmup", "1", "--compile-modes",
-        "lite", "--quiet"]
+        "lite", "--recheck-after", "0", "--quiet"]
 
 
 def _run(*args, cwd):
@@ -31,7 +31,7 @@ def test_markdown_section_has_both_models_and_is_appended(tmp_path):
     results = tmp_path / "RESULTS.md"
     results.write_text("# earlier\n")
     out = _run("--markdown", "--append", str(results), "--modes", "op,both", cwd=tmp_path)
-    assert out.startswith("## Tuning two bundled models, winners proven in the training step (issues 6, 20)\n")
+    assert out.startswith("## Tuning two bundled models, winners proven in the training step (issues 6, 20, 33)\n")
     assert "modes op, both (both: subgraph first); torch.compile modes tried per region: lite" in out
     table = out[out.index("| model | mode | tuning s"):].split("\n\n")[0].splitlines()
     rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in table[2:]]
@@ -48,7 +48,8 @@ def test_markdown_section_has_both_models_and_is_appended(tmp_path):
         low, high = ratio_bounds(float(row[5]), float(row[7]))  # untuned over tuned median, as printed
         assert low - 0.0005 <= speedup <= high + 0.0005
         assert row[10] == "does not win end to end" or speedup > 1
-        assert row[11].endswith("]") and float(row[11].split("x")[0]) > 0   # the empty bank's speed-up
+        assert row[11].endswith("end to end") and float(row[11].split("x")[0]) > 0   # re-checked: the bank again
+        assert row[12].endswith("]") and float(row[12].split("x")[0]) > 0   # the empty bank's speed-up
     trials = out[out.index("their trials in the training step"):].split("\n\n")[1]
     assert trials == "No stage proposed a winner." or trials.startswith("| model | mode | stage: where | winner |")
     assert "PYTHONPATH=src python bench/tune_models.py --tiny --rounds 2" in out
