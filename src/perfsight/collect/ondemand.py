@@ -299,16 +299,20 @@ class Armed:
     # --- the watcher thread -------------------------------------------------------------------
 
     def _watch(self) -> None:
-        seen: tuple | None = None
-        next_beat = 0.0
-        while not self._stopping.is_set():
-            seen = self._look_for_request(seen)
-            self._flush_steps()
-            if self._wake.is_set() or time.monotonic() >= next_beat:
-                self._wake.clear()
-                self._write_status()
-                next_beat = time.monotonic() + livefiles.HEARTBEAT_S
+        """The watcher thread's loop; a failure of its own (a bug) disarms the rank through the failsafe, and the
+        training goes on."""
+        state: dict = {"seen": None, "next_beat": 0.0}
+        while not self._stopping.is_set() and not self.failsafe.failed:
+            self.failsafe.run("watching for requests", self._watch_once, state)
             self._wake.wait(livefiles.POLL_S)
+
+    def _watch_once(self, state: dict) -> None:
+        state["seen"] = self._look_for_request(state["seen"])
+        self._flush_steps()
+        if self._wake.is_set() or time.monotonic() >= state["next_beat"]:
+            self._wake.clear()
+            self._write_status()
+            state["next_beat"] = time.monotonic() + livefiles.HEARTBEAT_S
 
     def _look_for_request(self, seen: tuple | None) -> tuple | None:
         """Answer request.json when it changed since ``seen`` (its identity); a withdrawn request's capture that
