@@ -609,9 +609,14 @@ def cmd_capture(args) -> int:
     from perfsight.collect.capture import capture
     from perfsight.views.terminal import capture_progress, print_captured
 
-    with capture_progress() as on_progress:
-        captured = capture(Path(args.run_dir), steps=args.steps, ranks=args.ranks,
-                           options=dict(args.option_pairs), on_progress=on_progress)
+    try:
+        with capture_progress() as on_progress:
+            captured = capture(Path(args.run_dir), steps=args.steps, ranks=args.ranks,
+                               options=dict(args.option_pairs), on_progress=on_progress)
+    except KeyboardInterrupt:
+        print("perfsight: capture interrupted; its request is withdrawn (a capture a rank had begun runs to its "
+              "end)", file=sys.stderr)
+        return 130
     print_captured(captured)
     return 0
 

@@ -211,3 +211,21 @@ def test_a_full_disk_stops_the_capture_never_the_training(tiny_disk):
     assert asked.returncode == 2 and "rank 0" in said, said              # the capture failed, saying which rank
     assert manifest(run)["status"] != "complete"
     assert filler.is_file()                                              # the user's file is kept
+
+
+def test_ctrl_c_withdraws_the_request_and_says_so(tmp_path):
+    """A capture far longer than anyone waits for: Ctrl-C ends the wait, the request is withdrawn (a capture a
+    rank had begun runs on to the job's end), and no traceback is printed."""
+    out, stop = tmp_path / "out", tmp_path / "stop"
+    job = armed_job(out, stop, "--sleep", "0.05")
+    try:
+        wait_until(lambda: (status(out).get("step") or 0) >= 3, "the job to arm")
+        asked = subprocess.Popen([sys.executable, "-m", "perfsight", "capture", str(out), "--steps", "100000"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_until(lambda: (out / LIVE / "request.json").is_file(), "the request")
+        asked.send_signal(signal.SIGINT)
+        _, said = asked.communicate(timeout=60)
+    finally:
+        finish(job, stop)
+    assert asked.returncode == 130 and "capture interrupted; its request is withdrawn" in said, said
+    assert "Traceback" not in said and not (out / LIVE / "request.json").exists()
