@@ -407,7 +407,7 @@ class Armed:
             "captures": list(self._captures),
         }
         try:
-            write_json_atomic(livefiles.status_path(self.live, self.rank), status)
+            write_json_atomic(livefiles.status_path(self.live, self.rank), status, durable=False)
         except OSError as error:
             self.failsafe.note(f"writing the rank's status failed: {error}")
 

@@ -1,6 +1,7 @@
-"""Whole-file JSON writes (the run manifest, the tuning bank, the tuning result files): a reader sees the
-old file or the new one, never a torn one, and a finished write survives a crash (temp file, fsync,
-os.replace, fsync of the directory)."""
+"""Whole-file JSON writes (the run manifest, the tuning bank, the tuning result files, an armed job's live
+files): a reader sees the old file or the new one, never a torn one (temp file, os.replace), and a finished
+write survives a crash (fsync of the file and of the directory) unless the caller says it need not: a file
+rewritten every second whose next copy is coming anyway (an armed rank's status)."""
 from __future__ import annotations
 
 import json
@@ -9,18 +10,23 @@ import tempfile
 from pathlib import Path
 
 
-def write_json_atomic(path: Path, data: dict, *, indent: int = 1, sort_keys: bool = True) -> None:
-    """Replace ``path`` with ``data`` as JSON (values JSON cannot hold are written as their str)."""
+def write_json_atomic(path: Path, data: dict, *, indent: int = 1, sort_keys: bool = True,
+                      durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` as JSON (values JSON cannot hold are written as their str); ``durable``:
+    synced to disk before and after the replacement (module docstring)."""
     handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             json.dump(data, out, indent=indent, sort_keys=sort_keys, ensure_ascii=False, default=str)
             out.flush()
-            os.fsync(out.fileno())
+            if durable:
+                os.fsync(out.fileno())
         os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+    if not durable:
+        return
     directory = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(directory)
