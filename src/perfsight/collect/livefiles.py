@@ -56,13 +56,15 @@ LOCK = "capture.lock"
 ARMED, CAPTURING, ENDED = "armed", "capturing", "ended"
 #: a rank's answers to a request: accepted, refused or missed before any profiling; done or failed after it
 ACCEPTED, REFUSED, MISSED, DONE, FAILED = "accepted", "refused", "missed", "done", "failed"
-#: how often an armed process looks for a request, and rewrites its status at least (its heartbeat)
-POLL_S = 0.1
+#: how often an armed process looks for a request (and writes out its step lines), and rewrites its status at
+#: least (its heartbeat). Twice a second: each wake-up of the watcher takes a core from a training that uses
+#: them all (at 10 a second, 2-thread steps ran 1-2% slower armed; bench/RESULTS.md)
+POLL_S = 0.5
 HEARTBEAT_S = 1.0
 #: a rank whose heartbeat is older than this is gone (its process died without saying so)
 STALE_S = 10.0
 #: the time a request is given to reach every rank before the start step (a rank looks every POLL_S)
-LEAD_S = 0.5
+LEAD_S = 1.5
 #: lines of a rank's steps file before it rolls over (two files of at most this many lines)
 ROLLING_STEPS = 1000
 #: the folder of a capture taken on request
