@@ -222,10 +222,12 @@ def test_ctrl_c_withdraws_the_request_and_says_so(tmp_path):
         wait_until(lambda: (status(out).get("step") or 0) >= 3, "the job to arm")
         asked = subprocess.Popen([sys.executable, "-m", "perfsight", "capture", str(out), "--steps", "100000"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        wait_until(lambda: (out / LIVE / "request.json").is_file(), "the request")
+        wait_until(lambda: (out / LIVE / "request.json").is_file() or asked.poll() is not None, "the request")
         asked.send_signal(signal.SIGINT)
-        _, said = asked.communicate(timeout=60)
+        _, said = asked.communicate(timeout=120)
     finally:
         finish(job, stop)
+        asked.kill()                  # reaped whatever happened: no process of this test outlives it
+        asked.wait()
     assert asked.returncode == 130 and "capture interrupted; its request is withdrawn" in said, said
     assert "Traceback" not in said and not (out / LIVE / "request.json").exists()

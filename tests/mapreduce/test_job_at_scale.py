@@ -57,6 +57,15 @@ def test_the_local_pool_finds_the_planted_answers(pool_figures):
 
 
 @pytest.mark.slow
+def _cmdline(process: psutil.Process) -> list[str]:
+    """A child's command line; [] for one that is gone or a zombie (another test's process this worker has not
+    reaped yet)."""
+    try:
+        return process.cmdline()
+    except (psutil.ZombieProcess, psutil.NoSuchProcess, psutil.AccessDenied):
+        return []
+
+
 def test_a_worker_killed_mid_job_still_gives_the_full_result(job, pool_figures, tmp_path):
     """Once 8 ranks are in, one worker of the pool is killed (SIGKILL, as the kernel's OOM killer does): the
     ranks it held are read again by a fresh worker, and the job is whole."""
@@ -66,7 +75,7 @@ def test_a_worker_killed_mid_job_still_gives_the_full_result(job, pool_figures, 
     def arrived(outcome) -> None:
         seen.append(outcome)
         if len(seen) == 8:
-            server = next(p for p in psutil.Process().children() if "forkserver" in " ".join(p.cmdline()))
+            server = next(p for p in psutil.Process().children() if "forkserver" in " ".join(_cmdline(p)))
             worker = next(p for p in server.children() if p.is_running())
             worker.send_signal(signal.SIGKILL)
             killed.append(worker.pid)

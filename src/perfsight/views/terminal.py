@@ -793,9 +793,12 @@ def _pct_or_blank(value: float | None) -> str:
 
 @contextlib.contextmanager
 def capture_progress():
-    """A status line on stderr (a terminal only) while ``perfsight capture`` waits; yields the callback that
-    updates it with a ``capture.Progress``."""
+    """A status line on stderr (a terminal only: elsewhere nothing is started) while ``perfsight capture``
+    waits; yields the callback that updates it with a ``capture.Progress``."""
     console = Console(stderr=True)
+    if not console.is_terminal:
+        yield lambda progress: None
+        return
     with console.status("asking the armed job", spinner="dots") as status:
         def update(progress) -> None:
             steps = (f"steps {progress.start_step}-{progress.last_step}" if progress.last_step is not None
@@ -804,7 +807,7 @@ def capture_progress():
                               f"{'-' if step is None else step}" for rank, step in progress.ranks_at.items())
             status.update(escape(f"capturing {steps}: {ranks}"))
 
-        yield update if console.is_terminal else (lambda progress: None)
+        yield update
 
 
 def print_captured(captured, console: Console | None = None) -> None:
