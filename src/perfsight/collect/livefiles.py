@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import secrets
 import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
 
 from perfsight.collect.steps import HEADER as STEPS_HEADER
 from perfsight.core import layout
@@ -209,7 +210,7 @@ class RankStatus:
     def alive(self, now_ns: int) -> bool:
         """Armed or capturing, heard from within STALE_S, and (on this host) its process still there."""
         return (self.state in (ARMED, CAPTURING) and now_ns - self.heartbeat_ns <= STALE_S * 1e9
-                and not (self.host == socket.gethostname() and not _process_exists(self.pid)))
+                and not (self.host == socket.gethostname() and not psutil.pid_exists(self.pid)))
 
     def described(self, now_ns: int) -> str:
         """``rank 1: armed, at step 57`` / ``rank 1: ended after step 99`` / ``rank 1: silent for 42 s``."""
@@ -220,16 +221,6 @@ class RankStatus:
             return (f"rank {self.rank}: gone {where} (its process {self.pid} on {self.host} is not running, or has "
                     f"not been heard from for {(now_ns - self.heartbeat_ns) / 1e9:.0f} s)")
         return f"rank {self.rank}: {self.state}, {where}"
-
-
-def _process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def read_statuses(live: Path) -> list[RankStatus]:
