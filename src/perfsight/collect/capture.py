@@ -11,15 +11,16 @@ live folder) before it returns. The clock and the pause between looks are inject
 """
 from __future__ import annotations
 
-import fcntl
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from perfsight import options as options_mod
 from perfsight.collect import livefiles
+from perfsight.core import pidlock
 from perfsight.core.errors import PerfsightError
 
 #: how many times a capture is asked for before the ranks' missing it is an error
@@ -100,27 +101,15 @@ def _check_options(options: dict) -> None:
         raise CaptureError(f"the capture's options: {error}") from None
 
 
-class _held:
+@contextmanager
+def _held(live: Path) -> Iterator[None]:
     """The live folder's capture lock, held for a block (a CaptureError when another capture holds it)."""
-
-    def __init__(self, live: Path):
-        self.path = live / livefiles.LOCK
-        self.descriptor = -1
-
-    def __enter__(self) -> None:
-        self.descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self.descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(self.descriptor, 32, 0).decode(errors="replace").strip() or "unknown"
-            os.close(self.descriptor)
-            raise CaptureError(f"{self.path.parent.parent}: a capture is already running (perfsight capture, pid "
-                               f"{holder}); wait for it to finish") from None
-        os.ftruncate(self.descriptor, 0)
-        os.pwrite(self.descriptor, str(os.getpid()).encode(), 0)
-
-    def __exit__(self, *exc) -> None:
-        os.close(self.descriptor)
+    try:
+        with pidlock.holding(live / livefiles.LOCK, wait=False):
+            yield
+    except pidlock.LockHeld as held:
+        raise CaptureError(f"{live.parent}: a capture is already running (perfsight capture, pid {held.holder}); "
+                           "wait for it to finish") from None
 
 
 def _asked_ranks(live: Path, ranks: list[int] | None, now_ns: int) -> list[livefiles.RankStatus]:

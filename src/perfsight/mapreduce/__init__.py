@@ -26,9 +26,7 @@ map to its last read, so two runs into one output take turns.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -41,6 +39,7 @@ from perfsight.analysis.job import PLACES, Job
 from perfsight.analysis.job_summaries import SUMMARY_SCHEMAS
 from perfsight.core import layout
 from perfsight.core.errors import InputError, OutputError
+from perfsight.core.pidlock import holding
 from perfsight.core.tables import new_connection
 from perfsight.ingest.common.job_groups import group_places
 from perfsight.mapreduce.engines import Engine, TaskLost, engine_for
@@ -161,20 +160,12 @@ def holding_store(root: Path, on_wait: Callable[[str], None] | None = None) -> I
     finish instead of reading summaries the first is replacing; ``on_wait`` is told why it waits (the
     holder's pid). The lock (``STORE_LOCK``, an advisory ``flock``) goes with the process that holds it."""
     store = store_of(root)
-    descriptor = os.open(store / STORE_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(descriptor, 32, 0).decode(errors="replace").strip() or "unknown"
-            if on_wait is not None:
-                on_wait(f"another perfsight run (pid {holder}) is using {store}; waiting for it to finish")
-            fcntl.flock(descriptor, fcntl.LOCK_EX)
-        os.ftruncate(descriptor, 0)
-        os.pwrite(descriptor, str(os.getpid()).encode(), 0)
+
+    def waiting(holder: str) -> None:
+        if on_wait is not None:
+            on_wait(f"another perfsight run (pid {holder}) is using {store}; waiting for it to finish")
+    with holding(store / STORE_LOCK, wait=True, on_wait=waiting):
         yield store
-    finally:
-        os.close(descriptor)
 
 
 def _lost(task: BatchTask, lost: TaskLost) -> list[RankOutcome]:
