@@ -240,6 +240,9 @@ def _add_tune(sub) -> None:
     tune.add_argument("--compile-modes", type=_compile_modes, metavar="MODE[,MODE]",
                       help="subgraph tuning: the torch.compile modes to try (default: each this PyTorch has of "
                            "default, max-autotune-no-cudagraphs, lite); fewer modes tune faster")
+    tune.add_argument("--regions-only", action="store_true", default=None,
+                      help="subgraph tuning: tune the model's regions only (default: the whole model first, then "
+                           "its regions unless the whole model wins compiled)")
     tune.add_argument("--bank", help="the tuning bank directory (default $TUNE_BANK_PATH or "
                                      "~/.perfsight/tune_bank)")
     tune.add_argument("--repeat", action="store_true", default=None,
@@ -265,14 +268,16 @@ def cmd_tune(args) -> int:
         raise OptionError(f"--order {args.order} goes with --mode both (given: --mode {args.mode or 'unset'})")
     if args.verify:
         tuning = [flag for flag, value in (("--mode", args.mode), ("--order", args.order), ("--repeat", args.repeat),
-                                           ("--compile-modes", args.compile_modes)) if value is not None]
+                                           ("--compile-modes", args.compile_modes),
+                                           ("--regions-only", args.regions_only)) if value is not None]
         if tuning:
             raise OptionError(f"{tuning[0]} is not allowed with --verify, which does not tune; allowed with it: "
                               "--bank, --steps")
         code, status = run_verify(command, bank=args.bank, steps=args.steps or VERIFY_STEPS)
     else:
         code, status = run_tuning(command, mode=args.mode, order=args.order, bank=args.bank, repeat=args.repeat,
-                                  steps=args.steps or TUNE_STEPS, compile_modes=args.compile_modes)
+                                  steps=args.steps or TUNE_STEPS, compile_modes=args.compile_modes,
+                                  whole=not args.regions_only)
     if "error" in status:
         lines = [f"{'verification' if args.verify else 'tuning'} not done: {status['error']}"]
     elif args.verify:

@@ -47,6 +47,8 @@ def test_tune_records_the_first_steps_and_fills_the_bank(op_tuned):
     (["--mode", "subgraph", "--compile-modes", "lite,fast"], "fast is not allowed; allowed (this PyTorch on this "
                                                              "device): default, max-autotune-no-cudagraphs, lite"),
     (["--order", "op,subgraph"], "--order op,subgraph goes with --mode both (given: --mode unset)"),
+    (["--regions-only"], "--regions-only is for subgraph tuning only"),
+    (["--verify", "--regions-only"], "--regions-only is not allowed with --verify"),
     (["--verify", "--mode", "op"], "--mode is not allowed with --verify, which does not tune"),
     (["--verify", "--steps", "5"], "--steps 5 is not allowed with --verify"),
     (["--verify"], "there is no tuning bank at "),
@@ -111,10 +113,12 @@ def test_perfsight_run_applies_the_bank_of_tune_bank_path(op_tuned, tmp_path):
 
 @pytest.fixture(scope="module")
 def subgraph_tuned(tmp_path_factory):
-    """`perfsight tune --mode subgraph` on train_tiny.py (4 steps, two recorded), one compile mode."""
+    """`perfsight tune --mode subgraph --regions-only` on train_tiny.py (4 steps, two recorded), one compile mode:
+    its two linears are the regions tuned (the whole model first would leave them untuned when it won compiled,
+    as timing decides)."""
     where = tmp_path_factory.mktemp("sgat")
-    result = perfsight("tune", "--mode", "subgraph", "--compile-modes", "lite", "--bank", where / "bank", "--",
-                       sys.executable, script("train_tiny.py"), "4", cwd=where)
+    result = perfsight("tune", "--mode", "subgraph", "--regions-only", "--compile-modes", "lite", "--bank",
+                       where / "bank", "--", sys.executable, script("train_tiny.py"), "4", cwd=where)
     return where, result
 
 

@@ -62,7 +62,7 @@ def test_a_compiled_variant_wins_only_when_it_repays_its_compile_time(tmp_path, 
     bank = Bank(tmp_path / "bank", fingerprint="test")
     report = SgatReport(tmp_path / "out", "mlp")
     params = list(model.parameters())
-    result = tune_subgraphs(model, x, bank=bank, report=report, timer=clock, expected_steps=expected_steps,
+    result = tune_subgraphs(model, x, whole=False, bank=bank, report=report, timer=clock, expected_steps=expected_steps,
                             modes=["default", "lite"], schedule=False, compiler=faked(model, clock), max_share=1.0,
                             warmup=1, repeats=3)
     [sub] = result.subgraphs
@@ -97,8 +97,9 @@ def test_variants_per_signature():
 
 def test_a_region_at_another_thread_count_wins_with_no_compile_to_repay_and_runs_there(tmp_path, monkeypatch):
     """The Schedule variant of a region: offered at 1 thread on 2 cores for the model itself (one switch for
-    all its work; the regions inside it are not tried at that count), it repays at once (no compile), and
-    applied, the model's operators run at 2 threads while the rest of the step stays at 1."""
+    all its work; the regions inside it are not tried at that count), it repays at once (no compile) and beats
+    the model compiled, so the region inside is tuned too; applied, the model's operators run at 2 threads
+    while the rest of the step stays at 1."""
     monkeypatch.setattr(settings, "usable_cores", lambda: 2)
     torch.set_num_threads(1)
     model, x = mlp()
@@ -106,9 +107,9 @@ def test_a_region_at_another_thread_count_wins_with_no_compile_to_repay_and_runs
     bank = Bank(tmp_path / "bank", fingerprint="test")
     result = tune_subgraphs(model, x, bank=bank, timer=clock, expected_steps=10, modes=["lite"],
                             compiler=faked(model, clock), max_share=1.0, warmup=1, repeats=3)
-    whole, region = result.subgraphs   # the model itself, tried at the thread count only, and the region
+    whole, region = result.subgraphs   # the model itself first, then the region
     assert (region.names, whole.names) == (["0"], [""])
-    assert [t.name for t in whole.measurement.candidates] == ["threads_2"]
+    assert [t.name for t in whole.measurement.candidates] == ["compile_lite", "threads_2"]
     assert [t.name for t in region.measurement.candidates] == ["compile_lite"]  # inside: not at 2 threads
     assert whole.measurement.winner.name == "threads_2" and whole.measurement.winner.mode == "Schedule"
     assert bank.get("subgraph", whole.key).winner_record()["params"]["threads"] == 2
@@ -123,13 +124,35 @@ def test_a_region_at_another_thread_count_wins_with_no_compile_to_repay_and_runs
     assert seen == [2, 1] and torch.get_num_threads() == 1
 
 
+def test_the_model_itself_is_tuned_first_and_its_compiled_winner_leaves_its_regions_untuned(tmp_path):
+    """The seed's order, whole model first: the model compiled wins (80 us against eager's 100, its compile
+    repaid), so the region inside it is not tuned (compiled code runs its work) and applying the bank compiles
+    the model only; without ``whole`` the region is what is tuned."""
+    model, x = mlp()
+    clock = Clock()
+    bank = Bank(tmp_path / "bank", fingerprint="test")
+    result = tune_subgraphs(model, x, bank=bank, timer=clock, expected_steps=1000, modes=["lite"], schedule=False,
+                            compiler=faked(model, clock), max_share=1.0, warmup=1, repeats=3)
+    [whole] = result.subgraphs
+    assert whole.names == [""] and whole.measurement.winner.name == "compile_lite"
+    assert list(bank.entries("subgraph")) == [whole.key]
+    applied = apply_subgraphs(model, bank, compiler=faked(model, clock))
+    assert applied.installed == [""]
+    applied.remove()
+    alone = tune_subgraphs(model, x, bank=Bank(tmp_path / "bank2", fingerprint="test"), whole=False, timer=clock,
+                           expected_steps=1000, modes=["lite"], schedule=False, compiler=faked(model, clock),
+                           max_share=1.0, warmup=1, repeats=3)
+    assert [sub.names for sub in alone.subgraphs] == [["0"]]
+
+
 def tuned_mlp(tmp_path):
     """The mlp, its input, a bank where its region's lite compile (faked) won, and the fake compiler."""
     model, x = mlp()
     clock = Clock()
     bank = Bank(tmp_path / "bank", fingerprint="test")
     compiler = faked(model, clock)
-    tune_subgraphs(model, x, bank=bank, timer=clock, expected_steps=1000, modes=["lite"], compiler=compiler,
+    tune_subgraphs(model, x, whole=False, bank=bank, timer=clock, expected_steps=1000, modes=["lite"],
+                   compiler=compiler,
                    max_share=1.0, warmup=1, repeats=3)
     return model, x, bank, compiler
 
@@ -157,7 +180,7 @@ def test_disabled_winners_run_eagerly_and_keep_what_they_compiled(tmp_path):
     def compiler(fn, variant):
         compiled.append(variant.name)
         return fake(fn, variant)
-    tune_subgraphs(model, x, bank=bank, timer=clock, expected_steps=1000, modes=["lite"], compiler=fake,
+    tune_subgraphs(model, x, whole=False, bank=bank, timer=clock, expected_steps=1000, modes=["lite"], compiler=fake,
                    max_share=1.0, warmup=1, repeats=3)
     applied = apply_subgraphs(model, bank, compiler=compiler)
     with torch.no_grad():
@@ -178,7 +201,7 @@ def test_a_frozen_winner_is_left_once_a_weight_changes(tmp_path):
     clock = Clock()
     bank = Bank(tmp_path / "bank", fingerprint="test")
     compiler = faked(model, clock)
-    result = tune_subgraphs(model, x, bank=bank, timer=clock, expected_steps=10**9, modes=["default"],
+    result = tune_subgraphs(model, x, whole=False, bank=bank, timer=clock, expected_steps=10**9, modes=["default"],
                             compiler=compiler, max_share=1.0, warmup=1, repeats=3)
     assert result.subgraphs[0].measurement.winner.name == "compile_default+freezing"
     applied = apply_subgraphs(model, bank, compiler=compiler)
@@ -200,7 +223,8 @@ def test_session_modes_and_orders(tmp_path):
         plan("both", tmp_path, order="op")
     model, x = mlp()
     clock = Clock()
-    result = perfsight.tune.tune(model, x, mode="subgraph", bank=tmp_path / "bank", result_dir=tmp_path / "out",
+    result = perfsight.tune.tune(model, x, whole=False, mode="subgraph", bank=tmp_path / "bank",
+                                 result_dir=tmp_path / "out",
                                  timer=clock, expected_steps=1000, modes=["lite"], compiler=faked(model, clock),
                                  max_share=1.0, warmup=1, repeats=3)
     assert result.winners == {"0": "compile_lite"} and result.repo_summary["repo_add_num"] == 1
@@ -233,7 +257,7 @@ def test_one_real_compile_of_a_small_mlp_in_inference(tmp_path):
                     compiling.append(calls[0])
                 calls[0] += 1
         return counted
-    result = tune_subgraphs(model, x, bank=bank, modes=["default"], schedule=False, max_share=1.0,
+    result = tune_subgraphs(model, x, whole=False, bank=bank, modes=["default"], schedule=False, max_share=1.0,
                             expected_steps=1000, warmup=2, repeats=10, compiler=compiler)
     [sub] = result.subgraphs
     m = sub.measurement
@@ -252,7 +276,7 @@ def test_both_stages_in_either_order(tmp_path, order, op_tuned):
     torch.set_num_threads(1)
     model, x = mlp()
     clock = Clock()
-    result = perfsight.tune.tune(model, x, mode="both", order=order, bank=tmp_path / "bank",
+    result = perfsight.tune.tune(model, x, whole=False, mode="both", order=order, bank=tmp_path / "bank",
                                  result_dir=tmp_path / "out", timer=clock, expected_steps=1000, modes=["lite"],
                                  schedule=False, compiler=faked(model, clock), max_share=1.0, warmup=1, repeats=3)
     # subgraph first: the linears inside the compiled region are not operator-tuned
@@ -288,7 +312,7 @@ def test_a_region_that_fails_counts_as_unsatisfied_and_all_failing_fails_the_tas
     model, x = two_regions(), torch.randn(4, 8)
     bank = Bank(tmp_path / "bank", fingerprint="test")
     report = SgatReport(tmp_path / "out", "two")
-    result = tune_subgraphs(model, x, bank=bank, report=report, timer=Clock(), modes=["lite"],
+    result = tune_subgraphs(model, x, whole=False, bank=bank, report=report, timer=Clock(), modes=["lite"],
                             compiler=lambda fn, variant: fn, max_share=0.6, warmup=1, repeats=3)
     report.finish()
     assert sorted(s.names[0] for s in result.subgraphs) == ["0", "2"]
@@ -333,7 +357,8 @@ def test_te_parallel_compiler_sets_the_compile_workers_while_subgraphs_are_tuned
         seen.append(inductor_config.compile_threads)
         return fake(fn, variant)
     before = inductor_config.compile_threads
-    perfsight.tune.tune(model, x, mode="subgraph", bank=tmp_path / "bank", result_dir=tmp_path / "out", timer=clock,
+    perfsight.tune.tune(model, x, whole=False, mode="subgraph", bank=tmp_path / "bank", result_dir=tmp_path / "out",
+                        timer=clock,
                         modes=["lite"], compiler=compiler, max_share=1.0, warmup=1, repeats=3)
     assert seen and set(seen) == {1} and inductor_config.compile_threads == before
 
@@ -351,7 +376,7 @@ def test_candidates_of_a_region_with_dropout_are_checked_from_one_random_state(t
     as eager does passes the check (each call drew other dropout masks: "result 0 differs")."""
     model, x = with_dropout()
     bank = Bank(tmp_path / "bank", fingerprint="test")
-    result = tune_subgraphs(model, x, bank=bank, timer=Clock(), modes=["default", "lite"], schedule=False,
+    result = tune_subgraphs(model, x, whole=False, bank=bank, timer=Clock(), modes=["default", "lite"], schedule=False,
                             compiler=lambda fn, v: fn, max_share=1.0, warmup=1, repeats=3)
     [sub] = result.subgraphs
     assert sub.signature["train"] and sub.signature["module_training"]
@@ -366,7 +391,8 @@ def test_real_compiles_of_a_region_with_dropout_in_training_pass_the_check(tmp_p
     torch.set_num_threads(1)
     model, x = with_dropout()
     bank = Bank(tmp_path / "bank", fingerprint="test")
-    result = tune_subgraphs(model, x, bank=bank, modes=["default"], schedule=False, max_share=1.0, warmup=1,
+    result = tune_subgraphs(model, x, whole=False, bank=bank, modes=["default"], schedule=False, max_share=1.0,
+                            warmup=1,
                             repeats=3)
     [sub] = result.subgraphs
     assert [(t.name, t.ok, t.reason) for t in sub.measurement.candidates] == [("compile_default", True, "")]

@@ -111,7 +111,8 @@ class TuningDriver:
                              "let it train longer or lower --steps"}
         the_plan = plan(self.config["mode"], self.config["bank"], self.config["repeat"], self.config["result_dir"],
                         order=self.config.get("order"))
-        options = {} if self.config.get("compile_modes") is None else {"modes": self.config["compile_modes"]}
+        options = {"whole": self.config.get("whole", True),
+                   **({} if self.config.get("compile_modes") is None else {"modes": self.config["compile_modes"]})}
         if self.inputs is None:
             return {"error": f"the first module the script ran, {type(self.root).__name__}, was not called in step "
                              f"{wanted}: the winners are proven on a replay of its forward (and subgraph tuning "

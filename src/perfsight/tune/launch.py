@@ -30,9 +30,10 @@ VERIFY_WARMUP = 2   # untimed rounds of --verify before them, each one step with
 
 def run_tuning(command: list[str], *, mode: str | None = None, order: str | None = None, bank: str | None = None,
                repeat: bool | None = None, steps: int = TUNE_STEPS, compile_modes: list[str] | None = None,
-               environ=os.environ) -> tuple[int, dict]:
+               whole: bool = True, environ=os.environ) -> tuple[int, dict]:
     """Run ``command``, tuning its first ``steps`` steps (``mode``: op, subgraph or both, in ``order``;
-    ``compile_modes`` limits subgraph tuning's torch.compile modes); returns its exit code and the child's
+    ``compile_modes`` limits subgraph tuning's torch.compile modes, ``whole`` False leaves the whole model out of
+    it); returns its exit code and the child's
     status (``report``, ``bank``, ``stages``: {stage: {repo_summary, winners, failed, rows, verdict}},
     ``preconditions``; or ``error``)."""
     the_plan = plan(mode, bank, repeat, None, environ, order=order)
@@ -40,6 +41,8 @@ def run_tuning(command: list[str], *, mode: str | None = None, order: str | None
         raise OptionError(f"--steps {steps} is too few: at least 2 steps are needed to check for static shapes")
     if compile_modes is not None:
         _check_compile_modes(compile_modes, the_plan.stages)
+    if not whole and "subgraph" not in the_plan.stages:
+        raise OptionError("--regions-only is for subgraph tuning only: add --mode subgraph (or --mode both)")
     _check_alone(environ, "tune")
     failed = [c for c in check_disk(the_plan.bank_path, the_plan.result_dir) if not c.ok]
     if failed:
@@ -48,7 +51,7 @@ def run_tuning(command: list[str], *, mode: str | None = None, order: str | None
     both = len(the_plan.stages) > 1
     config = {"mode": "both" if both else the_plan.stages[0], "order": ",".join(the_plan.stages) if both else None,
               "bank": str(the_plan.bank_path), "repeat": the_plan.repeat, "steps": steps,
-              "result_dir": str(the_plan.result_dir), "compile_modes": compile_modes}
+              "result_dir": str(the_plan.result_dir), "compile_modes": compile_modes, "whole": whole}
     return _run(command, config, environ)
 
 

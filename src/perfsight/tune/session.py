@@ -46,7 +46,8 @@ from perfsight.tune.env import OPERATOR, SUBGRAPH, TuneSettings
 
 MODES = {"op": OPERATOR, "subgraph": SUBGRAPH, "both": None}
 ORDERS = ("subgraph,op", "op,subgraph")
-_SGAT_OPTIONS = ("modes", "schedule", "compiler", "min_share", "max_share")  # expected_steps goes to both stages
+#: the subgraph stage's own options (expected_steps goes to both stages)
+_SGAT_OPTIONS = ("modes", "schedule", "whole", "compiler", "min_share", "max_share")
 _PROOF_OPTIONS = ("proof_rounds", "proof_warmup", "proof_margin")
 MIN_FREE_DISK = 1 << 30
 MIN_FREE_MEMORY = 512 << 20
@@ -291,7 +292,7 @@ def tune(model=None, batch=None, *, step: Callable[[], object] | None = None, mo
     subgraph stage runs a training step in training mode, a forward without grad in eval mode), or of
     ``step()`` (``model`` then only names the operators; the subgraph stage needs it). ``measuring``: the
     timing keywords (timer, warmup, repeats, margin), ``expected_steps`` (what a compile must be repaid
-    over, both stages), the subgraph stage's (modes, schedule, compiler, min_share, max_share; see
+    over, both stages), the subgraph stage's (modes, schedule, whole, compiler, min_share, max_share; see
     ``sgat.tune_subgraphs``) and the in-step proof's (``proof_rounds``, ``proof_warmup``, ``proof_margin``;
     ``prove.Ablation``). Arguments left None come from the environment (AOE_MODE, TUNE_BANK_PATH,
     REPEAT_TUNE, ASCEND_WORK_PATH; see tune/env.py)."""

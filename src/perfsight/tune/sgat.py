@@ -2,13 +2,16 @@
 rule -> bank.
 
 ``tune_subgraphs(model, step_or_batch, bank=...)`` finds the regions (tune/regions.py) and, for each
-distinct region signature, times on the region's real inputs (copied from one step):
+distinct region signature, times on the region's real inputs (copied from one step). The model itself comes
+first, as a region around the others (``regions.find_regions(whole=True)``; the seed's order: the whole
+model, then its regions, then operators): it gets every variant below. When its winner is compiled, the
+regions inside it are not tuned (its compiled code runs their work; the operator stage skips them too).
+A variant is:
 
 - eager at every usable core, when torch runs another number of threads (the Schedule mode for a whole
-  region: one switch on entering it, forward and backward; variants.py). With ``schedule`` the model
-  itself is a region too (``regions.find_regions(whole=True)``), tried eager only - at that thread count
-  and with channels_last inputs - so that one switch serves all of its forward and backward (CPU); the
-  regions inside it are then not tried at that count (inside the model at it, theirs would change nothing);
+  region: one switch on entering it, forward and backward; variants.py). When the model itself is tried at
+  that count, one switch serves all of its forward and backward (CPU), and the regions inside it are not
+  tried at it (inside the model at it, theirs would change nothing);
 - eager with channels_last inputs (regions with 4-D inputs);
 - ``torch.compile`` in each mode this PyTorch has among default, max-autotune-no-cudagraphs and lite
   (reduce-overhead too on a GPU), with the inputs as given and, for 4-D inputs, channels_last;
@@ -133,6 +136,11 @@ def tune_region(region: Region, *, expected_steps: int, modes: list[str] | None 
     return result
 
 
+def _compiled(entry: Entry | None) -> bool:
+    """Whether a bank entry's winner is compiled."""
+    return bool(((entry.winner_record() or {}).get("params") or {}).get("compile")) if entry else False
+
+
 def _step_ms(step: Callable[[], object], timer: Callable[[], int], warmup: int, repeats: int) -> float:
     return sample(step, timer, repeats, warmup, name="step").median_us / 1e3
 
@@ -169,12 +177,13 @@ def as_step(model: torch.nn.Module, step_or_batch) -> Callable[[], object]:
 
 def tune_subgraphs(model: torch.nn.Module, step_or_batch, *, bank: Bank, report=None,
                    timer: Callable[[], int] | None = None, repeat: bool = False, expected_steps: int = EXPECTED_STEPS,
-                   modes: list[str] | None = None, schedule: bool = True, compiler: Callable = variant_call,
-                   min_share: float = 0.05, max_share: float = 0.5, warmup: int = 3, repeats: int = 15,
-                   margin: float = 0.03) -> SgatResult:
+                   modes: list[str] | None = None, schedule: bool = True, whole: bool = True,
+                   compiler: Callable = variant_call, min_share: float = 0.05, max_share: float = 0.5,
+                   warmup: int = 3, repeats: int = 15, margin: float = 0.03) -> SgatResult:
     """Tune every region of ``model`` (see the module docstring); ``expected_steps`` is how many steps the
     compile time must be repaid over; ``modes`` limits the compile modes (default: all available);
     ``schedule`` whether regions may also be tried at another thread count (``variants.variants``);
+    ``whole`` whether the model itself is tuned first, as a region around the others;
     ``compiler(fn, variant)`` builds a variant's call (``variant_call``; tests pass a fake)."""
     timer = timer or time.perf_counter_ns
     step = as_step(model, step_or_batch)
@@ -182,8 +191,13 @@ def tune_subgraphs(model: torch.nn.Module, step_or_batch, *, bank: Bank, report=
     measuring = {"timer": timer, "warmup": warmup, "repeats": repeats, "margin": margin}
     with preserved(model):
         result.baseline_ms = result.result_ms = _step_ms(step, timer, warmup, repeats)
-        whole = schedule and schedule_threads() is not None
-        for region in find_regions(model, step, min_share=min_share, max_share=max_share, whole=whole):
+        regions = sorted(find_regions(model, step, min_share=min_share, max_share=max_share, whole=whole),
+                         key=lambda region: not region.whole)             # the model itself first
+        whole_threads = schedule and schedule_threads() is not None and any(r.whole for r in regions)
+        compiled_whole = False           # the model itself holds a compiled winner: its code runs every region
+        for region in regions:
+            if compiled_whole:
+                continue
             key = bank.key("subgraph", region.signature)
             before = bank.get("subgraph", key)
             kept_as = None if repeat else settled(before)
@@ -191,8 +205,8 @@ def tune_subgraphs(model: torch.nn.Module, step_or_batch, *, bank: Bank, report=
                 done = SubgraphResult(key, region.names, region.signature, kept_as, kept=before)
             else:
                 try:
-                    done = tune_region(region, expected_steps=expected_steps, modes=[] if region.whole else modes,
-                                       schedule=schedule and (region.whole or not whole), compiler=compiler,
+                    done = tune_region(region, expected_steps=expected_steps, modes=modes,
+                                       schedule=schedule and (region.whole or not whole_threads), compiler=compiler,
                                        **measuring)
                 except Exception as exc:  # one region failing to tune does not stop the others
                     mode = kept_mode(before)
@@ -208,6 +222,7 @@ def tune_subgraphs(model: torch.nn.Module, step_or_batch, *, bank: Bank, report=
                                             repeat=repeat)
             result.subgraphs.append(done)
             result.summary.record(done.update_mode)
+            compiled_whole = region.whole and _compiled(bank.get("subgraph", key))
             if report is not None:
                 m = done.measurement
                 before_us, after_us = ((m.default.median_us, (m.winner or m.default).median_us) if m is not None
