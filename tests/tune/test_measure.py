@@ -116,6 +116,20 @@ def test_tolerances_follow_the_dtype_and_cover_gradients():
     assert mismatch((x, None), (x, x)) == "result 1: gradient missing on one side"
 
 
+def test_gradients_are_judged_on_the_scale_of_the_largest():
+    """A gradient whose true value cancels out (a BatchNorm weight's ahead of another BatchNorm: ~1e-6 against
+    the others' ~1) is all rounding: a reordered sum changes it wholly. On its own scale that fails; on the
+    gradients' shared scale it passes, while an error of 1e-3 on the scale of the large one still fails."""
+    torch.manual_seed(0)
+    out, large, tiny = torch.randn(8), torch.randn(100), torch.randn(100) * 1e-6
+    rounded = tiny + torch.randn(100) * 1e-6                   # all rounding: 100% of its own size
+    assert mismatch((out, large, tiny), (out, large, rounded)).startswith("result 2 differs")
+    assert mismatch((out, large, tiny), (out, large, rounded), gradients=2) == ""
+    scale = large.abs().max()
+    assert mismatch((out, large, tiny), (out, large, tiny + 1e-3 * scale), gradients=2).startswith("result 2 differs")
+    assert mismatch((out, large, tiny), (out * 1.01, large, tiny), gradients=2).startswith("result 0 differs")
+
+
 @pytest.mark.parametrize("calls, wins", [(100, False), (10_000, True)])
 def test_a_candidate_with_a_compile_wins_only_when_it_repays_it(calls, wins):
     # 50 us saved per call against a 0.1 s compile: repaid after 2000 calls

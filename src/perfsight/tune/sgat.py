@@ -26,7 +26,7 @@ eager draws them, so that from one random-number state it reproduces eager and p
 RNG would give other masks, and training regions with dropout could never be compiled). Its first call
 - the compile, forward and backward in training - is timed as its compile time. measure.py then times
 eager and the candidates serially, interleaved, and checks each against eager (outputs, and input and
-parameter gradients in training). Only candidates that repay their compile time may win (measure.py's
+parameter gradients in training, the gradients on the scale of the largest: ``measure.mismatch``). Only candidates that repay their compile time may win (measure.py's
 repay rule, which operator tuning shares), and ``measure.decide`` picks among them:
 
     (eager_ms - candidate_ms) * calls_per_step * expected_steps > compile_ms
@@ -59,11 +59,17 @@ def _outputs(value) -> list[torch.Tensor]:
     return [t for t in torch.utils._pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
 
 
+def _differentiated(region: Region) -> list[torch.Tensor]:
+    """What a training call of the region is differentiated with respect to: its inputs needing a gradient,
+    then its parameters."""
+    return [t for t in _outputs((region.args, region.kwargs)) if t.requires_grad] + [
+        p for p in region.module.parameters() if p.requires_grad]
+
+
 def _runner(call: Callable, region: Region, grad_outs: list | None) -> Callable[[], tuple]:
     """One call of the region: its outputs, then the input and parameter gradients when training."""
     args, kwargs = region.args, region.kwargs
-    wrt = [t for t in _outputs((args, kwargs)) if t.requires_grad]
-    wrt += [p for p in region.module.parameters() if p.requires_grad]
+    wrt = _differentiated(region)
 
     def go():
         if grad_outs is None:
@@ -130,7 +136,8 @@ def tune_region(region: Region, *, expected_steps: int, modes: list[str] | None 
         result.compile_s[variant.name] = seconds if variant.compile else 0.0
         candidates.append((variant.name, variant.mode, variant.params, runner))
     m = measure(eager, candidates, timer=timer, warmup=warmup, repeats=repeats, margin=margin,
-                compile_s=result.compile_s, calls=region.calls * expected_steps)
+                compile_s=result.compile_s, calls=region.calls * expected_steps,
+                gradients=len(_differentiated(region)) if grad_outs is not None else 0)
     result.repays = {t.name: t.repays for t in m.candidates}
     result.measurement = m
     return result
