@@ -19,7 +19,8 @@ steps with and without the bank (operator winners and, on the model, subgraph wi
 default thread count (what users run; ``--threads N`` pins it, and the section says so). Reported: the untuned
 and tuned step medians with p10-p90, the speed-up (untuned median over tuned median) with the interval of the
 median paired ratio, the verdict (tune/rule.py: a win only when the interval's lower bound is above 1.0), the
-winners and each stage's repo_summary. The same check against an
+winners and each stage's repo_summary, each winner's trial in the step, and every candidate each stage timed
+alone with its fate (failed the check, not faster, not repaid, won alone). The same check against an
 empty bank ("empty bank speed-up") measures what running under the bank costs by itself with no winner applied.
 
     PYTHONPATH=src python bench/tune_models.py                       # the table (~1 min)
@@ -145,7 +146,7 @@ def run(args) -> list[dict]:
                 stages = result.stages
                 rows.append({"model": name, "mode": mode, "description": description, "tuning_s": tuning_s,
                              "proof_s": result.proof.seconds if result.proof is not None else 0.0,
-                             "trials": _trials(result),
+                             "trials": _trials(result), "tried": _tried(result),
                              "summaries": {stage: r.repo_summary for stage, r in stages.items()},
                              "winners": {f"{where or '(the model)'} ({stage})": w
                                          for stage, r in stages.items() for where, w in r.winners.items()},
@@ -166,6 +167,44 @@ def _trials(result) -> list[dict]:
     """Each winner a stage proposed and its in-step trial: the result rows that carry one (``in_step``)."""
     return [{"stage": stage, "where": row["where"], "winner": row["best"], **row["in_step"]}
             for stage, r in result.stages.items() for row in r.rows if row.get("in_step")]
+
+
+def _tried(result) -> list[dict]:
+    """Every candidate each stage timed alone: where, its time against the default's, and what became of it."""
+    tried = []
+    for stage, r in result.stages.items():
+        outcomes = ([(o.op_name, o.measurement) for o in r.opat.operators] if r.opat is not None else []) + (
+            [(",".join(n or "(the model)" for n in s.names), s.measurement) for s in r.sgat.subgraphs]
+            if r.sgat is not None else [])
+        for where, m in outcomes:
+            for t in m.candidates if m is not None else []:
+                tried.append({"stage": stage, "where": where, "candidate": t.name, "default_us": m.default.median_us,
+                              "alone_us": t.median_us if t.samples_ns else None, "compile_s": t.compile_s,
+                              "fate": _fate(t, m)})
+    return tried
+
+
+def _fate(candidate, measurement) -> str:
+    if not candidate.ok:
+        return "failed the check: " + candidate.reason.split("!")[0].split(";")[0][:90]
+    if measurement.winner is candidate:
+        return "won alone (tried in the step)"
+    if candidate.repays is False:
+        return "does not repay its compile"
+    return "not faster beyond the noise"
+
+
+def tried_table(rows: list[dict]) -> str:
+    """Every candidate tried alone, and its fate."""
+    lines = ["| model | mode | stage: where | candidate | default -> alone us/call | compile s | fate |",
+             "|---|---|---|---|---:|---:|---|"]
+    for row in rows:
+        for t in row["tried"]:
+            alone = f"{t['alone_us']:,.0f}" if t["alone_us"] is not None else "-"
+            compiled = f"{t['compile_s']:.1f}" if t["compile_s"] else "-"
+            lines.append(f"| {row['model']} | {row['mode']} | {t['stage']}: {t['where']} | {t['candidate']} | "
+                         f"{t['default_us']:,.0f} -> {alone} | {compiled} | {t['fate']} |")
+    return "\n".join(lines)
 
 
 def _ms(timing) -> tuple[str, str]:
@@ -259,6 +298,11 @@ def markdown(rows: list[dict], args, load_before: str, wall_s: float) -> str:
         "of tune/rule.py at its looks):",
         "",
         trials_table(rows),
+        "",
+        "Every candidate each stage timed alone (the whole model first, then its regions, then operators), "
+        "and its fate:",
+        "",
+        tried_table(rows),
         "",
         f"repo_summary: {summaries}. Winner calls applied during the timed and warm-up tuned steps: {applied}.",
         "",
