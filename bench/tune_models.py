@@ -191,6 +191,8 @@ def _fate(candidate, measurement) -> str:
         return "won alone (tried in the step)"
     if candidate.repays is False:
         return "does not repay its compile"
+    if measurement.winner is not None:
+        return f"beaten by {measurement.winner.name}"
     return "not faster beyond the noise"
 
 

@@ -57,7 +57,8 @@ def test_markdown_section_has_both_models_and_is_appended(tmp_path):
     cells = [[cell.strip() for cell in line.split("|")[1:-1]] for line in tried[2:]]
     for model in ("cnn", "transformer"):        # the whole model first, in mode both
         assert next(c for c in cells if c[:2] == [model, "both"])[2].startswith("subgraph: (the model)")
-    assert all(c[6].startswith(("failed the check", "won alone", "does not repay", "not faster")) for c in cells)
+    fates = ("failed the check", "won alone", "does not repay", "beaten by", "not faster")
+    assert all(c[6].startswith(fates) for c in cells)
     assert "PYTHONPATH=src python bench/tune_models.py --tiny --rounds 2" in out
     assert "Load average (1, 5, 15 min) before / after" in out
     assert results.read_text() == "# earlier\n\n" + out.rstrip("\n") + "\n"
