@@ -258,7 +258,7 @@ def markdown(rows: list[dict], args, load_before: str, wall_s: float) -> str:
     facts = machine_facts(threads)
     pinned = f"torch pinned to {threads} thread(s) (--threads)" if args.threads else \
         f"torch at its default thread count ({threads})"
-    models_text = "\n".join(f"- `{row['model']}`: {row['description']}" for row in rows)
+    models_text = "\n".join(dict.fromkeys(f"- `{row['model']}`: {row['description']}" for row in rows))
     summaries = "; ".join(f"{row['model']} ({row['mode']}) {stage}: "
                           + ", ".join(f"{k}={v}" for k, v in summary.items())
                           for row in rows for stage, summary in row["summaries"].items())
