@@ -232,7 +232,8 @@ def table(rows: list[dict]) -> str:
                      if again is not None else "-")
         lines.append(f"| {row['model']} | {row['mode']} | {row['tuning_s']:.1f} | {row['proof_s']:.1f} | {tuned} | "
                      f"{' | '.join(_ms(v.untuned))} | {' | '.join(_ms(v.tuned))} | {v.speedup:.3f}x "
-                     f"[{low:.3f}, {high:.3f}] | {v.verdict} | {rechecked} | {empty.speedup:.3f}x "
+                     f"[{low:.3f}, {high:.3f}] | {v.verdict}{'' if row['winners'] else ' (no winner: a control)'} | "
+                     f"{rechecked} | {empty.speedup:.3f}x "
                      f"[{e_low:.3f}, {e_high:.3f}] | {winners} |")
     return "\n".join(lines)
 

@@ -47,7 +47,8 @@ def test_markdown_section_has_both_models_and_is_appended(tmp_path):
         speedup = float(row[9].split("x")[0])
         low, high = ratio_bounds(float(row[5]), float(row[7]))  # untuned over tuned median, as printed
         assert low - 0.0005 <= speedup <= high + 0.0005
-        assert row[10] == "does not win end to end" or speedup > 1
+        assert row[10].startswith("does not win end to end") or speedup > 1
+        assert row[10].endswith("(no winner: a control)") == (row[13] == "none")   # a bank applying nothing
         assert row[11].endswith("end to end") and float(row[11].split("x")[0]) > 0   # re-checked: the bank again
         assert row[12].endswith("]") and float(row[12].split("x")[0]) > 0   # the empty bank's speed-up
     trials = out[out.index("their trials in the training step"):].split("\n\n")[1]
