@@ -131,11 +131,14 @@ def test_the_model_itself_is_tuned_first_and_its_compiled_winner_leaves_its_regi
     model, x = mlp()
     clock = Clock()
     bank = Bank(tmp_path / "bank", fingerprint="test")
-    result = tune_subgraphs(model, x, bank=bank, timer=clock, expected_steps=1000, modes=["lite"], schedule=False,
-                            compiler=faked(model, clock), max_share=1.0, warmup=1, repeats=3)
+    report = SgatReport(tmp_path / "out", "mlp")
+    result = tune_subgraphs(model, x, bank=bank, report=report, timer=clock, expected_steps=1000, modes=["lite"],
+                            schedule=False, compiler=faked(model, clock), max_share=1.0, warmup=1, repeats=3)
     [whole] = result.subgraphs
     assert whole.names == [""] and whole.measurement.winner.name == "compile_lite"
     assert list(bank.entries("subgraph")) == [whole.key]
+    sgat = json.loads(report.path.read_text())[report.name][1]["SGAT"]          # the result file says so too
+    assert len(sgat["repo_modified_subgraphs"]["add_repo_subgraphs"]) == 1 and sgat["repo_summary"]["total_num"] == 1
     applied = apply_subgraphs(model, bank, compiler=faked(model, clock))
     assert applied.installed == [""]
     applied.remove()

@@ -32,10 +32,9 @@ def run_tuning(command: list[str], *, mode: str | None = None, order: str | None
                repeat: bool | None = None, steps: int = TUNE_STEPS, compile_modes: list[str] | None = None,
                whole: bool = True, environ=os.environ) -> tuple[int, dict]:
     """Run ``command``, tuning its first ``steps`` steps (``mode``: op, subgraph or both, in ``order``;
-    ``compile_modes`` limits subgraph tuning's torch.compile modes, ``whole`` False leaves the whole model out of
-    it); returns its exit code and the child's
-    status (``report``, ``bank``, ``stages``: {stage: {repo_summary, winners, failed, rows, verdict}},
-    ``preconditions``; or ``error``)."""
+    ``compile_modes`` limits subgraph tuning's torch.compile modes; ``whole`` False leaves the whole model out
+    of it); returns its exit code and the child's status (``report``, ``bank``, ``stages``: {stage:
+    {repo_summary, winners, failed, rows, verdict}}, ``preconditions``; or ``error``)."""
     the_plan = plan(mode, bank, repeat, None, environ, order=order)
     if steps < 2:
         raise OptionError(f"--steps {steps} is too few: at least 2 steps are needed to check for static shapes")

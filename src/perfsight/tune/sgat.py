@@ -26,8 +26,9 @@ eager draws them, so that from one random-number state it reproduces eager and p
 RNG would give other masks, and training regions with dropout could never be compiled). Its first call
 - the compile, forward and backward in training - is timed as its compile time. measure.py then times
 eager and the candidates serially, interleaved, and checks each against eager (outputs, and input and
-parameter gradients in training, the gradients on the scale of the largest: ``measure.mismatch``). Only candidates that repay their compile time may win (measure.py's
-repay rule, which operator tuning shares), and ``measure.decide`` picks among them:
+parameter gradients in training, the gradients on the scale of the largest: ``measure.mismatch``). Only
+candidates that repay their compile time may win (measure.py's repay rule, which operator tuning shares),
+and ``measure.decide`` picks among them:
 
     (eager_ms - candidate_ms) * calls_per_step * expected_steps > compile_ms
 
@@ -201,10 +202,7 @@ def tune_subgraphs(model: torch.nn.Module, step_or_batch, *, bank: Bank, report=
         regions = sorted(find_regions(model, step, min_share=min_share, max_share=max_share, whole=whole),
                          key=lambda region: not region.whole)             # the model itself first
         whole_threads = schedule and schedule_threads() is not None and any(r.whole for r in regions)
-        compiled_whole = False           # the model itself holds a compiled winner: its code runs every region
         for region in regions:
-            if compiled_whole:
-                continue
             key = bank.key("subgraph", region.signature)
             before = bank.get("subgraph", key)
             kept_as = None if repeat else settled(before)
@@ -229,13 +227,14 @@ def tune_subgraphs(model: torch.nn.Module, step_or_batch, *, bank: Bank, report=
                                             repeat=repeat)
             result.subgraphs.append(done)
             result.summary.record(done.update_mode)
-            compiled_whole = region.whole and _compiled(bank.get("subgraph", key))
             if report is not None:
                 m = done.measurement
                 before_us, after_us = ((m.default.median_us, (m.winner or m.default).median_us) if m is not None
                                        else (before.default_us or 0.0, before.winner_us or 0.0))
                 report.subgraph(key, before_ms=before_us / 1e3, after_ms=after_us / 1e3,
                                 update_mode=done.update_mode)
+            if region.whole and _compiled(bank.get("subgraph", key)):
+                break                      # the model itself won compiled: its code runs every region's work
         applied = apply_subgraphs(model, bank, compiler=compiler)
         try:
             if applied.installed:
