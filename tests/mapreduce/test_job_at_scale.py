@@ -56,7 +56,6 @@ def test_the_local_pool_finds_the_planted_answers(pool_figures):
     assert len(pool_figures["clock_offsets"]) == RANKS
 
 
-@pytest.mark.slow
 def _cmdline(process: psutil.Process) -> list[str]:
     """A child's command line; [] for one that is gone or a zombie (another test's process this worker has not
     reaped yet)."""
@@ -66,6 +65,7 @@ def _cmdline(process: psutil.Process) -> list[str]:
         return []
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_job_still_gives_the_full_result(job, pool_figures, tmp_path):
     """Once 8 ranks are in, one worker of the pool is killed (SIGKILL, as the kernel's OOM killer does): the
     ranks it held are read again by a fresh worker, and the job is whole."""
