@@ -105,6 +105,10 @@ class Entry:
             return None
         return next((c for c in self.candidates if c.get("name") == self.winner), None)
 
+    def winner_params(self) -> dict:
+        """The winning candidate's params ({} when the default won or the record has none)."""
+        return (self.winner_record() or {}).get("params") or {}
+
     def strategy(self) -> tuple[str, str] | None:
         """The tuning strategy this entry holds (winner and its parameters), or None when the default won."""
         if self.winner is None:
@@ -259,7 +263,7 @@ class Bank:
     def winner_as(self, entry: Entry, shape: type, **given):
         """``entry``'s winner as ``shape`` (a msgspec Struct or dataclass) made of ``given`` and its winner
         record's params: a TuneBankError names the file, the entry, its params and what is allowed."""
-        params = (entry.winner_record() or {}).get("params") or {}
+        params = entry.winner_params()
         try:
             return msgspec.convert({**given, **params}, shape)
         except msgspec.ValidationError as error:

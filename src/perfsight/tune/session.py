@@ -356,5 +356,5 @@ def _runs_its_operators_its_way(bank, key: str) -> bool:
     """Whether the bank's subgraph winner for ``key`` is compiled or sets the thread count, so that its
     operators are not operator-tuned."""
     entry = bank.get("subgraph", key) if key else None
-    params = (entry.winner_record() or {}).get("params", {}) if entry else {}
+    params = entry.winner_params() if entry else {}
     return bool(params.get("compile") or params.get("threads"))

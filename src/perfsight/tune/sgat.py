@@ -146,7 +146,7 @@ def tune_region(region: Region, *, expected_steps: int, modes: list[str] | None 
 
 def _compiled(entry: Entry | None) -> bool:
     """Whether a bank entry's winner is compiled."""
-    return bool(((entry.winner_record() or {}).get("params") or {}).get("compile")) if entry else False
+    return bool(entry.winner_params().get("compile")) if entry else False
 
 
 def _step_ms(step: Callable[[], object], timer: Callable[[], int], warmup: int, repeats: int) -> float:
