@@ -173,10 +173,8 @@ def _tried(result) -> list[dict]:
     """Every candidate each stage timed alone: where, its time against the default's, and what became of it."""
     tried = []
     for stage, r in result.stages.items():
-        outcomes = ([(o.op_name, o.measurement) for o in r.opat.operators] if r.opat is not None else []) + (
-            [(",".join(n or "(the model)" for n in s.names), s.measurement) for s in r.sgat.subgraphs]
-            if r.sgat is not None else [])
-        for where, m in outcomes:
+        tuned = (r.opat.operators if r.opat is not None else []) + (r.sgat.subgraphs if r.sgat is not None else [])
+        for where, m in ((signature.row()["where"], signature.measurement) for signature in tuned):
             for t in m.candidates if m is not None else []:
                 tried.append({"stage": stage, "where": where, "candidate": t.name, "default_us": m.default.median_us,
                               "alone_us": t.median_us if t.samples_ns else None, "compile_s": t.compile_s,
