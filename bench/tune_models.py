@@ -9,13 +9,17 @@ The models (tiny, for a 2-core CPU; sizes are flags):
                  (F.scaled_dot_product_attention) and an MLP (linear, GELU, linear), linear head; synthetic
                  tokens
 
-For each model and each of ``--modes`` (op, subgraph, both; default both: subgraph tuning, then operator
-tuning, the seed's order): one training step (zero_grad, forward, cross-entropy, backward, SGD step) is
-tuned with ``perfsight.tune.tune`` (``--compile-modes`` limits the torch.compile modes tried per region)
-into a fresh temporary bank. The tuning time is the wall time of that call: capture, every region and
-operator candidate (compiles included), the in-step proof of the winners (reported apart too, with each
+Each trains with the optimizer people use for it: the cnn with SGD and momentum, the transformer with AdamW.
+
+For each model and each of ``--modes`` (op, subgraph, step, both; default both: the step settings - the
+optimizer's implementation - then subgraph tuning, then operator tuning, the seed's order): one training step
+(zero_grad, forward, cross-entropy, backward, optimizer step) is tuned with ``perfsight.tune.tune``
+(``--compile-modes`` limits the torch.compile modes tried per region) into a fresh temporary bank. The tuning
+time is the wall time of that call: capture, every implementation, region and operator candidate (compiles
+included), the in-step proof of the winners (reported apart too, with each
 proposed winner's trial), bank and result files. Then ``perfsight.tune.verify.verify`` times whole training
-steps with and without the bank (operator winners and, on the model, subgraph winners), interleaved, at torch's
+steps with and without the bank (operator and step-settings winners and, on the model, subgraph winners),
+interleaved, at torch's
 default thread count (what users run; ``--threads N`` pins it, and the section says so). Reported: the untuned
 and tuned step medians with p10-p90, the speed-up (untuned median over tuned median) with the interval of the
 median paired ratio, the verdict (tune/rule.py: a win only when the interval's lower bound is above 1.0), the
@@ -26,7 +30,7 @@ empty bank ("empty bank speed-up") measures what running under the bank costs by
     PYTHONPATH=src python bench/tune_models.py                       # the table (~1 min)
     PYTHONPATH=src python bench/tune_models.py --markdown            # the bench/RESULTS.md section
     PYTHONPATH=src python bench/tune_models.py --append bench/RESULTS.md
-    PYTHONPATH=src python bench/tune_models.py --modes op,subgraph,both --rounds 40 --warmup 3 --markdown
+    PYTHONPATH=src python bench/tune_models.py --modes op,subgraph,step,both --rounds 40 --warmup 3 --markdown
     PYTHONPATH=src python bench/tune_models.py --tiny --rounds 2     # smoke run
 
 This is a benchmark, not a test: nothing here asserts on a time.
@@ -45,6 +49,7 @@ from collect_overhead import machine_facts  # bench/ scripts import their siblin
 from stats import load_average
 
 TITLE = "## Tuning two bundled models, winners proven in the training step (issues 6, 20, 33)"
+MODES = ("op", "subgraph", "step", "both")
 
 
 class SeparableBlock(torch.nn.Module):
@@ -99,21 +104,24 @@ class TinyTransformer(torch.nn.Module):
 
 
 def models(tiny: bool) -> dict:
-    """name -> (description, model, inputs, labels), seeded."""
+    """name -> (description, model, inputs, labels, optimizer factory), seeded."""
     torch.manual_seed(0)
     batch, image, width, blocks = (2, 16, 8, 1) if tiny else (16, 64, 32, 3)
     seq, dim, heads, layers = (8, 16, 2, 1) if tiny else (64, 64, 4, 2)
     labels = torch.randint(0, 10, (batch,))
     return {
-        "cnn": (f"depthwise separable CNN, blocks: {blocks}, width {width}, batch {batch}x3x{image}x{image}",
-                SeparableCNN(width, blocks), torch.randn(batch, 3, image, image), labels),
-        "transformer": (f"transformer encoder, blocks: {layers}, dim {dim}, {heads} heads, batch {batch}x{seq} tokens",
-                        TinyTransformer(dim, heads, layers), torch.randint(0, 256, (batch, seq)), labels),
+        "cnn": (f"depthwise separable CNN, blocks: {blocks}, width {width}, batch {batch}x3x{image}x{image}; SGD "
+                "(lr 0.01, momentum 0.9)", SeparableCNN(width, blocks), torch.randn(batch, 3, image, image), labels,
+                lambda params: torch.optim.SGD(params, lr=0.01, momentum=0.9)),
+        "transformer": (f"transformer encoder, blocks: {layers}, dim {dim}, {heads} heads, batch {batch}x{seq} tokens; "
+                        "AdamW (lr 1e-3, weight decay 0.01)", TinyTransformer(dim, heads, layers),
+                        torch.randint(0, 256, (batch, seq)), labels,
+                        lambda params: torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01)),
     }
 
 
-def training_step(model, inputs, labels):
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+def training_step(model, inputs, labels, make_optimizer):
+    optimizer = make_optimizer(model.parameters())
 
     def step():
         optimizer.zero_grad(set_to_none=True)
@@ -131,8 +139,8 @@ def run(args) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="perfsight_tune_bench_") as scratch:
         for mode in args.modes:
-            for name, (description, model, inputs, labels) in models(args.tiny).items():
-                step = training_step(model, inputs, labels)
+            for name, (description, model, inputs, labels, make_optimizer) in models(args.tiny).items():
+                step = training_step(model, inputs, labels, make_optimizer)
                 tmp = Path(scratch) / f"{name}-{mode}"
                 start = time.perf_counter()
                 result = perfsight.tune.tune(model, step=step, mode=mode, bank=tmp / "bank", result_dir=tmp / "out",
@@ -173,7 +181,8 @@ def _tried(result) -> list[dict]:
     """Every candidate each stage timed alone: where, its time against the default's, and what became of it."""
     tried = []
     for stage, r in result.stages.items():
-        tuned = (r.opat.operators if r.opat is not None else []) + (r.sgat.subgraphs if r.sgat is not None else [])
+        tuned = ((r.optat.optimizers if r.optat is not None else []) + (r.opat.operators if r.opat is not None else [])
+                 + (r.sgat.subgraphs if r.sgat is not None else []))
         for where, m in ((signature.row()["where"], signature.measurement) for signature in tuned):
             for t in m.candidates if m is not None else []:
                 tried.append({"stage": stage, "where": where, "candidate": t.name, "default_us": m.default.median_us,
@@ -265,16 +274,16 @@ def markdown(rows: list[dict], args, load_before: str, wall_s: float) -> str:
                         + (", ".join(f"{n} x{c}" for n, c in sorted(row["verdict"].applied.items())) or "none")
                         for row in rows)
     command = "PYTHONPATH=src python bench/tune_models.py " + " ".join(args.argv_shown)
-    stage_order = " (both: subgraph first)" if "both" in args.modes else ""
+    stage_order = " (both: the step settings, then subgraph, then op)" if "both" in args.modes else ""
     return "\n".join([
         TITLE,
         "",
         f"Tuning (`perfsight.tune.tune`, modes {', '.join(args.modes)}{stage_order}; torch.compile modes tried "
         f"per region: {', '.join(args.compile_modes)}) of one training step (zero_grad, forward, cross-entropy, "
-        f"backward, SGD step) of two bundled models, each into a fresh temporary bank, then the end-to-end check "
-        f"(`perfsight.tune.verify.verify` with the model): whole training steps with and without the bank's "
-        f"operator and subgraph winners, {args.rounds} interleaved rounds (the first side alternating) after "
-        f"{args.warmup} warm-up round(s), {pinned}. Produced by `bench/tune_models.py`; a "
+        f"backward, optimizer step) of two bundled models, each into a fresh temporary bank, then the end-to-end "
+        f"check (`perfsight.tune.verify.verify` with the model): whole training steps with and without the bank's "
+        f"operator, subgraph and step-settings winners, {args.rounds} interleaved rounds (the first side "
+        f"alternating) after {args.warmup} warm-up round(s), {pinned}. Produced by `bench/tune_models.py`; a "
         f"benchmark, not a test.",
         "",
         models_text,
@@ -300,8 +309,8 @@ def markdown(rows: list[dict], args, load_before: str, wall_s: float) -> str:
         "",
         trials_table(rows),
         "",
-        "Every candidate each stage timed alone (the whole model first, then its regions, then operators), "
-        "and its fate:",
+        "Every candidate each stage timed alone (the optimizer's implementations, the whole model, then its regions, "
+        "then operators), and its fate:",
         "",
         tried_table(rows),
         "",
@@ -320,9 +329,9 @@ def markdown(rows: list[dict], args, load_before: str, wall_s: float) -> str:
 
 def _modes(text: str) -> list[str]:
     modes = text.split(",")
-    wrong = [m for m in modes if m not in ("op", "subgraph", "both")]
+    wrong = [m for m in modes if m not in MODES]
     if wrong:
-        raise argparse.ArgumentTypeError(f"{', '.join(wrong)}: allowed are op, subgraph, both")
+        raise argparse.ArgumentTypeError(f"{', '.join(wrong)}: allowed are {', '.join(MODES)}")
     return modes
 
 
@@ -333,8 +342,8 @@ def main(argv=None) -> int:
     parser.add_argument("--tune-repeats", type=int, default=15, help="timed repeats per candidate (default 15)")
     parser.add_argument("--tune-warmup", type=int, default=3, help="warm-up runs per candidate (default 3)")
     parser.add_argument("--modes", type=_modes, default=["both"],
-                        help="what to tune, comma-separated of op, subgraph, both (default both: subgraphs, then "
-                             "operators)")
+                        help="what to tune, comma-separated of op, subgraph, step, both (default both: the step "
+                             "settings, then subgraphs, then operators)")
     parser.add_argument("--compile-modes", type=lambda text: text.split(","), default=["default", "lite"],
                         help="torch.compile modes tried per region, comma-separated (default default,lite)")
     parser.add_argument("--threads", type=int, help="pin torch to this many threads (default: torch's own count, "

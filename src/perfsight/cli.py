@@ -216,12 +216,14 @@ def _add_tune(sub) -> None:
             "After Ascend's AOE; the script runs unmodified:",
             "  perfsight tune --mode op -- python train.py args...        operator tuning (OPAT)",
             "  perfsight tune --mode subgraph -- python train.py args...  subgraph tuning (SGAT)",
+            "  perfsight tune --mode step -- python train.py args...      the optimizer's implementation",
             "  perfsight tune --verify -- python train.py args...         the bank's end-to-end speed-up", "",
             textwrap.fill(
                 "Tuning records the script's first --steps optimizer steps, then times every tunable operator "
                 "signature on synthetic inputs against its candidates (op), or every region of the model (the "
                 "module forwarded first) in eager and torch.compile variants, replaying its last recorded "
-                "forward and backward (subgraph). The winners go to the bank, the result file "
+                "forward and backward (subgraph), or each optimizer that stepped in its for-loop, foreach and "
+                "fused implementations (step). The winners go to the bank, the result file "
                 "aoe_result_opat_*.json to $PERFSIGHT_WORK_PATH (or the working directory); the script then "
                 "continues untuned to its end, so give it few steps. --verify does not tune: it times whole "
                 "steps of the script, from optimizer step to optimizer step, alternately with and without the "
@@ -231,9 +233,11 @@ def _add_tune(sub) -> None:
                 "Settings also come from AOE_MODE (1 subgraph, 2 op), TUNE_BANK_PATH, REPEAT_TUNE; flags win.",
                 width=100))),
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    tune.add_argument("--mode", choices=("op", "subgraph", "both"),
+    tune.add_argument("--mode", choices=("op", "subgraph", "step", "both"),
                       help="op: operator tuning (default; AOE_MODE=2); subgraph: subgraph tuning (AOE_MODE=1); "
-                           "both: subgraph then op, as the seed advises (see --order)")
+                           "step: the step settings (each optimizer's for-loop, foreach or fused implementation); "
+                           "both: all three, the step settings first, then subgraph and op as the seed advises "
+                           "(see --order)")
     tune.add_argument("--order", choices=ORDERS, metavar="|".join(ORDERS),
                       help="with --mode both: which stage goes first (default subgraph,op: operators inside "
                            "compiled regions are then not operator-tuned)")
@@ -262,7 +266,7 @@ def cmd_tune(args) -> int:
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
-        raise OptionError("tune: no command given; usage: perfsight tune [--mode op|subgraph|both | --verify] "
+        raise OptionError("tune: no command given; usage: perfsight tune [--mode op|subgraph|step|both | --verify] "
                           "-- python train.py ...")
     if args.order is not None and args.mode != "both":
         raise OptionError(f"--order {args.order} goes with --mode both (given: --mode {args.mode or 'unset'})")

@@ -32,17 +32,20 @@ def test_markdown_section_has_both_models_and_is_appended(tmp_path):
     results.write_text("# earlier\n")
     out = _run("--markdown", "--append", str(results), "--modes", "op,both", cwd=tmp_path)
     assert out.startswith("## Tuning two bundled models, winners proven in the training step (issues 6, 20, 33)\n")
-    assert "modes op, both (both: subgraph first); torch.compile modes tried per region: lite" in out
+    assert ("modes op, both (both: the step settings, then subgraph, then op); torch.compile modes tried per "
+            "region: lite") in out
     table = out[out.index("| model | mode | tuning s"):].split("\n\n")[0].splitlines()
     rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in table[2:]]
     assert [row[:2] for row in rows] == [["cnn", "op"], ["transformer", "op"], ["cnn", "both"],
                                          ["transformer", "both"]]
     for row in rows:
         assert 0 <= float(row[3]) <= float(row[2])             # the in-step proof is part of the tuning time
-        # tuned per stage, subgraph stage first; the first stage always measures something, the operator stage
-        # of "both" may have nothing left when the model itself won at another thread count (timing decides)
+        # tuned per stage, the step settings first (each model's one optimizer), then the subgraph stage; the
+        # first stage always measures something, the operator stage of "both" may have nothing left when the
+        # model itself won at another thread count (timing decides)
         stages = list(map(int, row[4].split(" + ")))
-        assert len(stages) == (2 if row[1] == "both" else 1) and stages[0] > 0 and min(stages) >= 0
+        assert len(stages) == (3 if row[1] == "both" else 1) and stages[0] > 0 and min(stages) >= 0
+        assert row[1] != "both" or stages[:2] == [1, stages[1]] and stages[1] > 0
         assert float(row[5]) > 0 and float(row[7]) > 0         # untuned and tuned ms/step
         speedup = float(row[9].split("x")[0])
         low, high = ratio_bounds(float(row[5]), float(row[7]))  # untuned over tuned median, as printed
@@ -56,8 +59,10 @@ def test_markdown_section_has_both_models_and_is_appended(tmp_path):
     tried = out[out.index("and its fate:"):].split("\n\n")[1].splitlines()
     assert tried[0] == "| model | mode | stage: where | candidate | default -> alone us/call | compile s | fate |"
     cells = [[cell.strip() for cell in line.split("|")[1:-1]] for line in tried[2:]]
-    for model in ("cnn", "transformer"):        # the whole model first, in mode both
-        assert next(c for c in cells if c[:2] == [model, "both"])[2].startswith("subgraph: (the model)")
+    for model, optimizer in (("cnn", "SGD"), ("transformer", "AdamW")):   # mode both: the step, the whole model
+        both = [c[2] for c in cells if c[:2] == [model, "both"]]
+        assert both[0] == f"step: optimizer 0 ({optimizer})"
+        assert next(where for where in both if where.startswith("subgraph: ")) == "subgraph: (the model)"
     fates = ("failed the check", "won alone", "does not repay", "beaten by", "not faster")
     assert all(c[6].startswith(fates) for c in cells)
     assert "PYTHONPATH=src python bench/tune_models.py --tiny --rounds 2" in out

@@ -37,11 +37,17 @@ def test_the_driver_tunes_the_regions_then_the_operators_of_the_recorded_steps(t
     optimizer.zero_grad()
     model(x).mean().backward()
     grads, rng = [p.grad.clone() for p in params], torch.get_rng_state()
+    stepped = [p.detach() - 0.1 * p.grad for p in params]   # what the script's SGD step makes of its weights
     optimizer.step()  # the last recorded step ends: tuning runs here
     assert driver.done and not driver.handles[0].hooks_dict_ref()
     status = json.loads((tmp_path / "status.json").read_text())
     assert "error" not in status, status
-    assert list(status["stages"]) == ["subgraph", "op"]
+    assert list(status["stages"]) == ["step", "subgraph", "op"]
+    # the step stage tuned the script's SGD: its for-loop against foreach and fused, each checked
+    [step_entry] = json.loads(next((tmp_path / "bank").glob("*/step.json")).read_text())["entries"].values()
+    assert step_entry["signature"]["optimizer"] == "torch.optim.sgd.SGD"
+    assert [(c["name"], c["ok"]) for c in step_entry["candidates"]] == [("default", True), ("foreach", True),
+                                                                          ("fused", True)]
     # the regions' replay saw the script's inputs; with no compile mode only channels_last was tried
     sgat = (tmp_path / "bank").glob("*/sgat.json")
     entries = json.loads(next(sgat).read_text())["entries"].values()
@@ -64,11 +70,12 @@ def test_the_driver_tunes_the_regions_then_the_operators_of_the_recorded_steps(t
                        for e in entries)
     assert status["stages"]["op"]["repo_summary"]["total_num"] == (0 if schedule_won else 6)
     tasks = list(json.loads(open(status["report"]).read()).values())
-    assert [next(iter(t[1])) for t in tasks] == ["SGAT", "OPAT"]
+    assert [next(iter(t[1])) for t in tasks] == ["perfsight_step_settings", "SGAT", "OPAT"]
     # the stages' winners were tried on the replayed step before the bank got them: the bank holds exactly the
     # winners the step kept (whatever this machine's timings made of them), every tried row says how it went
     proof = status["proof"]
-    stores = [json.loads(path.read_text())["entries"].values() for path in (tmp_path / "bank").glob("*/*at.json")]
+    stores = [json.loads(path.read_text())["entries"].values() for path in (tmp_path / "bank").glob("*/*.json")
+              if path.name != "bank.json"]
     assert sum(1 for store in stores for e in store if e["winner"]) == proof["kept"]
     proposed = [r for stage in status["stages"].values() for r in stage["rows"] if r["in_step"]]
     assert proof["kept"] + proof["rejected"] == len(proposed)
@@ -79,6 +86,11 @@ def test_the_driver_tunes_the_regions_then_the_operators_of_the_recorded_steps(t
     assert all(p is q for p, q in zip(params, model.parameters()))
     assert all(p is q for p, q in zip(params, optimizer.param_groups[0]["params"]))
     assert all(torch.equal(p.grad, g) for p, g in zip(params, grads))
+    # the weights are the script's own step's, though the proof's replays stepped the optimizer: the replay
+    # of the step stage's winners runs it, and they are put back, the optimizer's state and flags too
+    for p, expected in zip(params, stepped):
+        torch.testing.assert_close(p.detach(), expected)
+    assert optimizer.param_groups[0]["foreach"] is None and optimizer.param_groups[0]["fused"] is None
     assert torch.equal(torch.get_rng_state(), rng)
     assert all(m._compiled_call_impl is None for m in model.modules())
 

@@ -219,8 +219,10 @@ def test_a_frozen_winner_is_left_once_a_weight_changes(tmp_path):
 
 def test_session_modes_and_orders(tmp_path):
     assert plan("subgraph", tmp_path).stages == ("subgraph",)
-    assert plan("both", tmp_path).stages == ("subgraph", "op")
-    assert plan("both", tmp_path, order="op,subgraph").stages == ("op", "subgraph")
+    assert plan("both", tmp_path).stages == ("step", "subgraph", "op")     # the step settings first
+    assert plan("both", tmp_path, order="op,subgraph").stages == ("step", "op", "subgraph")
+    assert plan("both", tmp_path, order="op,subgraph").order == "op,subgraph"
+    assert plan("step", tmp_path).stages == ("step",) and plan("step", tmp_path).order is None
     assert plan(None, tmp_path, environ={"AOE_MODE": "1"}).stages == ("subgraph",)
     with pytest.raises(OptionError, match="tuning order 'op' is not allowed"):
         plan("both", tmp_path, order="op")

@@ -72,7 +72,8 @@ def test_verify_with_a_bank_without_winners_refuses_before_the_script_runs(tmp_p
                        "9", cwd=tmp_path)
     assert result.returncode == 2 and "step 0" not in result.stdout
     assert (f"perfsight: error: the tuning bank holds no winners: no candidate beat the default for any signature "
-            f"of {bank.directory} (1 operator and 0 subgraph signatures tuned); nothing to verify") in result.stderr
+            f"of {bank.directory} (1 operator, 0 subgraph and 0 step-settings signatures tuned); nothing to "
+            "verify") in result.stderr
 
 
 @pytest.mark.parametrize("command", [["tune", "--verify"], ["tune", "--mode", "op"]])

@@ -1,4 +1,5 @@
-"""perfsight tune: operator (OPAT) and subgraph (SGAT) auto-tuning with a tuning bank, after Ascend's AOE.
+"""perfsight tune: operator (OPAT) and subgraph (SGAT) auto-tuning with a tuning bank, after Ascend's AOE, and
+perfsight's own step settings (the optimizer's implementation).
 
 Modules:
 
@@ -8,7 +9,7 @@ Modules:
               read-only built-in rules of builtin_bank.json
 - report:     the result files aoe_result_opat_{timestamp}_{pid}.json, rewritten as tuning goes
 - capture:    the operators of real training steps (ATen ops with shapes, strides, module names; the
-              tunable calls; the static-shape check)
+              tunable calls; the static-shape check; the optimizers that stepped)
 - settings:   the backend settings a tuned call runs under (threads, oneDNN, SDPA backend, ...), forward
               and backward
 - candidates: per tunable signature, the Format / Impl / Schedule alternatives and how to run them
@@ -20,18 +21,24 @@ Modules:
               the region at another thread count), compiled so their random numbers are eager's
 - sgat:       subgraph tuning: regions -> eager vs torch.compile and thread-count variants -> measure ->
               repay rule -> bank
+- optimizers: the optimizer's implementation (for_loop, foreach, fused) as a step setting: which a class
+              takes, an optimizer's bank signature, switching one in place
+- optat:      step-settings tuning: the optimizers the steps ran -> implementations on copies -> measure ->
+              bank
 - prove:      the stages' winners tried in whole training steps (greedy forward selection, interleaved)
 - proof:      that trial run between the stages and the bank: only winners that win in the step are written
 - apply:      the bank applied to a training run without rewriting the model (``tuned()``, ``apply_bank``,
-              ``apply_subgraphs``)
-- session:    one tuning task: settings, the seed's preconditions, bank, result file, OPAT and/or SGAT
-              (``tune``)
+              ``apply_subgraphs``, ``apply_optimizers``)
+- session:    one tuning task: settings, the seed's preconditions, bank, result file, the step settings, OPAT
+              and/or SGAT (``tune``)
 - verify:     whole steps timed with and without the bank, interleaved; the end-to-end verdict
-- launch:     ``perfsight tune [--mode op|subgraph|both | --verify] -- python train.py``: checks, then
+- launch:     ``perfsight tune [--mode op|subgraph|step|both | --verify] -- python train.py``: checks, then
               runs the script with PERFSIGHT_TUNE set and reads back its outcome
 - autostart:  inside that script: records its first steps, then tunes them (op, the recorded operators;
-              subgraph, a replay of its model's forward and backward); TUNE_BANK_PATH under perfsight run
-- scriptbank: a bank's operator and subgraph winners applied to a script's model, switched on and off
+              subgraph, a replay of its model's forward and backward; step, the optimizers that stepped);
+              TUNE_BANK_PATH under perfsight run
+- scriptbank: a bank's operator, subgraph and step-settings winners applied to a script's run, switched on
+              and off
 - guard:      a bank applied to a script's run, checked against that run's untuned steps at its start and
               every 1,000 steps, and switched off while it is slower
 - verify_script: ``--verify`` inside the script: its steps alternately with and without the bank

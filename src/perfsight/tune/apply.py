@@ -11,8 +11,9 @@ Parameters are never replaced or re-registered: a pre-transposed or channels_las
 tensor (cached per weight and version when no gradient is needed), so optimizers, checkpoints and DDP
 stay valid. A bank tuned under other library versions is not applied (a warning names the differences);
 a damaged one - a file not of its shape (tune/bank.py), stores without bank.json, a winner whose params
-are not allowed (``candidates.Params``, ``variants.Variant``) - raises TuneBankError naming the file and the
-entry before anything runs under it (``operator_winners``, ``subgraph_winners``).
+are not allowed (``candidates.Params``, ``variants.Variant``, an optimizer implementation) - raises
+TuneBankError naming the file and the entry before anything runs under it (``operator_winners``,
+``subgraph_winners``, ``optimizer_winners``).
 
 ``apply_subgraphs`` installs, on each module whose class and structure have a subgraph winner, what
 ``Module.compile`` installs (``_compiled_call_impl``), here a dispatcher: a call whose region signature
@@ -24,18 +25,25 @@ inside an outer compiled region, and a frozen winner's calls once a weight chang
 holds the weights it was compiled with) run the module eagerly. Parameters stay the same objects;
 ``disable()`` and ``enable()`` switch the dispatchers off and on (``perfsight tune --verify`` alternates
 them step by step), ``remove()`` undoes it.
+
+``apply_optimizers(bank)`` applies the step-settings winners (``AppliedOptimizers``): every optimizer of the
+process whose signature has one runs that implementation (for_loop, foreach or fused; tune/optimizers.py),
+switched in place before its steps and put back as it was built when disabled; its state stays valid for
+either.
 """
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections import Counter
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Literal
 
 import msgspec
 import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-from perfsight.tune import intercept
+from perfsight.tune import intercept, optimizers
 from perfsight.tune.bank import Bank
 from perfsight.tune.candidates import Candidate, Params, call_key, signature
 from perfsight.tune.regions import region_signature
@@ -70,6 +78,18 @@ def subgraph_winners(bank: Bank) -> dict[tuple[str, str], dict[str, Variant]]:
             where = (entry.signature.get("region"), entry.signature.get("structure"))
             found.setdefault(where, {})[key] = bank.winner_as(entry, Variant, name=entry.winner)
     return found
+
+
+class _Implementation(msgspec.Struct):
+    """A step-settings winner's params: the optimizer implementation it runs."""
+    implementation: Literal["for_loop", "foreach", "fused"]
+
+
+def optimizer_winners(bank: Bank) -> dict[str, str]:
+    """The bank's step-settings winners: key -> the optimizer implementation (``optimizers.IMPLEMENTATIONS``;
+    a TuneBankError names a winner whose params are not allowed)."""
+    return {key: bank.winner_as(entry, _Implementation).implementation
+            for key, entry in bank.entries("step").items() if entry.winner is not None}
 
 
 def _fresh(bank: Bank) -> bool:
@@ -225,6 +245,79 @@ def _call_key(module: torch.nn.Module, args: tuple, kwargs: dict) -> tuple:
     return (torch.is_grad_enabled(), module.training, tuple(kwargs), tuple(
         (t.shape, t.stride(), t.dtype, t.device, t.requires_grad) if isinstance(t, torch.Tensor)
         else t if isinstance(t, (bool, int, float, str, type(None))) else type(t) for t in leaves))
+
+
+class AppliedOptimizers:
+    """The bank's step-settings winners on every optimizer of the process: before each optimizer step (a
+    global step pre-hook), an optimizer whose signature (``optimizers.signature``, worked out at its first
+    step and again when its parameter count changes) has a winner runs that implementation
+    (``optimizers.switch``); any other runs as it was built. ``installed`` is whether the bank holds such
+    winners (which optimizers have one is known at their steps); ``used`` counts the steps run under each
+    winner; ``only`` (the bank keys whose winners run; None: all) as for ``AppliedSubgraphs``;
+    ``disable()`` puts every switched optimizer back as it was built, ``enable()`` switches them again from
+    their next step on, ``remove()`` undoes it all."""
+
+    def __init__(self, bank: Bank):
+        self.used: Counter = Counter()
+        self.only: frozenset[str] | None = None
+        self.enabled = True
+        self._winners = optimizer_winners(bank) if _fresh(bank) else {}
+        self.installed = bool(self._winners)
+        self._bank = bank
+        self._keys: dict[int, tuple[int, str]] = {}   # id(optimizer) -> (its parameter count, its bank key)
+        self._switched: dict[int, tuple[weakref.ref, list[dict]]] = {}  # id -> (it, its flags as built)
+        self._handle = register_optimizer_step_pre_hook(self._before) if self.installed else None
+
+    def _key(self, optimizer: torch.optim.Optimizer) -> str:
+        count = sum(len(group["params"]) for group in optimizer.param_groups)
+        known = self._keys.get(id(optimizer))
+        if known is None or known[0] != count:
+            known = self._keys[id(optimizer)] = (count, self._bank.key("step", optimizers.signature(optimizer)))
+            weakref.finalize(optimizer, self._forget, id(optimizer))
+        return known[1]
+
+    def _forget(self, ident: int) -> None:
+        self._keys.pop(ident, None)
+        self._switched.pop(ident, None)
+
+    def _before(self, optimizer: torch.optim.Optimizer, _args, _kwargs) -> None:
+        if not self.enabled:
+            return
+        key = self._key(optimizer)
+        winner = self._winners.get(key) if self.only is None or key in self.only else None
+        if winner is None:
+            self._put_back(id(optimizer))
+            return
+        if id(optimizer) not in self._switched:
+            self._switched[id(optimizer)] = (weakref.ref(optimizer), optimizers.flags(optimizer))
+            optimizers.switch(optimizer, winner)
+        self.used[winner] += 1
+
+    def _put_back(self, ident: int) -> None:
+        ref, built = self._switched.pop(ident, (None, None))
+        optimizer = ref() if ref is not None else None
+        if optimizer is not None:
+            optimizers.switch(optimizer, built)
+
+    def enable(self) -> None:
+        self.enabled = True
+
+    def disable(self) -> None:
+        self.enabled = False
+        for ident in list(self._switched):
+            self._put_back(ident)
+
+    def remove(self) -> None:
+        self.disable()
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None
+
+
+def apply_optimizers(bank: Bank | None = None) -> AppliedOptimizers:
+    """Run every optimizer of the process whose signature has a step-settings winner in the bank under it
+    (``AppliedOptimizers``)."""
+    return AppliedOptimizers(bank if bank is not None else default_bank())
 
 
 def apply_subgraphs(model: torch.nn.Module, bank: Bank | None = None, *,

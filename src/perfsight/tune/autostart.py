@@ -8,10 +8,12 @@ recorded step are kept. After ``steps`` steps the recording stops and the sessio
 (``session.tune_recorded``) checks the preconditions and runs the stages: the op stage tunes the recorded
 signatures on synthetic inputs; the subgraph stage (mode subgraph or both) tunes the regions of the root,
 running ``replay_step``: the root's forward on a detached copy of those inputs, then - when the script's
-forward ran with grad - the backward of the sum of its floating outputs' means. Both stages' winners are
-then proven on ``replay_step`` before the bank gets them (tune/prove.py, tune/proof.py): each is kept only
-if the replayed steps run faster with it. Buffers and gradients the stages and the proof touched are
-restored, and the random-number state too, so the script goes on as it would have. The script continues
+forward ran with grad - the backward of the sum of its floating outputs' means; the step stage (mode step
+or both) tunes the implementation of the optimizers that stepped in the recorded steps. The stages' winners
+are then proven on ``replay_step`` before the bank gets them (tune/prove.py, tune/proof.py): each is kept
+only if the replayed steps run faster with it; with the step stage, the replay steps those optimizers too.
+Buffers and gradients the stages and the proof touched are restored, the weights and optimizer state such a
+replay moved too, and the random-number state, so the script goes on as it would have. The script continues
 untuned with every hook removed. The outcome goes to the ``status`` file the launcher reads: ``{"report",
 "bank", "stages": {stage: {"repo_summary", "winners", "failed", "rows", "verdict"}}, "proof",
 "preconditions"}`` (``proof``: ``proof_status``) or
@@ -20,7 +22,7 @@ stops the script: it is written there and tuning is abandoned. With ``"verify"``
 script's steps are timed with and without the bank instead (tune/verify_script.py).
 
 ``apply_bank_from_env``: under ``perfsight run`` with TUNE_BANK_PATH set, the script runs under the bank's
-operator and subgraph winners from its first module forward on (tune/scriptbank.py), checked against its
+operator, subgraph and step-settings winners from its first module forward on (tune/scriptbank.py), checked against its
 own untuned steps and switched off while it is slower (tune/guard.py).
 """
 from __future__ import annotations
@@ -103,6 +105,7 @@ class TuningDriver:
 
         from perfsight.tune.regions import copied
         from perfsight.tune.session import plan, tune_recorded
+        from perfsight.tune.sgat import preserved
 
         wanted = self.config["steps"]
         if captured is None or captured.steps < wanted:
@@ -117,11 +120,15 @@ class TuningDriver:
             return {"error": f"the first module the script ran, {type(self.root).__name__}, was not called in step "
                              f"{wanted}: the winners are proven on a replay of its forward (and subgraph tuning "
                              "tunes its regions on it), so it must run every step"}
-        step = replay_step(self.root, *copied(self.inputs[:2]), grad=self.inputs[2])
+        args, kwargs = copied(self.inputs[:2])
+        step = replay_step(self.root, args, kwargs, grad=self.inputs[2])
+        optimizers = captured.optimizers if "step" in the_plan.stages and self.inputs[2] else []
+        proof_step = replay_step(self.root, args, kwargs, grad=True, optimizers=optimizers) if optimizers else step
         self.inputs = None
-        with torch.enable_grad(), torch.random.fork_rng():
+        with torch.enable_grad(), torch.random.fork_rng(), preserved(self.root, optimizers):
             result = tune_recorded(captured, the_plan, tuning_name=self.tuning_name, model=self.root,
-                                   step=step if "subgraph" in the_plan.stages else None, proof_step=step, **options)
+                                   step=step if "subgraph" in the_plan.stages else None, proof_step=proof_step,
+                                   **options)
         return {"report": str(result.report), "bank": str(result.bank),
                 "stages": {stage: {"repo_summary": r.repo_summary, "winners": r.winners, "failed": r.failed,
                                    "rows": r.rows, "verdict": r.verdict} for stage, r in result.stages.items()},
@@ -142,9 +149,10 @@ def proof_status(proof, bank) -> dict | None:
             "text": "no winner was kept: none made the step faster" if verdict is None else str(verdict)}
 
 
-def replay_step(root, args: tuple, kwargs: dict, *, grad: bool) -> Callable[[], None]:
+def replay_step(root, args: tuple, kwargs: dict, *, grad: bool, optimizers=()) -> Callable[[], None]:
     """A synthetic step of ``root``: its forward on ``args`` and ``kwargs``, then, with ``grad``, the backward
-    of the sum of the means of its floating outputs that require grad (none: forward only)."""
+    of the sum of the means of its floating outputs that require grad (none: forward only), then a step of
+    each of ``optimizers`` and their ``zero_grad``."""
     import torch
 
     def step() -> None:
@@ -153,6 +161,9 @@ def replay_step(root, args: tuple, kwargs: dict, *, grad: bool) -> Callable[[], 
                        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad]
             if outputs:
                 sum(t.float().mean() for t in outputs).backward()
+        for optimizer in optimizers:
+            optimizer.step()
+            optimizer.zero_grad()
     return step
 
 

@@ -6,6 +6,8 @@ Layout, one directory per device (``device.device_fingerprint``)::
       bank.json     the device facts and the library versions the bank was tuned under
       opat.json     operator (OPAT) entries   {"kind": "op", "entries": {key: entry}}
       sgat.json     subgraph (SGAT) entries   {"kind": "subgraph", "entries": {key: entry}}
+      step.json     step settings (perfsight's: the optimizer's implementation)
+                                              {"kind": "step", "entries": {key: entry}}
       .lock         every write holds fcntl.flock on it, re-reads, then replaces the file atomically
 
 Reads take no lock: files are only ever replaced whole (temp file, fsync, os.replace), never torn. In a
@@ -61,8 +63,8 @@ from perfsight.core.jsonfile import write_json_atomic
 from perfsight.tune.device import device_facts, device_fingerprint, library_versions
 from perfsight.tune.env import TuneSettings, process_rank
 
-KINDS = ("op", "subgraph")
-STORES = {"op": "opat.json", "subgraph": "sgat.json"}
+KINDS = ("op", "subgraph", "step")
+STORES = {"op": "opat.json", "subgraph": "sgat.json", "step": "step.json"}
 META = "bank.json"
 LOCK = ".lock"
 MODES = ("add", "update", "reserve", "unsatisfied")
@@ -86,7 +88,7 @@ class CandidateRecord(TypedDict, total=False):
 @dataclass
 class Entry:
     key: str
-    kind: Literal["op", "subgraph"]
+    kind: Literal["op", "subgraph", "step"]
     signature: dict
     candidates: list[CandidateRecord] = field(default_factory=list)
     winner: str | None = None
@@ -156,8 +158,8 @@ class _Meta(msgspec.Struct):
 
 
 class _Store(msgspec.Struct):
-    """opat.json or sgat.json; each entry is decoded on its own, so that an error names it."""
-    kind: Literal["op", "subgraph"]
+    """opat.json, sgat.json or step.json; each entry is decoded on its own, so that an error names it."""
+    kind: Literal["op", "subgraph", "step"]
     entries: dict[str, msgspec.Raw]
 
 

@@ -9,7 +9,8 @@ This module owns what the tuner knows about a model before tuning it:
   tune/intercept.py, which catch nn.MultiheadAttention's inner calls too, unlike a TorchFunctionMode:
   F.multi_head_attention_forward re-dispatches to the mode, which runs it with the mode off), keyed by
   ``candidates.signature`` - the same function ``apply`` uses, so bank keys match at run time;
-- the static-shape check (the seed's precondition): forward ops whose shapes change between steps.
+- the static-shape check (the seed's precondition): forward ops whose shapes change between steps;
+- the optimizers that stepped in the recorded steps (a global step pre-hook), for the step-settings stage.
 
 ``train_step(model, inputs, loss_fn)`` builds a step from a model and an example batch.
 """
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from perfsight.tune import intercept
@@ -39,12 +41,14 @@ class OpRecord:
 
 @dataclass
 class Capture:
-    """What ``capture`` saw: ``aten`` ops, ``tunable`` function calls, and shape changes between steps."""
+    """What ``capture`` saw: ``aten`` ops, ``tunable`` function calls, shape changes between steps, and the
+    optimizers that stepped (in the order they first did)."""
 
     aten: list[OpRecord] = field(default_factory=list)
     tunable: list[OpRecord] = field(default_factory=list)
     dynamic: list[dict] = field(default_factory=list)  # {module, op, index, shapes: one per step}
     steps: int = 0
+    optimizers: list[torch.optim.Optimizer] = field(default_factory=list)
 
     @property
     def static(self) -> bool:
@@ -160,6 +164,12 @@ class Recording:
         self._handles = _hooks(model, self.modules)
         self._modes: tuple | None = None
         self.steps = 0
+        self.optimizers: list[torch.optim.Optimizer] = []
+        self._handles.append(register_optimizer_step_pre_hook(self._stepping))
+
+    def _stepping(self, optimizer: torch.optim.Optimizer, _args, _kwargs) -> None:
+        if self._modes is not None and not any(optimizer is seen for seen in self.optimizers):
+            self.optimizers.append(optimizer)
 
     def name_modules(self, model: torch.nn.Module) -> None:
         self._handles += _hooks(model, self.modules)
@@ -187,7 +197,7 @@ class Recording:
         for handle in self._handles:
             handle.remove()
         self._handles = []
-        return Capture(self.aten.records(), self.tunable.records(), self._dynamic(), self.steps)
+        return Capture(self.aten.records(), self.tunable.records(), self._dynamic(), self.steps, self.optimizers)
 
     def _dynamic(self) -> list[dict]:
         """Forward ops present in every step whose shapes change (the backward follows the forward; the

@@ -1,5 +1,5 @@
 """``perfsight tune -- python train.py ...``: tune an unmodified script (``run_tuning``, ``--mode
-op|subgraph|both``) or time it with and without its bank (``run_verify``, ``--verify``).
+op|subgraph|step|both``) or time it with and without its bank (``run_verify``, ``--verify``).
 
 What can be checked before the script starts is checked here, so a bad option or an unmet precondition
 exits before any training: the mode and order, the compile modes, the bank path, the step count,
@@ -31,7 +31,7 @@ VERIFY_WARMUP = 2   # untimed rounds of --verify before them, each one step with
 def run_tuning(command: list[str], *, mode: str | None = None, order: str | None = None, bank: str | None = None,
                repeat: bool | None = None, steps: int = TUNE_STEPS, compile_modes: list[str] | None = None,
                whole: bool = True, environ=os.environ) -> tuple[int, dict]:
-    """Run ``command``, tuning its first ``steps`` steps (``mode``: op, subgraph or both, in ``order``;
+    """Run ``command``, tuning its first ``steps`` steps (``mode``: op, subgraph, step or both, in ``order``;
     ``compile_modes`` limits subgraph tuning's torch.compile modes; ``whole`` False leaves the whole model out
     of it); returns its exit code and the child's status (``report``, ``bank``, ``stages``: {stage:
     {repo_summary, winners, failed, rows, verdict}}, ``preconditions``; or ``error``)."""
@@ -48,7 +48,7 @@ def run_tuning(command: list[str], *, mode: str | None = None, order: str | None
         raise TunePreconditionError("cannot tune: " + "; ".join(map(str, failed)))
     _checked_banks(the_plan.bank_path)
     both = len(the_plan.stages) > 1
-    config = {"mode": "both" if both else the_plan.stages[0], "order": ",".join(the_plan.stages) if both else None,
+    config = {"mode": "both" if both else the_plan.stages[0], "order": the_plan.order,
               "bank": str(the_plan.bank_path), "repeat": the_plan.repeat, "steps": steps,
               "result_dir": str(the_plan.result_dir), "compile_modes": compile_modes, "whole": whole}
     return _run(command, config, environ)
@@ -87,15 +87,15 @@ def _checked_banks(root: Path) -> list:
 def _check_winners(banks: list, root: Path) -> None:
     """--verify needs a winner to apply: refuse, before the script runs, when none of this device's banks
     holds one (whether the script's model has modules the subgraph winners fit is seen once it runs)."""
-    from perfsight.tune.apply import operator_winners, subgraph_winners
+    from perfsight.tune.apply import operator_winners, optimizer_winners, subgraph_winners
 
     if not banks:
         raise TuneBankError(f"there is no tuning bank for this device under {root} to verify: tune into it first "
                             f"(perfsight tune --bank {root} -- python train.py ...)")
-    if any(operator_winners(bank) or subgraph_winners(bank) for bank in banks):
+    if any(operator_winners(bank) or subgraph_winners(bank) or optimizer_winners(bank) for bank in banks):
         return
-    tuned = [f"{bank.directory} ({len(bank.entries('op'))} operator and {len(bank.entries('subgraph'))} subgraph "
-             "signatures tuned)" for bank in banks]
+    tuned = [f"{bank.directory} ({len(bank.entries('op'))} operator, {len(bank.entries('subgraph'))} subgraph and "
+             f"{len(bank.entries('step'))} step-settings signatures tuned)" for bank in banks]
     raise TuneBankError(f"the tuning bank holds no winners: no candidate beat the default for any signature of "
                         f"{'; '.join(tuned)}; nothing to verify (tune again with --repeat, or another --mode)")
 

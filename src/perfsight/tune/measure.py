@@ -186,6 +186,14 @@ def outcome(where: str, what: str, m: Measurement | None, update_mode: str, *, k
             "winner": kept.winner, "why": "kept: the bank holds its winner (re-tune with --repeat, REPEAT_TUNE)"}
 
 
+def reported_us(m: Measurement | None, kept: Entry | None) -> tuple[float, float]:
+    """A signature's time before tuning and after (the winner's, or the default's when none won), for its
+    result-file task: from ``m``, or from the bank entry ``kept`` when it was not re-tuned."""
+    if m is not None:
+        return m.default.median_us, (m.winner or m.default).median_us
+    return (kept.default_us or 0.0, kept.winner_us or 0.0) if kept is not None else (0.0, 0.0)
+
+
 def quantile(values: list[int] | list[float], q: float) -> float:
     """The ``q`` quantile of ``values`` (linear interpolation; 0.0 for none)."""
     return float(np.quantile(values, q)) if len(values) else 0.0
@@ -277,20 +285,21 @@ def sample(runner: Callable, timer: Callable[[], int], repeats: int, warmup: int
 def measure(default: Callable, candidates: list[tuple[str, str, dict, Callable]], *,
             timer: Callable[[], int] = time.perf_counter_ns, warmup: int = 3, repeats: int = 15,
             margin: float = 0.03, compile_s: dict[str, float] | None = None,
-            calls: float = 1.0, gradients: int = 0) -> Measurement:
+            calls: float = 1.0, gradients: int = 0, compared: Callable[[tuple], tuple] = tuple) -> Measurement:
     """Check then time ``default`` and each ``(name, mode, params, runner)`` interleaved; decide. The
     candidates named in ``compile_s`` (their one-off cost, seconds) must repay it over ``calls``; the last
-    ``gradients`` results of a run are gradients (``mismatch``)."""
+    ``gradients`` results of a run are gradients (``mismatch``); ``compared(results)`` is what the check
+    compares of a run's results (all of them unless the caller says)."""
     load_before = load_average()
     base = Timing("default", {}, "default")
-    reference = from_one_random_state(default)
+    reference = compared(from_one_random_state(default))
     timings = []
     for name, mode, params, runner in candidates:
         t = Timing(name, params, mode, compile_s=(compile_s or {}).get(name))
         with warnings.catch_warnings(record=True) as warned:
             warnings.simplefilter("always")
             try:
-                t.reason = mismatch(reference, from_one_random_state(runner), gradients)
+                t.reason = mismatch(reference, compared(from_one_random_state(runner)), gradients)
             except Exception as exc:  # a candidate that cannot run this signature is simply not valid
                 t.reason = failure_reason(exc, warned)
         t.ok = not t.reason

@@ -23,7 +23,7 @@ import torch
 from perfsight.tune.bank import Bank, Entry, RepoSummary, kept_mode, settled
 from perfsight.tune.candidates import DEFAULT, Candidate, candidates_for, run, synthetic_call
 from perfsight.tune.capture import Capture, capture
-from perfsight.tune.measure import EXPECTED_STEPS, Measurement, entry, first_call, measure, outcome, sample
+from perfsight.tune.measure import EXPECTED_STEPS, Measurement, entry, first_call, measure, outcome, reported_us, sample
 
 
 @dataclass
@@ -38,6 +38,11 @@ class OperatorResult:
     error: str = ""
     kept: Entry | None = None  # the bank entry that held that strategy
     in_step: dict | None = None  # its winner's in-step trial (prove.Decision.as_dict), when it had one
+
+    @property
+    def where(self) -> str:
+        """Where the model calls it, as the stage's ``winners`` name it."""
+        return self.op_name
 
     def row(self) -> dict:
         """This signature as a row of the tuning result (``measure.outcome``)."""
@@ -99,6 +104,37 @@ def tune_operators(step: Callable[[], object], *, model: torch.nn.Module | None 
     return tune_captured(capture(step, model=model, steps=2), **tuning)
 
 
+def tune_one(kind: str, key: str, op_name: str, sig: dict, op_type: str, measured: Callable[[], Measurement | None],
+             *, bank: Bank, report, repeat: bool, made: type[OperatorResult] = OperatorResult,
+             **conditions) -> OperatorResult | None:
+    """One signature of the op (or step) stage, as ``made``: kept from the bank when it holds a strategy
+    (unless ``repeat``), else ``measured()`` and stored with the timing ``conditions`` - a failure to tune is
+    the bank's kept mode (``kept_mode``) - then reported as ``op_name`` of ``op_type``; None when it had no
+    candidate to time."""
+    before = bank.get(kind, key)
+    kept_as = None if repeat else settled(before)
+    if kept_as is not None:
+        done = made(key, op_name, sig, kept_as, kept=before)
+    else:
+        try:
+            m = measured()
+        except Exception as exc:  # one signature failing to tune does not stop the others
+            mode = kept_mode(before)
+            if report is not None:
+                report.failed(op_name, mode)
+            return made(key, op_name, sig, mode, error=f"{type(exc).__name__}: {exc}")
+        if m is None:
+            return None
+        done = made(key, op_name, sig, bank.put(entry(key, kind, sig, m, **conditions), repeat=repeat), m)
+    if report is not None:
+        m = done.measurement
+        # the mode of what runs now: the measured winner's (or the default's), else the kept winner's
+        mode = (m.winner or m.default).mode if m is not None else (before.winner_record() or {}).get("mode", "")
+        before_us, after_us = reported_us(m, before)
+        report.operator(op_name, op_type, mode, before_us=before_us, after_us=after_us, update_mode=done.update_mode)
+    return done
+
+
 def tune_captured(captured: Capture, *, bank: Bank, report=None, timer: Callable[[], int] | None = None,
                   repeat: bool = False, expected_steps: int = EXPECTED_STEPS, warmup: int = 3, repeats: int = 15,
                   margin: float = 0.03) -> OpatResult:
@@ -115,35 +151,11 @@ def tune_captured(captured: Capture, *, bank: Bank, report=None, timer: Callable
         calls[key] += record.count / max(captured.steps, 1)
     for key, sig in signatures.items():
         op_name = ",".join(dict.fromkeys(where[key])) + "/" + sig["op"]
-        before = bank.get("op", key)
-        kept_as = None if repeat else settled(before)
-        if kept_as is not None:
-            done = OperatorResult(key, op_name, sig, kept_as, kept=before)
-        else:
-            try:
-                m = tune_signature(sig, calls_per_step=calls[key], expected_steps=expected_steps, timer=timer,
-                                   warmup=warmup, repeats=repeats, margin=margin)
-            except Exception as exc:  # one operator failing to tune does not stop the others
-                mode = kept_mode(before)
-                result.operators.append(OperatorResult(key, op_name, sig, mode, error=f"{type(exc).__name__}: {exc}"))
-                result.summary.record(mode)
-                if report is not None:
-                    report.failed(op_name, mode)
-                continue
-            if m is None:
-                continue
-            stored = entry(key, "op", sig, m, expected_steps=expected_steps, calls_per_step=calls[key])
-            done = OperatorResult(key, op_name, sig, bank.put(stored, repeat=repeat), m)
-        result.operators.append(done)
-        result.summary.record(done.update_mode)
-        if report is not None:
-            m = done.measurement
-            if m is not None:
-                after = m.winner or m.default
-                report.operator(op_name, sig["op"], after.mode, before_us=m.default.median_us,
-                                after_us=after.median_us, update_mode=done.update_mode)
-            else:  # kept from the bank: its stored figures
-                mode = (before.winner_record() or {}).get("mode", "")
-                report.operator(op_name, sig["op"], mode, before_us=before.default_us or 0.0,
-                                after_us=before.winner_us or 0.0, update_mode=done.update_mode)
+        done = tune_one("op", key, op_name, sig, sig["op"], lambda: tune_signature(
+            sig, calls_per_step=calls[key], expected_steps=expected_steps, timer=timer, warmup=warmup,
+            repeats=repeats, margin=margin), bank=bank, report=report, repeat=repeat,
+            expected_steps=expected_steps, calls_per_step=calls[key])
+        if done is not None:
+            result.operators.append(done)
+            result.summary.record(done.update_mode)
     return result

@@ -4,9 +4,10 @@ stages and the bank.
 ``proven(staged, results, step, model)`` makes a ``prove.Proposal`` of every winner the stages found now (an
 added or updated strategy; ``staged``: the ``bank.StagedBank`` they tuned into), runs ``prove.prove`` over
 ``step()`` - each step under the operator winners of its configuration (``apply.TunedMode`` over
-``staged.view(keys)``) and, on ``model``, its subgraph winners (one ``apply.AppliedSubgraphs`` whose ``only``
-follows the configuration) - then commits the bank: the kept winners, and the rejected ones without their
-strategy, each with its in-step figures (``Entry.rejected``). It brings the stages' outcomes in line: each
+``staged.view(keys)``), on ``model`` its subgraph winners (one ``apply.AppliedSubgraphs`` whose ``only``
+follows the configuration) and on the optimizers ``step()`` runs its step-settings winners (one
+``apply.AppliedOptimizers``, likewise) - then commits the bank: the kept winners, and the rejected ones without
+their strategy, each with its in-step figures (``Entry.rejected``). It brings the stages' outcomes in line: each
 signature's update mode and ``in_step`` figures, the winners, repo_summary, and the result-file tasks
 (``report.proven``, ``proven_end_to_end``). A winner the bank records as rejected in the step before (the
 same candidate, found again under REPEAT_TUNE) is not tried again: it stays rejected with its earlier
@@ -22,7 +23,7 @@ from typing import Callable
 
 import torch
 
-from perfsight.tune.apply import TunedMode, apply_subgraphs
+from perfsight.tune.apply import TunedMode, apply_optimizers, apply_subgraphs
 from perfsight.tune.bank import StagedBank
 from perfsight.tune.measure import KEPT
 from perfsight.tune.prove import PROOF_ROUNDS, PROOF_WARMUP, Ablation, Proposal, prove
@@ -37,11 +38,12 @@ NOT_RETRIED = "rejected before"
 def _outcomes(result) -> list[tuple[str, object]]:
     """(kind, outcome) of every signature one stage's result holds."""
     return [("op", o) for o in (result.opat.operators if result.opat is not None else [])] + [
-        ("subgraph", s) for s in (result.sgat.subgraphs if result.sgat is not None else [])]
+        ("subgraph", s) for s in (result.sgat.subgraphs if result.sgat is not None else [])] + [
+        ("step", o) for o in (result.optat.optimizers if result.optat is not None else [])]
 
 
 def _name(kind: str, outcome) -> str:
-    return outcome.op_name if kind == "op" else ",".join(n or "(the model)" for n in outcome.names)
+    return ",".join(n or "(the model)" for n in outcome.names) if kind == "subgraph" else outcome.where
 
 
 def proposals(staged: StagedBank, results: dict) -> list[Proposal]:
@@ -72,14 +74,19 @@ def proven(staged: StagedBank, results: dict, step: Callable[[], object], model:
         else:
             proposed.append(proposal)
     subgraph_keys = frozenset(p.key for p in proposed if p.kind == "subgraph")
+    step_keys = frozenset(p.key for p in proposed if p.kind == "step")
     regions = (apply_subgraphs(model, staged.view(subgraph_keys), compiler=compiler)
                if model is not None and subgraph_keys else None)
-    kept_before = frozenset(k for k, e in staged.base.entries("subgraph").items() if e.winner is not None)
+    settings = apply_optimizers(staged.view(step_keys)) if step_keys else None
+    kept_before = {kind: frozenset(k for k, e in staged.base.entries(kind).items() if e.winner is not None)
+                   for kind in ("subgraph", "step")}
 
     @contextmanager
     def under(keys: frozenset[str]):
         if regions is not None:
-            regions.only = kept_before | (keys & subgraph_keys)
+            regions.only = kept_before["subgraph"] | (keys & subgraph_keys)
+        if settings is not None:
+            settings.only = kept_before["step"] | (keys & step_keys)
         with TunedMode(staged.view(keys)):
             yield
 
@@ -88,8 +95,9 @@ def proven(staged: StagedBank, results: dict, step: Callable[[], object], model:
             ablation = prove(step, proposed, under, rounds=rounds, warmup=warmup, margin=margin,
                              timer=timer or time.perf_counter_ns)
     finally:
-        if regions is not None:
-            regions.remove()
+        for applied in (regions, settings):
+            if applied is not None:
+                applied.remove()
     rejected = {key: decision.as_dict() for key, decision in ablation.rejected().items()}
     rejected.update({key: {**figures, "decision": NOT_RETRIED} for key, figures in again.items()})
     modes = staged.commit({key: {"in_step": figures} for key, figures in rejected.items()}, repeat=repeat)
@@ -102,7 +110,7 @@ def _update(results: dict, ablation: Ablation, rejected: dict[str, dict], modes:
     trial = {d.proposal.key: d.as_dict() for d in ablation.decisions if d.proposal is not None}
     verdict = ablation.verdict(threads=torch.get_num_threads(), bank=bank)
     for result in results.values():
-        summary = (result.opat or result.sgat).summary
+        summary = (result.opat or result.sgat or result.optat).summary
         for kind, outcome in _outcomes(result):
             decision = rejected.get(outcome.key) or trial.get(outcome.key)
             if decision is None:
@@ -114,10 +122,10 @@ def _update(results: dict, ablation: Ablation, rejected: dict[str, dict], modes:
             if before != after:
                 summary.move(before, after)
                 outcome.update_mode = after
-                result.winners.pop(outcome.op_name if kind == "op" else ",".join(outcome.names), None)
+                result.winners.pop(outcome.where, None)
             outcome.in_step = figures
             if result.task is not None:
-                result.task.proven(outcome.op_name if kind == "op" else outcome.key, before, after, figures)
+                result.task.proven(outcome.key if kind == "subgraph" else outcome.where, before, after, figures)
         result.repo_summary = summary.as_dict()
         if result.task is not None:
             result.task.proven_end_to_end(None if verdict is None else verdict.as_dict())

@@ -10,7 +10,9 @@ results arrive. Each task is one top-level ``report_{YYYYMMDDhhmmssmmm}_{tid}`` 
 A crash leaves the last complete file: ``tuning_time(s)`` absent and, for OPAT, "tuning incomplete". perfsight
 adds ``{"perfsight_in_step": {"signatures": [...], "end_to_end": ...}}`` to a task whose winners were tried in
 the training step (tune/prove.py): per signature its default, best-alone and in-step times and the decision;
-a rejected winner leaves the modified lists and counts in repo_summary as what the bank then holds.
+a rejected winner leaves the modified lists and counts in repo_summary as what the bank then holds. The
+step-settings stage, which the seed does not have, writes a task with ``{"perfsight_step_settings": {...}}``
+in OPAT's place, laid out as OPAT's part.
 Keys are written sorted, which is the order of the seed's examples. ``performance_improvement`` is
 (before - after) / after of the unrounded times, truncated to two decimals (times are shown rounded to 3
 decimals in us, 6 in ms): that reproduces the seed's figures (118.71%, 56.28%, 78.15%, 55.11%, and 6.37%
@@ -35,6 +37,8 @@ STATUSES = (SUCCESSFUL, FAILED, INCOMPLETE)
 MODIFIED = ("add", "update")
 #: perfsight's addition to a task: its winners' in-step trials and the end-to-end one (tune/prove.py)
 IN_STEP = "perfsight_in_step"
+#: perfsight's task of the step-settings stage (the optimizer's implementation), beside OPAT's and SGAT's
+STEP_SETTINGS = "perfsight_step_settings"
 
 _files: dict[tuple[Path, int], _ResultFile] = {}  # (result directory, pid): a forked child gets its own
 _files_lock = threading.Lock()
@@ -195,6 +199,13 @@ class OpatReport(_Report):
         if self.status == FAILED:
             section["tuning_failed_operators"] = self.failed_operators
         return section
+
+
+class StepReport(OpatReport):
+    """perfsight's step-settings stage (tune/optat.py), a task of its own: its part, ``perfsight_step_settings``,
+    is laid out as OPAT's, each optimizer an operator (``op_type`` its class, ``tune_mode`` Impl)."""
+
+    section = STEP_SETTINGS
 
 
 class SgatReport(_Report):

@@ -1,12 +1,14 @@
-"""A tuning bank applied to an unmodified script: its operator and subgraph winners, switched together.
+"""A tuning bank applied to an unmodified script: its operator, subgraph and step-settings winners, switched
+together.
 
 ``ScriptBank(root, bank_path)`` is made at the script's first module forward (``root``, the module that
 was forwarded first): by then the script has set its thread count, which is part of the CPU's device
 fingerprint. It opens the bank of this device read-only and refuses, with a ``TuneBankError`` naming
 the directory, a bank that is missing, stale (tuned under other library versions) or that holds no
-winner usable here: no operator winners and no subgraph winner for a module of ``root``. It holds the
-operator winners (``apply.TunedMode``, entered and left) and the subgraph winners
-(``apply.apply_subgraphs(root)``, enabled and disabled), both off until ``switch(True)``; ``used``
+winner usable here: no operator winners, no subgraph winner for a module of ``root`` and no step-settings
+winner. It holds the operator winners (``apply.TunedMode``, entered and left), the subgraph winners
+(``apply.apply_subgraphs(root)``) and the step-settings winners (``apply.apply_optimizers``: the script's
+optimizers whose signature has one), these two enabled and disabled, all off until ``switch(True)``; ``used``
 counts the calls that ran under a winner. ``perfsight run`` with TUNE_BANK_PATH switches it on for good
 (tune/autostart.py); ``perfsight tune --verify`` switches it on and off step by step
 (tune/verify_script.py).
@@ -19,7 +21,7 @@ from pathlib import Path
 import torch
 
 from perfsight.core.errors import TuneBankError
-from perfsight.tune.apply import TunedMode, apply_subgraphs
+from perfsight.tune.apply import TunedMode, apply_optimizers, apply_subgraphs
 from perfsight.tune.bank import Bank
 
 
@@ -33,9 +35,12 @@ class ScriptBank:
         self.operators = TunedMode(self.bank)
         self.subgraphs = apply_subgraphs(root, self.bank)
         self.subgraphs.disable()
-        if not self.operators.active and not self.subgraphs.installed:
-            raise TuneBankError(f"the tuning bank {self.bank.directory} holds no operator winners and no subgraph "
-                                f"winners for the modules of {type(root).__name__}: nothing to apply")
+        self.optimizers = apply_optimizers(self.bank)
+        self.optimizers.disable()
+        if not self.operators.active and not self.subgraphs.installed and not self.optimizers.installed:
+            raise TuneBankError(f"the tuning bank {self.bank.directory} holds no operator winners, no subgraph "
+                                f"winners for the modules of {type(root).__name__} and no step-settings winners: "
+                                "nothing to apply")
         self.on = False
 
     def switch(self, on: bool) -> None:
@@ -45,20 +50,23 @@ class ScriptBank:
         self.on = on
         if on:
             self.subgraphs.enable()
+            self.optimizers.enable()
             if self.operators.active:
                 self.operators.__enter__()
         else:
             self.subgraphs.disable()
+            self.optimizers.disable()
             if self.operators.active:
                 self.operators.__exit__(None, None, None)
 
     @property
     def used(self) -> Counter:
-        """Calls run under each winner (operator and subgraph winners) so far."""
-        return self.operators.used + self.subgraphs.used
+        """Calls (optimizer steps, for step settings) run under each winner so far."""
+        return self.operators.used + self.subgraphs.used + self.optimizers.used
 
     def describe(self) -> str:
         parts = ["operator winners" if self.operators.active else "",
                  f"subgraph winners on {', '.join(n or '(the model)' for n in self.subgraphs.installed)}"
-                 if self.subgraphs.installed else ""]
+                 if self.subgraphs.installed else "",
+                 "step-settings winners" if self.optimizers.installed else ""]
         return f"the tuning bank {self.bank.directory} ({' and '.join(p for p in parts if p)})"

@@ -3,8 +3,10 @@
 ``tune(model, batch)`` (exported as ``perfsight.tune.tune`` and ``perfsight.tune_model``) captures two
 steps of ``model`` on ``batch`` (or of ``step()``), checks the preconditions, then runs its stages in
 order: ``op`` tunes every tunable operator signature (tune/opat.py), ``subgraph`` every region
-(tune/sgat.py), into the bank and ``aoe_result_opat_*.json`` (one task per stage). ``mode="both"`` runs
-both, by default in the seed's advised order ``order="subgraph,op"``: the operators inside regions that
+(tune/sgat.py), ``step`` the settings of the whole step - the implementation of each optimizer the steps ran
+(tune/optat.py) - into the bank and ``aoe_result_opat_*.json`` (one task per stage). ``mode="both"`` runs
+them all: the step settings first, then the regions and the operators, by default in the seed's advised
+order ``order="subgraph,op"``: the operators inside regions that
 got a compiled winner are then not operator-tuned (compiled code does not run them), nor those inside a
 region run at another thread count (they would be timed at the caller's). With
 ``order="op,subgraph"`` the regions are tuned against plain eager. ``tune_recorded`` runs the stages
@@ -44,7 +46,7 @@ from typing import Callable
 from perfsight.core.errors import OptionError, TunePreconditionError
 from perfsight.tune.env import OPERATOR, SUBGRAPH, TuneSettings
 
-MODES = {"op": OPERATOR, "subgraph": SUBGRAPH, "both": None}
+MODES = {"op": OPERATOR, "subgraph": SUBGRAPH, "step": None, "both": None}
 ORDERS = ("subgraph,op", "op,subgraph")
 #: the subgraph stage's own options (expected_steps goes to both stages)
 _SGAT_OPTIONS = ("modes", "schedule", "whole", "compiler", "min_share", "max_share")
@@ -68,12 +70,13 @@ class Precondition:
 
 @dataclass
 class TuneResult:
-    """``report``: the result file; ``bank``: the bank directory; ``winners``: op_name (or region paths)
-    -> winning candidate of what was tuned now; ``failed``: op_name (or region paths) -> why its tuning
-    failed (counted in repo_summary as unsatisfied, or reserved); ``opat`` / ``sgat``: every operator's /
-    region's outcome and measurement; ``repo_summary``: the op stage's when it ran, else the subgraph
-    stage's; ``stages``: each stage's own result, in the order they ran; ``status``: the result file's
-    (the seed's word); ``rows`` and ``verdict``: every signature's outcome and why, and what came out."""
+    """``report``: the result file; ``bank``: the bank directory; ``winners``: op_name (or region paths, or
+    optimizer) -> winning candidate of what was tuned now; ``failed``: op_name (or region paths, or optimizer)
+    -> why its tuning failed (counted in repo_summary as unsatisfied, or reserved); ``opat`` / ``sgat`` /
+    ``optat``: every operator's / region's / optimizer's outcome and measurement; ``repo_summary``: the op
+    stage's when it ran, else the subgraph stage's, else the step stage's; ``stages``: each stage's own
+    result, in the order they ran; ``status``: the result file's (the seed's word); ``rows`` and ``verdict``:
+    every signature's outcome and why, and what came out."""
 
     report: Path
     bank: Path
@@ -83,6 +86,7 @@ class TuneResult:
     failed: dict[str, str] = field(default_factory=dict)
     opat: object = None
     sgat: object = None
+    optat: object = None
     stages: dict[str, TuneResult] = field(default_factory=dict)
     status: str = ""  # the result file's: tuning successful, failed or incomplete
     task: object = None   # the stage's result-file task (report.OpatReport or SgatReport)
@@ -91,7 +95,8 @@ class TuneResult:
     @property
     def rows(self) -> list[dict]:
         """Every signature tuned (``measure.outcome``): where, what, default and best times, winner, why."""
-        return ([o.row() for o in self.opat.operators] if self.opat is not None else []) + (
+        return ([o.row() for o in self.optat.optimizers] if self.optat is not None else []) + (
+            [o.row() for o in self.opat.operators] if self.opat is not None else []) + (
             [s.row() for s in self.sgat.subgraphs] if self.sgat is not None else [])
 
     @property
@@ -125,6 +130,12 @@ class Plan:
     def bank_path(self) -> Path:
         return self.settings.bank_path
 
+    @property
+    def order(self) -> str | None:
+        """The order of the op and subgraph stages when both run (the step stage always goes first)."""
+        tuned = [stage for stage in self.stages if stage in ("op", "subgraph")]
+        return ",".join(tuned) if len(tuned) > 1 else None
+
 
 def plan(mode: str | None = None, bank: str | Path | None = None, repeat: bool | None = None,
          result_dir: str | Path | None = None, environ=None, order: str | None = None) -> Plan:
@@ -135,10 +146,10 @@ def plan(mode: str | None = None, bank: str | Path | None = None, repeat: bool |
         mode = "subgraph" if settings.mode == SUBGRAPH else "op"
     if mode not in MODES:
         raise OptionError(f"tuning mode {mode!r} is not allowed; allowed: op (operator tuning, OPAT), "
-                          "subgraph (subgraph tuning, SGAT), both")
+                          "subgraph (subgraph tuning, SGAT), step (the optimizer's implementation), both")
     if order is not None and order not in ORDERS:
         raise OptionError(f"tuning order {order!r} is not allowed; allowed: {', '.join(ORDERS)}")
-    stages = tuple((order or ORDERS[0]).split(",")) if mode == "both" else (mode,)
+    stages = ("step", *(order or ORDERS[0]).split(",")) if mode == "both" else (mode,)
     if bank is not None:
         bank = Path(bank).expanduser().absolute()
         if bank.exists() and not bank.is_dir():
@@ -198,21 +209,27 @@ def signature_bytes(sig: dict) -> int:
     return total
 
 
-def check_memory(captured, parallel: int) -> Precondition:
+def check_memory(captured, parallel: int, stages: tuple[str, ...] = ("op",)) -> Precondition:
+    """Free memory for the operator stage's copies and, with the step stage, the optimizer copies it makes
+    (``optat.copies_bytes``, one optimizer at a time)."""
     import psutil
 
+    from perfsight.tune.optat import copies_bytes
+
     largest = max((signature_bytes(r.signature) for r in captured.tunable), default=0)
-    needed = MIN_FREE_MEMORY + 4 * largest * parallel
+    optimizers = max((copies_bytes(o) for o in captured.optimizers), default=0) if "step" in stages else 0
+    needed = MIN_FREE_MEMORY + 4 * largest * parallel + optimizers
     free = psutil.virtual_memory().available
-    return Precondition("free memory", free >= needed, _gib(free),
-                        f"{_gib(needed)} ({_gib(MIN_FREE_MEMORY)} + 4 x {largest} bytes x {parallel} parallel)")
+    copies = f" + {optimizers} bytes of optimizer copies" if optimizers else ""
+    return Precondition("free memory", free >= needed, _gib(free), f"{_gib(needed)} ({_gib(MIN_FREE_MEMORY)} + 4 x "
+                        f"{largest} bytes x {parallel} parallel{copies})")
 
 
 def preconditions(captured, the_plan: Plan) -> list[Precondition]:
     """Every precondition, checked; raises TunePreconditionError naming the failed ones."""
     checks = [check_profiling_off(), check_static(captured),
               *check_disk(the_plan.bank_path, the_plan.result_dir),
-              check_memory(captured, the_plan.settings.tuning_parallel_num)]
+              check_memory(captured, the_plan.settings.tuning_parallel_num, the_plan.stages)]
     failed = [c for c in checks if not c.ok]
     if failed:
         raise TunePreconditionError("cannot tune: " + "; ".join(map(str, failed)))
@@ -246,22 +263,45 @@ def tune_capture(captured, the_plan: Plan, bank, *, tuning_name: str, skip: tupl
     if skip:
         captured = replace(captured, tunable=[r for r in captured.tunable if not _inside(r.module, skip)])
     report = OpatReport(the_plan.result_dir, tuning_name)
-    try:
+
+    def operators():
         with compile_workers(the_plan.settings):
-            outcome = opat.tune_captured(captured, bank=bank, report=report, repeat=the_plan.repeat, **measuring)
+            return opat.tune_captured(captured, bank=bank, report=report, repeat=the_plan.repeat, **measuring)
+    return _stage(report, bank, operators, "opat", INCOMPLETE)
+
+
+def _stage(report, bank, run: Callable[[], object], kind: str, failed: str) -> TuneResult:
+    """One stage: ``run()`` tunes into ``bank`` and its result-file task ``report`` (finished as ``failed`` when it
+    raises); its outcome is the TuneResult's ``kind`` (opat, sgat or optat), whose signatures name the winners
+    and failures by ``where``."""
+    try:
+        outcome = run()
     except BaseException:
-        report.finish(INCOMPLETE)
+        report.finish(failed)
         raise
     report.finish()
-    winners = {o.op_name: o.measurement.winner.name for o in outcome.operators
+    tuned = {"opat": "operators", "sgat": "subgraphs", "optat": "optimizers"}[kind]
+    done = getattr(outcome, tuned)
+    winners = {o.where: o.measurement.winner.name for o in done
                if o.measurement is not None and o.measurement.winner is not None}
-    failed = {o.op_name: o.error for o in outcome.operators if o.error}
-    return TuneResult(report.path, bank.directory, outcome.summary.as_dict(), winners, failed=failed, opat=outcome,
-                      status=report.status, task=report)
+    return TuneResult(report.path, bank.directory, outcome.summary.as_dict(), winners,
+                      failed={o.where: o.error for o in done if o.error}, status=report.status, task=report,
+                      **{kind: outcome})
 
 
 def _inside(module: str, paths: tuple[str, ...]) -> bool:
     return any(not p or module == p or module.startswith(p + ".") for p in paths)  # '': the root
+
+
+def tune_step_settings(captured, the_plan: Plan, bank, *, tuning_name: str, **measuring) -> TuneResult:
+    """The step stage: tune the implementation of the optimizers ``captured`` saw step into ``bank``; write
+    the result file (``report.StepReport``)."""
+    from perfsight.tune.optat import tune_optimizers
+    from perfsight.tune.report import INCOMPLETE, StepReport
+
+    report = StepReport(the_plan.result_dir, tuning_name)
+    return _stage(report, bank, lambda: tune_optimizers(captured.optimizers, bank=bank, report=report,
+                                                         repeat=the_plan.repeat, **measuring), "optat", INCOMPLETE)
 
 
 def tune_regions(model, step, the_plan: Plan, bank, *, tuning_name: str, **options) -> TuneResult:
@@ -270,18 +310,11 @@ def tune_regions(model, step, the_plan: Plan, bank, *, tuning_name: str, **optio
     from perfsight.tune.sgat import tune_subgraphs
 
     report = SgatReport(the_plan.result_dir, tuning_name)
-    try:
+
+    def regions():
         with compile_workers(the_plan.settings):
-            outcome = tune_subgraphs(model, step, bank=bank, report=report, repeat=the_plan.repeat, **options)
-    except BaseException:
-        report.finish(FAILED)
-        raise
-    report.finish()
-    winners = {",".join(s.names): s.measurement.winner.name for s in outcome.subgraphs
-               if s.measurement is not None and s.measurement.winner is not None}
-    failed = {",".join(s.names): s.error for s in outcome.subgraphs if s.error}
-    return TuneResult(report.path, bank.directory, outcome.summary.as_dict(), winners, failed=failed, sgat=outcome,
-                      status=report.status, task=report)
+            return tune_subgraphs(model, step, bank=bank, report=report, repeat=the_plan.repeat, **options)
+    return _stage(report, bank, regions, "sgat", FAILED)
 
 
 def tune(model=None, batch=None, *, step: Callable[[], object] | None = None, mode: str | None = None,
@@ -328,7 +361,9 @@ def tune_recorded(captured, the_plan: Plan, *, tuning_name: str, model=None, ste
     sgat_options = {k: measuring.pop(k) for k in _SGAT_OPTIONS if k in measuring}
     results: dict[str, TuneResult] = {}
     for stage in the_plan.stages:
-        if stage == "op":
+        if stage == "step":
+            results[stage] = tune_step_settings(captured, the_plan, the_bank, tuning_name=tuning_name, **measuring)
+        elif stage == "op":
             not_op_tuned = tuple(path for s in (results["subgraph"].sgat.subgraphs if "subgraph" in results else ())
                                  if _runs_its_operators_its_way(the_bank, s.key) for path in s.names)
             results[stage] = tune_capture(captured, the_plan, the_bank, tuning_name=tuning_name, skip=not_op_tuned,
@@ -345,10 +380,12 @@ def tune_recorded(captured, the_plan: Plan, *, tuning_name: str, model=None, ste
                            timer=measuring.get("timer"), compiler=sgat_options.get("compiler"), **proof_options)
     else:
         the_bank.commit({}, repeat=the_plan.repeat)
-    result = replace(results.get("op") or results["subgraph"], preconditions=checks, stages=results, proof=proof)
-    if "subgraph" in results:
-        result.sgat = results["subgraph"].sgat
-        result.winners = {**results["subgraph"].winners, **result.winners}
+    result = replace(results.get("op") or results.get("subgraph") or results["step"], preconditions=checks,
+                     stages=results, proof=proof)
+    for stage, outcome in (("subgraph", "sgat"), ("step", "optat")):
+        if stage in results:
+            setattr(result, outcome, getattr(results[stage], outcome))
+            result.winners = {**results[stage].winners, **result.winners}
     return result
 
 

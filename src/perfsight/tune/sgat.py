@@ -40,7 +40,9 @@ gradients are restored and nothing stays compiled (a ``step`` that runs an optim
 """
 from __future__ import annotations
 
+import copy
 import time
+from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
@@ -50,7 +52,8 @@ import torch
 from perfsight.tune.apply import apply_subgraphs
 from perfsight.tune.bank import Bank, Entry, RepoSummary, kept_mode, settled
 from perfsight.tune.capture import train_step
-from perfsight.tune.measure import EXPECTED_STEPS, Measurement, entry, first_call, measure, outcome, sample
+from perfsight.tune.measure import EXPECTED_STEPS, Measurement, entry, first_call, measure, outcome, reported_us, sample
+from perfsight.tune.optimizers import parameters
 from perfsight.tune.regions import Region, find_regions
 from perfsight.tune.settings import schedule_threads
 from perfsight.tune.variants import region_runner, tensor_specs, variant_call, variants
@@ -98,6 +101,11 @@ class SubgraphResult:
     error: str = ""
     kept: Entry | None = None  # the bank entry that held that strategy
     in_step: dict | None = None  # its winner's in-step trial (prove.Decision.as_dict), when it had one
+
+    @property
+    def where(self) -> str:
+        """Its regions' module paths, as the stage's ``winners`` name them."""
+        return ",".join(self.names)
 
     def row(self) -> dict:
         """This region signature as a row of the tuning result (``measure.outcome``)."""
@@ -154,16 +162,21 @@ def _step_ms(step: Callable[[], object], timer: Callable[[], int], warmup: int, 
 
 
 @contextmanager
-def preserved(model: torch.nn.Module):
-    """The model's buffers and gradients restored on leaving (weights an optimizer in the step moved stay moved)."""
+def preserved(model: torch.nn.Module, optimizers: Sequence[torch.optim.Optimizer] = ()):
+    """The model's buffers and gradients restored on leaving (weights an optimizer in the step moved stay moved),
+    and the parameters and state of ``optimizers`` too: a copy of each is held meanwhile."""
     buffers = [(b, b.detach().clone()) for b in model.buffers()]
     grads = [(p, None if p.grad is None else p.grad.detach().clone()) for p in model.parameters()]
+    weights = [(p, p.detach().clone()) for optimizer in optimizers for p in parameters(optimizer)]
+    states = [(optimizer, copy.deepcopy(optimizer.state_dict())) for optimizer in optimizers]
     try:
         yield
     finally:
         with torch.no_grad():
-            for buffer, saved in buffers:
-                buffer.copy_(saved)
+            for tensor, saved in buffers + weights:
+                tensor.copy_(saved)
+        for optimizer, state in states:
+            optimizer.load_state_dict(state)
         for param, grad in grads:
             param.grad = grad
 
@@ -228,9 +241,7 @@ def tune_subgraphs(model: torch.nn.Module, step_or_batch, *, bank: Bank, report=
             result.subgraphs.append(done)
             result.summary.record(done.update_mode)
             if report is not None:
-                m = done.measurement
-                before_us, after_us = ((m.default.median_us, (m.winner or m.default).median_us) if m is not None
-                                       else (before.default_us or 0.0, before.winner_us or 0.0))
+                before_us, after_us = reported_us(done.measurement, before)
                 report.subgraph(key, before_ms=before_us / 1e3, after_ms=after_us / 1e3,
                                 update_mode=done.update_mode)
             if region.whole and _compiled(bank.get("subgraph", key)):

@@ -26,7 +26,7 @@ from typing import Callable
 import torch
 
 from perfsight.tune import rule
-from perfsight.tune.apply import TunedMode, apply_subgraphs, default_bank
+from perfsight.tune.apply import TunedMode, apply_optimizers, apply_subgraphs, default_bank
 from perfsight.tune.bank import Bank
 from perfsight.tune.measure import Timing, load_average, quantile
 
@@ -119,20 +119,22 @@ def verify(step: Callable[[], object], *, bank: Bank | str | Path | None = None,
            timer: Callable[[], int] = time.perf_counter_ns) -> Verdict:
     """Time ``step`` with and without ``bank`` (a Bank, a bank root directory, or None for the default
     bank), interleaved for ``rounds`` rounds after ``warmup`` untimed ones; return the Verdict. The bank's
-    operator winners apply to every step under it; its subgraph winners too when ``model`` (the model the
-    step runs) is given."""
+    operator and step-settings winners apply to every step under it (the latter to the optimizers the step
+    runs); its subgraph winners too when ``model`` (the model the step runs) is given."""
     schedule = Rounds(rounds, warmup)
     if not isinstance(bank, Bank):
         bank = default_bank() if bank is None else Bank(Path(bank).expanduser(), read_only=True)
     operators = TunedMode(bank)
     subgraphs = apply_subgraphs(model, bank) if model is not None else None
+    settings = apply_optimizers(bank)
     before_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
 
     def run(under_bank: bool) -> int:
-        if subgraphs is not None:
-            (subgraphs.enable if under_bank else subgraphs.disable)()
+        for applied in (subgraphs, settings):
+            if applied is not None:
+                (applied.enable if under_bank else applied.disable)()
         start = timer()
         if not under_bank:
             step()
@@ -147,7 +149,8 @@ def verify(step: Callable[[], object], *, bank: Bank | str | Path | None = None,
         used_threads = torch.get_num_threads()
     finally:
         torch.set_num_threads(before_threads)
-        if subgraphs is not None:
-            subgraphs.remove()
-    applied = operators.used + (subgraphs.used if subgraphs is not None else Counter())
+        for applied in (subgraphs, settings):
+            if applied is not None:
+                applied.remove()
+    applied = operators.used + settings.used + (subgraphs.used if subgraphs is not None else Counter())
     return schedule.verdict(threads=used_threads, applied=applied, bank=bank.directory, margin=margin)
