@@ -14,7 +14,7 @@ from perfsight.tune import optimizers
 from perfsight.tune.apply import apply_optimizers
 from perfsight.tune.autostart import proof_status
 from perfsight.tune.bank import Bank
-from perfsight.tune.optat import tune_optimizers
+from perfsight.tune.optat import copies_bytes, tune_optimizers
 from perfsight.tune.scriptbank import ScriptBank
 from perfsight.tune.verify import verify
 from perfsight.views.terminal import print_tuning
@@ -155,6 +155,16 @@ def test_tuning_keeps_the_fastest_implementation_and_never_touches_the_users_opt
         "optimizer 0 (Adam)", "Adam over 4 parameters (676 elements, float32 on cpu)", "fused", 300.0)
     again = tune_optimizers([optimizer], bank=bank, timer=clock)
     assert [o.update_mode for o in again.optimizers] == ["reserve"]   # not re-tuned without REPEAT_TUNE
+
+
+def test_the_memory_the_stage_holds_is_counted_for_the_precondition():
+    _, optimizer, _ = trained()
+    params = 676 * 4                        # float32 elements of the model
+    state = 2 * params + 4 * 4              # Adam's two moments, and a float32 step count per parameter
+    # three implementations, each a copy of parameters, gradients and state; the start of the updates; and the
+    # copy of parameters and state a proof on a script's replay restores
+    assert copies_bytes([optimizer]) == 3 * (2 * params + state) + params + (params + state)
+    assert copies_bytes([]) == 0
 
 
 class WrongWhenFused(torch.optim.SGD):

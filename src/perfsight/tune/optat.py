@@ -13,8 +13,8 @@ implementation has no one-off cost to repay. The outcome goes into the bank as k
 training step; a signature whose entry holds a strategy is not re-tuned unless ``repeat`` (REPEAT_TUNE).
 With a ``StepReport``, each optimizer is reported as it is done; the caller finishes the report.
 
-Copies take memory: ``copies_bytes`` is what one signature's tuning holds at once, for the free-memory
-precondition (tune/session.py).
+Copies take memory: ``copies_bytes`` is the most the stage holds at once, for the free-memory precondition
+(tune/session.py).
 """
 from __future__ import annotations
 
@@ -55,13 +55,19 @@ def _tensors_bytes(tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
 
 
-def copies_bytes(optimizer: Optimizer) -> int:
-    """What tuning ``optimizer`` holds at once: a copy of its parameters, gradients and state per
-    implementation, and the parameters once more (the start the updates are taken from)."""
+def _held_bytes(optimizer: Optimizer) -> tuple[int, int]:
+    """The bytes of ``optimizer``'s parameters, and of its state."""
     params = impl.parameters(optimizer)
-    state = [value for p in params for value in optimizer.state.get(p, {}).values()]
-    one = 2 * _tensors_bytes(params) + _tensors_bytes(state)
-    return one * len(impl.implementations(optimizer)) + _tensors_bytes(params)
+    return _tensors_bytes(params), _tensors_bytes(v for p in params for v in optimizer.state.get(p, {}).values())
+
+
+def copies_bytes(optimizers: list[Optimizer]) -> int:
+    """What the step stage holds at most: tuning one optimizer holds a copy of its parameters, gradients and
+    state per implementation, and its parameters once more (the start the updates are taken from); a proof on
+    a script's replay holds a copy of every optimizer's parameters and state (``sgat.preserved``)."""
+    held = [(_held_bytes(o), len(impl.implementations(o))) for o in optimizers]
+    tuning = max(((2 * params + state) * n + params for (params, state), n in held), default=0)
+    return tuning + sum(params + state for (params, state), _ in held)
 
 
 def _gradient(param: torch.Tensor, generator: torch.Generator) -> torch.Tensor:

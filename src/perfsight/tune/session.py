@@ -211,13 +211,13 @@ def signature_bytes(sig: dict) -> int:
 
 def check_memory(captured, parallel: int, stages: tuple[str, ...] = ("op",)) -> Precondition:
     """Free memory for the operator stage's copies and, with the step stage, the optimizer copies it makes
-    (``optat.copies_bytes``, one optimizer at a time)."""
+    (``optat.copies_bytes``)."""
     import psutil
 
     from perfsight.tune.optat import copies_bytes
 
     largest = max((signature_bytes(r.signature) for r in captured.tunable), default=0)
-    optimizers = max((copies_bytes(o) for o in captured.optimizers), default=0) if "step" in stages else 0
+    optimizers = copies_bytes(captured.optimizers) if "step" in stages else 0
     needed = MIN_FREE_MEMORY + 4 * largest * parallel + optimizers
     free = psutil.virtual_memory().available
     copies = f" + {optimizers} bytes of optimizer copies" if optimizers else ""

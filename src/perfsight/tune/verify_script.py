@@ -3,7 +3,7 @@ without the tuning bank, interleaved within the same run.
 
 PERFSIGHT_TUNE with ``"verify": true`` makes tune/autostart.py start a ``ScriptVerifier``. At the
 script's first module forward the bank is opened for that (root) module (``scriptbank.ScriptBank``: its
-operator and subgraph winners, off); a missing or stale bank, or one with no winner for this model,
+operator, subgraph and step-settings winners, off); a missing or stale bank, or one with no winner for this model,
 ends the verification there. A step runs from one optimizer step to the next and is timed between them
 (``time.perf_counter_ns``, read after the bank was switched on or off for that step). The first step,
 which ends at the first optimizer step, is not timed; the next ones follow ``verify.Rounds``: ``warmup``
