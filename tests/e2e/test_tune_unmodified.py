@@ -220,3 +220,34 @@ def test_verify_says_why_it_could_not_verify(subgraph_winners, tmp_path, steps, 
         assert f"step {int(steps) - 1}" in result.stdout        # the script ran on to its end regardless
     else:
         assert "step 0" not in result.stdout                    # refused before the script started
+
+
+def test_step_settings_tuning_leaves_the_training_as_it_was_and_perfsight_run_applies_them(tmp_path):
+    """`perfsight tune --mode step` on train_tiny.py's Adam: the for-loop against foreach and fused, each
+    checked, then (a winner alone: fused, as a rule) proven on replays that step the script's optimizer - and
+    the script still trains to the very weights of a run without perfsight. Then `perfsight run` with that bank
+    (its fused winner planted) switches the script's optimizer as the guard's check alternates."""
+    result = perfsight("tune", "--mode", "step", "--bank", tmp_path / "bank", "--", sys.executable,
+                       script("train_tiny.py"), "4", "--adam", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    plain = subprocess.run([sys.executable, script("train_tiny.py"), "4", "--adam"], capture_output=True,
+                           text=True, cwd=tmp_path, timeout=120)
+    weights = [line for line in plain.stdout.splitlines() if line.startswith("weights ")]
+    assert weights and weights[0] in result.stdout.splitlines(), (plain.stdout, result.stdout)
+    assert "optimizer holds the model's parameters: True" in result.stdout
+    assert re.search(r"step-settings tuning \(the optimizer's implementation\): repo_add_num=\d, .*total_num=1",
+                     result.stderr), result.stderr
+    [bank] = (tmp_path / "bank").iterdir()
+    store = json.loads((bank / "step.json").read_text())
+    [entry] = store["entries"].values()
+    assert entry["signature"]["optimizer"] == "torch.optim.adam.Adam"
+    assert [(c["name"], c["ok"]) for c in entry["candidates"]] == [("default", True), ("foreach", True),
+                                                                      ("fused", True)]
+    entry["winner"], entry["rejected"] = "fused", None       # a winner of the candidate checked correct
+    (bank / "step.json").write_text(json.dumps(store))
+    run = perfsight("run", "-o", tmp_path / "prof", "--", sys.executable, script("train_tiny.py"), "3", "--adam",
+                    cwd=tmp_path, env={"TUNE_BANK_PATH": str(tmp_path / "bank")})
+    assert run.returncode == 0, run.stderr
+    assert f"applying the tuning bank {bank} (step-settings winners)" in run.stderr, run.stderr
+    # the step under way when the bank opened runs under it; the check's rounds then alternate
+    assert re.search(r"tuning bank applied to [1-9]\d* calls \(\{'fused': [1-9]\d*\}\)", run.stderr), run.stderr

@@ -9,6 +9,7 @@ from perfsight.tune import rule, settings
 from perfsight.tune.apply import TunedMode
 from perfsight.tune.autostart import TuningDriver, replay_step
 from perfsight.tune.prove import PROOF_ROUNDS
+from perfsight.tune.sgat import preserved
 from perfsight.tune.verify import WINS
 from perfsight.tune.verify_script import ScriptVerifier
 from tests.tune.models import example
@@ -115,6 +116,24 @@ def test_the_replayed_step_runs_backward_only_when_the_script_did():
     model.zero_grad(set_to_none=True)
     replay_step(model, (x,), {}, grad=False)()
     assert all(p.grad is None for p in model.parameters())
+
+
+def test_a_replay_with_the_optimizers_steps_them_and_preserved_puts_weights_and_state_back():
+    model, x = example()
+    optimizer = torch.optim.Adam(model.parameters())
+    train(model, x, optimizer, 2)
+    weights = [p.detach().clone() for p in model.parameters()]
+    state = {i: {k: v.clone() for k, v in s.items()} for i, s in optimizer.state_dict()["state"].items()}
+    grads = [p.grad.clone() for p in model.parameters()]
+    with preserved(model, [optimizer]):
+        replay_step(model, (x,), {}, grad=True, optimizers=[optimizer])()
+        assert all(p.grad is None for p in model.parameters())          # stepped, then zero_grad
+        assert not all(torch.equal(p, w) for p, w in zip(model.parameters(), weights))
+        assert optimizer.state_dict()["state"][0]["step"].item() == 3
+    assert all(torch.equal(p, w) for p, w in zip(model.parameters(), weights))
+    assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), grads))
+    after = optimizer.state_dict()["state"]
+    assert all(torch.equal(after[i][k], v) for i, values in state.items() for k, v in values.items())
 
 
 @pytest.fixture

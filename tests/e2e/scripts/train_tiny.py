@@ -1,9 +1,10 @@
 """An unmodified PyTorch training script for end-to-end tests: MLP, synthetic data, N steps.
 
-Usage: train_tiny.py STEPS [SLEEP_S_PER_STEP] [--ddp] [--wait-at STEP FILE]
+Usage: train_tiny.py STEPS [SLEEP_S_PER_STEP] [--ddp] [--adam] [--wait-at STEP FILE]
 Prints "step N" after each optimizer step (tests watch it to time a kill), then the sum of the final
 weights and whether the optimizer still holds the model's parameters. With --wait-at, it waits after step STEP
-until FILE exists (a test does something to the run then, such as filling its disk, without a race).
+until FILE exists (a test does something to the run then, such as filling its disk, without a race). With
+--adam it trains with Adam, else with SGD.
 """
 import os
 import sys
@@ -25,7 +26,8 @@ if ddp:
 
     dist.init_process_group("gloo")
     model = nn.parallel.DistributedDataParallel(model)
-optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+params = model.parameters()
+optimizer = torch.optim.Adam(params) if "--adam" in sys.argv else torch.optim.SGD(params, lr=0.1)
 data = TensorDataset(torch.randn(steps * 8, 32), torch.randint(0, 4, (steps * 8,)))
 for step, (x, y) in enumerate(DataLoader(data, batch_size=8)):
     optimizer.zero_grad()
