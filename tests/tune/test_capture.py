@@ -1,7 +1,11 @@
 """Capture on a small conv + attention + linear model: module names, signatures, the static-shape check."""
-import torch
+import time
 
-from perfsight.tune.capture import capture, train_step
+import torch
+from rich.console import Console
+
+from perfsight.tune.capture import INPUT_BOUND_SHARE, Recording, capture, train_step
+from perfsight.views.terminal import print_tuning
 from tests.tune.models import example
 
 
@@ -59,3 +63,50 @@ def test_optimizer_state_is_not_a_shape_change():
         opt.step()
 
     assert capture(step, model=model, steps=2).static
+
+
+class SlowItems(torch.utils.data.Dataset):
+    """Items that take at least ``SLOW_S`` each to load: a planted input-bound loader."""
+
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, index):
+        time.sleep(SLOW_S)
+        return torch.full((4,), float(index))
+
+
+SLOW_S = 0.005
+
+
+def test_the_wait_for_batches_is_measured_between_and_within_the_recorded_steps():
+    model = torch.nn.Linear(4, 2)
+    loader = iter(torch.utils.data.DataLoader(SlowItems(), batch_size=2))
+    next(loader)                      # drawn before the recording began (a script's first batch): not counted
+    recording = Recording(model)
+    for _ in range(3):
+        recording.begin_step()
+        model(next(loader)).sum().backward()
+        recording.end_step()
+        next(loader)                  # the next step's batch, drawn between steps as a script draws it
+    captured = recording.finish()
+    waited = captured.input_wait
+    # six batches of two items drawn since the first step began (three in the steps, three between them), each
+    # item at least SLOW_S: a lower bound the machine cannot break; the wait is part of the span it was timed in
+    assert waited.batches == 6 and waited.loaders == {"SlowItems, num_workers=0": 6}
+    assert waited.wait_ns >= 6 * 2 * SLOW_S * 1e9 and waited.wait_ns <= waited.span_ns
+    shown = waited.as_dict()
+    assert shown["input_bound"] == (waited.share >= INPUT_BOUND_SHARE) and shown["batches"] == 6
+    # torch's own __next__ is back: batches drawn now are not counted
+    next(loader)
+    assert waited.batches == 6 and torch.utils.data.dataloader._BaseDataLoaderIter.__next__.__name__ == "__next__"
+
+
+def test_the_tuning_output_says_how_long_the_steps_waited_for_batches():
+    console = Console(record=True, width=100)
+    print_tuning({"report": "r.json", "bank": "bank", "stages": {}, "input": {
+        "wait_ms": 30.0, "span_ms": 60.0, "share": 0.5, "input_bound": True, "batches": 4,
+        "loaders": {"SlowItems, num_workers=0": 4}}}, console)
+    assert ("perfsight: the recorded steps waited 30.0 ms of 60.0 ms (50%) for their batches (SlowItems, "
+            "num_workers=0: 4 batches); input-bound: the data loader's settings (workers, pinned memory) are not "
+            "tuned yet") in console.export_text()

@@ -15,8 +15,8 @@ only if the replayed steps run faster with it; with the step stage, the replay s
 Buffers and gradients the stages and the proof touched are restored, the weights and optimizer state such a
 replay moved too, and the random-number state, so the script goes on as it would have. The script continues
 untuned with every hook removed. The outcome goes to the ``status`` file the launcher reads: ``{"report",
-"bank", "stages": {stage: {"repo_summary", "winners", "failed", "rows", "verdict"}}, "proof",
-"preconditions"}`` (``proof``: ``proof_status``) or
+"bank", "stages": {stage: {"repo_summary", "winners", "failed", "rows", "verdict"}}, "proof", "input",
+"preconditions"}`` (``proof``: ``proof_status``; ``input``: the wait for batches, ``capture.InputWait``) or
 ``{"error"}`` (``rows`` and ``verdict``: ``session.TuneResult``'s). A failure never
 stops the script: it is written there and tuning is abandoned. With ``"verify"`` in PERFSIGHT_TUNE the
 script's steps are timed with and without the bank instead (tune/verify_script.py).
@@ -132,7 +132,7 @@ class TuningDriver:
         return {"report": str(result.report), "bank": str(result.bank),
                 "stages": {stage: {"repo_summary": r.repo_summary, "winners": r.winners, "failed": r.failed,
                                    "rows": r.rows, "verdict": r.verdict} for stage, r in result.stages.items()},
-                "proof": proof_status(result.proof, result.bank),
+                "proof": proof_status(result.proof, result.bank), "input": result.input_wait,
                 "preconditions": [str(c) for c in result.preconditions]}
 
 

@@ -10,13 +10,16 @@ This module owns what the tuner knows about a model before tuning it:
   F.multi_head_attention_forward re-dispatches to the mode, which runs it with the mode off), keyed by
   ``candidates.signature`` - the same function ``apply`` uses, so bank keys match at run time;
 - the static-shape check (the seed's precondition): forward ops whose shapes change between steps;
-- the optimizers that stepped in the recorded steps (a global step pre-hook), for the step-settings stage.
+- the optimizers that stepped in the recorded steps (a global step pre-hook), for the step-settings stage;
+- how long the recorded steps waited for their batches (``InputWait``: every DataLoader iterator's
+  ``__next__`` timed while recording, which catches a script's iterator made before the recording began).
 
 ``train_step(model, inputs, loss_fn)`` builds a step from a model and an example batch.
 """
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
@@ -24,6 +27,7 @@ from typing import Callable
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 from perfsight.tune import intercept
 from perfsight.tune.candidates import CALLED_THROUGH, signature
@@ -39,16 +43,68 @@ class OpRecord:
     count: int
 
 
+#: the share of the recorded steps' time spent waiting for batches from which a run is said to be input-bound
+INPUT_BOUND_SHARE = 0.1
+
+
+@dataclass
+class InputWait:
+    """How long the recorded steps waited for their batches: ``wait_ns`` in DataLoader iterators' ``__next__``
+    over ``span_ns``, the recording from its first step's start to its end (a script draws a step's batch
+    between optimizer steps, so the span holds those gaps too); ``loaders``: each loader drawn from (its
+    dataset's class and worker count) -> the batches it gave."""
+
+    wait_ns: int = 0
+    span_ns: int = 0
+    batches: int = 0
+    loaders: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def share(self) -> float:
+        return self.wait_ns / self.span_ns if self.span_ns else 0.0
+
+    def as_dict(self) -> dict:
+        """For the status file and the tuning output: the times in ms, the share and whether it makes the run
+        input-bound (``INPUT_BOUND_SHARE``)."""
+        return {"wait_ms": round(self.wait_ns / 1e6, 3), "span_ms": round(self.span_ns / 1e6, 3),
+                "share": round(self.share, 4), "input_bound": self.share >= INPUT_BOUND_SHARE,
+                "batches": self.batches, "loaders": dict(self.loaders)}
+
+
+class _TimedBatches:
+    """Every DataLoader iterator's ``__next__`` timed into ``waits`` while ``counting()``; ``remove()`` puts
+    torch's back."""
+
+    def __init__(self, waits: InputWait, counting: Callable[[], bool]):
+        self.original = original = _BaseDataLoaderIter.__next__
+
+        def timed(iterator):
+            if not counting():
+                return original(iterator)
+            start = time.perf_counter_ns()
+            batch = original(iterator)     # the end of an epoch (StopIteration) is not a batch
+            waits.wait_ns += time.perf_counter_ns() - start
+            waits.batches += 1
+            name = f"{type(iterator._dataset).__name__}, num_workers={iterator._num_workers}"
+            waits.loaders[name] = waits.loaders.get(name, 0) + 1
+            return batch
+        _BaseDataLoaderIter.__next__ = timed
+
+    def remove(self) -> None:
+        _BaseDataLoaderIter.__next__ = self.original
+
+
 @dataclass
 class Capture:
-    """What ``capture`` saw: ``aten`` ops, ``tunable`` function calls, shape changes between steps, and the
-    optimizers that stepped (in the order they first did)."""
+    """What ``capture`` saw: ``aten`` ops, ``tunable`` function calls, shape changes between steps, the
+    optimizers that stepped (in the order they first did), and the wait for batches."""
 
     aten: list[OpRecord] = field(default_factory=list)
     tunable: list[OpRecord] = field(default_factory=list)
     dynamic: list[dict] = field(default_factory=list)  # {module, op, index, shapes: one per step}
     steps: int = 0
     optimizers: list[torch.optim.Optimizer] = field(default_factory=list)
+    input_wait: InputWait = field(default_factory=InputWait)
 
     @property
     def static(self) -> bool:
@@ -165,7 +221,10 @@ class Recording:
         self._modes: tuple | None = None
         self.steps = 0
         self.optimizers: list[torch.optim.Optimizer] = []
-        self._handles.append(register_optimizer_step_pre_hook(self._stepping))
+        self.input_wait = InputWait()
+        self._began: int | None = None   # perf_counter_ns at the first step's start
+        self._handles += [register_optimizer_step_pre_hook(self._stepping),
+                          _TimedBatches(self.input_wait, lambda: self._began is not None)]
 
     def _stepping(self, optimizer: torch.optim.Optimizer, _args, _kwargs) -> None:
         if self._modes is not None and not any(optimizer is seen for seen in self.optimizers):
@@ -175,6 +234,8 @@ class Recording:
         self._handles += _hooks(model, self.modules)
 
     def begin_step(self) -> None:
+        if self._began is None:
+            self._began = time.perf_counter_ns()
         self.aten.next_step()
         self._modes = (_TunableMode(self.tunable), _AtenMode(self.aten))
         for mode in self._modes:
@@ -194,10 +255,13 @@ class Recording:
         from the shape check, though its calls stay counted)."""
         if self._modes is not None:
             self._leave()
+        if self._began is not None:
+            self.input_wait.span_ns = time.perf_counter_ns() - self._began
         for handle in self._handles:
             handle.remove()
         self._handles = []
-        return Capture(self.aten.records(), self.tunable.records(), self._dynamic(), self.steps, self.optimizers)
+        return Capture(self.aten.records(), self.tunable.records(), self._dynamic(), self.steps, self.optimizers,
+                       self.input_wait)
 
     def _dynamic(self) -> list[dict]:
         """Forward ops present in every step whose shapes change (the backward follows the forward; the

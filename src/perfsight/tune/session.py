@@ -91,6 +91,7 @@ class TuneResult:
     status: str = ""  # the result file's: tuning successful, failed or incomplete
     task: object = None   # the stage's result-file task (report.OpatReport or SgatReport)
     proof: object = None  # the in-step proof (prove.Ablation) the winners passed; None when none ran
+    input_wait: dict | None = None  # how long the recorded steps waited for batches (capture.InputWait.as_dict)
 
     @property
     def rows(self) -> list[dict]:
@@ -381,7 +382,7 @@ def tune_recorded(captured, the_plan: Plan, *, tuning_name: str, model=None, ste
     else:
         the_bank.commit({}, repeat=the_plan.repeat)
     result = replace(results.get("op") or results.get("subgraph") or results["step"], preconditions=checks,
-                     stages=results, proof=proof)
+                     stages=results, proof=proof, input_wait=captured.input_wait.as_dict())
     for stage, outcome in (("subgraph", "sgat"), ("step", "optat")):
         if stage in results:
             setattr(result, outcome, getattr(results[stage], outcome))

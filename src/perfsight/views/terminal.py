@@ -509,7 +509,8 @@ def print_tuning(status: dict, console: Console | None = None) -> None:
     candidate's median times alone, the winner the bank holds, why - and a table of the winners it tried in
     the training step (the step's median without and with each, the paired speed-up and the rule's interval,
     the rounds, kept or rejected, and the rule), what came out, and the seed's repo_summary counters; then the
-    winners kept in the step and the end-to-end figure they were kept on."""
+    winners kept in the step and the end-to-end figure they were kept on, and how long the recorded steps
+    waited for their batches."""
     console = console or Console(stderr=True, width=None if sys.stderr.isatty() else TUNE_WIDTH)
     console.print(f"perfsight: tuning result in {escape(status['report'])}", soft_wrap=True)
     console.print(f"perfsight: tuning bank {escape(status['bank'])}", soft_wrap=True)
@@ -537,6 +538,13 @@ def print_tuning(status: dict, console: Console | None = None) -> None:
     if proof is not None:
         console.print(f"perfsight: in the step: {proof['kept']} winner(s) kept, {proof['rejected']} rejected; "
                       f"{escape(proof['text'])}", soft_wrap=True)
+    waited = status.get("input")
+    if waited and waited["batches"]:
+        loaders = ", ".join(f"{name}: {n} batches" for name, n in waited["loaders"].items())
+        bound = ("input-bound: the data loader's settings (workers, pinned memory) are not tuned yet"
+                 if waited["input_bound"] else "not input-bound")
+        console.print(f"perfsight: the recorded steps waited {waited['wait_ms']:.1f} ms of {waited['span_ms']:.1f} ms "
+                      f"({waited['share']:.0%}) for their batches ({escape(loaders)}); {bound}", soft_wrap=True)
 
 
 def _signature(row: dict) -> str:
