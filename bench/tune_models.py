@@ -181,7 +181,7 @@ def _tried(result) -> list[dict]:
     """Every candidate each stage timed alone: where, its time against the default's, and what became of it."""
     tried = []
     for stage, r in result.stages.items():
-        tuned = ((r.optat.optimizers if r.optat is not None else []) + (r.opat.operators if r.opat is not None else [])
+        tuned = ((r.optat.settings if r.optat is not None else []) + (r.opat.operators if r.opat is not None else [])
                  + (r.sgat.subgraphs if r.sgat is not None else []))
         for where, m in ((signature.row()["where"], signature.measurement) for signature in tuned):
             for t in m.candidates if m is not None else []:

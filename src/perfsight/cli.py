@@ -223,7 +223,8 @@ def _add_tune(sub) -> None:
                 "signature on synthetic inputs against its candidates (op), or every region of the model (the "
                 "module forwarded first) in eager and torch.compile variants, replaying its last recorded "
                 "forward and backward (subgraph), or each optimizer that stepped in its for-loop, foreach and "
-                "fused implementations (step). The winners go to the bank, the result file "
+                "fused implementations and, when the steps waited on their batches, the DataLoader's workers "
+                "(step). The winners go to the bank, the result file "
                 "aoe_result_opat_*.json to $PERFSIGHT_WORK_PATH (or the working directory); the script then "
                 "continues untuned to its end, so give it few steps. --verify does not tune: it times whole "
                 "steps of the script, from optimizer step to optimizer step, alternately with and without the "
@@ -235,7 +236,8 @@ def _add_tune(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     tune.add_argument("--mode", choices=("op", "subgraph", "step", "both"),
                       help="op: operator tuning (default; AOE_MODE=2); subgraph: subgraph tuning (AOE_MODE=1); "
-                           "step: the step settings (each optimizer's for-loop, foreach or fused implementation); "
+                           "step: the step settings (each optimizer's for-loop, foreach or fused implementation; "
+                           "the DataLoader's workers when the steps wait on their batches); "
                            "both: all three, the step settings first, then subgraph and op as the seed advises "
                            "(see --order)")
     tune.add_argument("--order", choices=ORDERS, metavar="|".join(ORDERS),

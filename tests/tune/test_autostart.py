@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from perfsight.tune import rule, settings
+from perfsight.tune import loaders, rule, settings
 from perfsight.tune.apply import TunedMode
 from perfsight.tune.autostart import TuningDriver, replay_step
 from perfsight.tune.prove import PROOF_ROUNDS
@@ -224,3 +224,36 @@ def test_a_damaged_bank_at_run_time_is_reported_and_the_training_goes_on_untuned
     assert f"perfsight: the tuning bank {bank.directory}" in logged or f"bank file {bank.directory}" in logged
     assert message in logged and logged.rstrip().endswith("; the tuning bank is not applied"), logged
     assert "Traceback" not in logged and TunedMode.current() is None
+
+
+def test_the_driver_tunes_the_workers_of_the_loader_the_recorded_steps_waited_on(tmp_path):
+    from tests.tune.test_loadat import SlowItems
+
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    config = {"mode": "step", "bank": str(tmp_path / "bank"), "repeat": False, "steps": 2,
+              "result_dir": str(tmp_path / "out"), "status": str(tmp_path / "status.json")}
+    driver = TuningDriver(config, "script.py")           # at torch's import: before the script makes its loader
+    loader = torch.utils.data.DataLoader(SlowItems(), batch_size=4)
+    for _, x in zip(range(3), loader):                     # its iterator is made before the first step
+        optimizer.zero_grad()
+        model(x).sum().backward()
+        optimizer.step()                                   # tuning runs at the end of the second
+    assert driver.done
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert "error" not in status, status
+    # the batch of the second step, 4 items of at least 4 ms each, was waited for between the steps
+    assert status["input"]["loaders"] == {"SlowItems, num_workers=0": 1} and status["input"]["wait_ms"] >= 16
+    rows = {row["where"]: row for row in status["stages"]["step"]["rows"]}
+    loaded = rows["data loader 0 (SlowItems)"]
+    # the replay computes in well under a millisecond: the loader holds every step up, and workers load its
+    # items side by side; the rule judged the winner on the replayed steps it timed
+    assert loaded["best"].startswith("workers_") and loaded["in_step"]["decision"] in ("kept", "rejected")
+    [entry] = [e for e in json.loads(next((tmp_path / "bank").glob("*/step.json")).read_text())["entries"].values()
+               if "loader" in e["signature"]]
+    assert (entry["winner"] is not None) == (loaded["in_step"]["decision"] == "kept")
+    proof = status["proof"]                                # the loader's judgement counts with the others'
+    assert proof["kept"] + proof["rejected"] >= 1
+    assert (loaded["in_step"]["decision"] == "kept") == proof["text"].startswith("the data loader's winner was kept")
+    assert loaders.settings(loader)["num_workers"] == 0 and torch.utils.data.DataLoader.__iter__.__qualname__ == \
+        "DataLoader.__iter__"                             # the script's loader untouched, torch's __iter__ back

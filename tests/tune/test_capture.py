@@ -1,12 +1,13 @@
-"""Capture on a small conv + attention + linear model: module names, signatures, the static-shape check."""
-import time
-
+"""Capture on a small conv + attention + linear model: module names, signatures, the static-shape check; and the
+wait for batches."""
+import pytest
 import torch
 from rich.console import Console
 
 from perfsight.tune.capture import INPUT_BOUND_SHARE, Recording, capture, train_step
 from perfsight.views.terminal import print_tuning
 from tests.tune.models import example
+from tests.tune.test_loadat import ITEM_S, SlowItems
 
 
 def test_tunable_calls_are_named_and_described():
@@ -65,22 +66,8 @@ def test_optimizer_state_is_not_a_shape_change():
     assert capture(step, model=model, steps=2).static
 
 
-class SlowItems(torch.utils.data.Dataset):
-    """Items that take at least ``SLOW_S`` each to load: a planted input-bound loader."""
-
-    def __len__(self):
-        return 64
-
-    def __getitem__(self, index):
-        time.sleep(SLOW_S)
-        return torch.full((4,), float(index))
-
-
-SLOW_S = 0.005
-
-
 def test_the_wait_for_batches_is_measured_between_and_within_the_recorded_steps():
-    model = torch.nn.Linear(4, 2)
+    model = torch.nn.Linear(3, 2)
     loader = iter(torch.utils.data.DataLoader(SlowItems(), batch_size=2))
     next(loader)                      # drawn before the recording began (a script's first batch): not counted
     recording = Recording(model)
@@ -92,9 +79,9 @@ def test_the_wait_for_batches_is_measured_between_and_within_the_recorded_steps(
     captured = recording.finish()
     waited = captured.input_wait
     # six batches of two items drawn since the first step began (three in the steps, three between them), each
-    # item at least SLOW_S: a lower bound the machine cannot break; the wait is part of the span it was timed in
+    # item at least ITEM_S: a lower bound the machine cannot break; the wait is part of the span it was timed in
     assert waited.batches == 6 and waited.loaders == {"SlowItems, num_workers=0": 6}
-    assert waited.wait_ns >= 6 * 2 * SLOW_S * 1e9 and waited.wait_ns <= waited.span_ns
+    assert waited.wait_ns >= 6 * 2 * ITEM_S * 1e9 and waited.wait_ns <= waited.span_ns
     shown = waited.as_dict()
     assert shown["input_bound"] == (waited.share >= INPUT_BOUND_SHARE) and shown["batches"] == 6
     # torch's own __next__ is back: batches drawn now are not counted
@@ -102,11 +89,14 @@ def test_the_wait_for_batches_is_measured_between_and_within_the_recorded_steps(
     assert waited.batches == 6 and torch.utils.data.dataloader._BaseDataLoaderIter.__next__.__name__ == "__next__"
 
 
-def test_the_tuning_output_says_how_long_the_steps_waited_for_batches():
+@pytest.mark.parametrize("share, tuned, said", [
+    (0.5, True, "input-bound: the step settings tuned its data loaders' workers (their rows)"),
+    (0.5, False, "input-bound: tune the step settings (--mode step or both) to try its data loaders' workers"),
+    (0.05, False, "not input-bound")])
+def test_the_tuning_output_says_how_long_the_steps_waited_for_batches(share, tuned, said):
     console = Console(record=True, width=100)
     print_tuning({"report": "r.json", "bank": "bank", "stages": {}, "input": {
-        "wait_ms": 30.0, "span_ms": 60.0, "share": 0.5, "input_bound": True, "batches": 4,
-        "loaders": {"SlowItems, num_workers=0": 4}}}, console)
-    assert ("perfsight: the recorded steps waited 30.0 ms of 60.0 ms (50%) for their batches (SlowItems, "
-            "num_workers=0: 4 batches); input-bound: the data loader's settings (workers, pinned memory) are not "
-            "tuned yet") in console.export_text()
+        "wait_ms": 60.0 * share, "span_ms": 60.0, "share": share, "input_bound": share >= INPUT_BOUND_SHARE,
+        "batches": 4, "loaders": {"SlowItems, num_workers=0": 4}, "tuned": tuned}}, console)
+    assert (f"perfsight: the recorded steps waited {60 * share:.1f} ms of 60.0 ms ({share:.0%}) for their batches "
+            f"(SlowItems, num_workers=0: 4 batches); {said}") in console.export_text()

@@ -258,7 +258,7 @@ def test_the_step_stage_is_proven_in_the_training_step_then_verify_applies_it(tm
     assert verdict.wins and verdict.applied == {"fused": 8 + 1}
     assert optimizers.implementation(optimizer) == "for_loop"
     # what perfsight tune prints of it
-    status = {"report": str(result.report), "bank": str(result.bank), "proof": proof_status(result.proof, result.bank),
+    status = {"report": str(result.report), "bank": str(result.bank), "proof": proof_status(result),
               "stages": {"step": {"repo_summary": result.repo_summary, "winners": result.winners,
                                   "rows": result.rows, "verdict": result.verdict}}}
     console = Console(record=True, width=100)

@@ -165,7 +165,7 @@ def test_the_session_writes_only_the_winners_the_step_proves(tmp_path, monkeypat
     console = Console(record=True, width=100)
     print_tuning({"report": str(result.report), "bank": str(result.bank), "stages": {"op": {
         "repo_summary": result.repo_summary, "winners": result.winners, "rows": result.rows,
-        "verdict": result.verdict}}, "proof": proof_status(result.proof, result.bank)}, console)
+        "verdict": result.verdict}}, "proof": proof_status(result)}, console)
     shown = console.export_text()
     assert all(len(line) <= 100 for line in shown.splitlines() if line[:1] in "┏┃┡│└")
     trials = shown[shown.index("operator tuning (OPAT): 3 winner(s) tried in the training step"):].splitlines()

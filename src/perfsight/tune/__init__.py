@@ -1,5 +1,5 @@
 """perfsight tune: operator (OPAT) and subgraph (SGAT) auto-tuning with a tuning bank, after Ascend's AOE, and
-perfsight's own step settings (the optimizer's implementation).
+perfsight's own step settings (the optimizer's implementation, the data loader's workers).
 
 Modules:
 
@@ -9,7 +9,7 @@ Modules:
               read-only built-in rules of builtin_bank.json
 - report:     the result files aoe_result_opat_{timestamp}_{pid}.json, rewritten as tuning goes
 - capture:    the operators of real training steps (ATen ops with shapes, strides, module names; the
-              tunable calls; the static-shape check; the optimizers that stepped)
+              tunable calls; the static-shape check; the optimizers that stepped; the wait for batches)
 - settings:   the backend settings a tuned call runs under (threads, oneDNN, SDPA backend, ...), forward
               and backward
 - candidates: per tunable signature, the Format / Impl / Schedule alternatives and how to run them
@@ -25,10 +25,13 @@ Modules:
               takes, an optimizer's bank signature, switching one in place
 - optat:      step-settings tuning: the optimizers the steps ran -> implementations on copies -> measure ->
               bank
+- loaders:    the DataLoader's worker settings as a step setting: signature, candidates, copies, put in place
+- loadat:     data-loader tuning, in the step stage when the steps waited on their batches: copies timed in
+              blocks of training steps, judged by the rule of whole steps -> bank
 - prove:      the stages' winners tried in whole training steps (greedy forward selection, interleaved)
 - proof:      that trial run between the stages and the bank: only winners that win in the step are written
 - apply:      the bank applied to a training run without rewriting the model (``tuned()``, ``apply_bank``,
-              ``apply_subgraphs``, ``apply_optimizers``)
+              ``apply_subgraphs``, ``apply_optimizers``, ``apply_loaders``)
 - session:    one tuning task: settings, the seed's preconditions, bank, result file, the step settings, OPAT
               and/or SGAT (``tune``)
 - verify:     whole steps timed with and without the bank, interleaved; the end-to-end verdict

@@ -29,7 +29,8 @@ them step by step), ``remove()`` undoes it.
 ``apply_optimizers(bank)`` applies the step-settings winners (``AppliedOptimizers``): every optimizer of the
 process whose signature has one runs that implementation (for_loop, foreach or fused; tune/optimizers.py),
 switched in place before its steps and put back as it was built when disabled; its state stays valid for
-either.
+either. ``apply_loaders(bank)`` applies the data-loader winners (``AppliedLoaders``): a loader whose
+signature has one runs under its worker settings from its next epoch on (tune/loaders.py).
 """
 from __future__ import annotations
 
@@ -37,13 +38,14 @@ import warnings
 import weakref
 from collections import Counter
 from contextlib import contextmanager
-from typing import Callable, Iterator, Literal
+from typing import Annotated, Callable, Iterator, Literal
 
 import msgspec
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
+from torch.utils.data import DataLoader
 
-from perfsight.tune import intercept, optimizers
+from perfsight.tune import intercept, loaders, optimizers
 from perfsight.tune.bank import Bank
 from perfsight.tune.candidates import Candidate, Params, call_key, signature
 from perfsight.tune.regions import region_signature
@@ -85,11 +87,33 @@ class _Implementation(msgspec.Struct):
     implementation: Literal["for_loop", "foreach", "fused"]
 
 
+class _LoaderSettings(msgspec.Struct):
+    """A data loader's winner's params: its worker settings (``loaders.SETTINGS``)."""
+    num_workers: Annotated[int, msgspec.Meta(ge=0)]
+    persistent_workers: bool
+    prefetch_factor: Annotated[int, msgspec.Meta(ge=0)] | None
+    pin_memory: bool
+
+
+def _step_winners(bank: Bank, setting: str, shape: type) -> dict[str, tuple[str, msgspec.Struct]]:
+    """key -> (winner, its params as ``shape``) of the bank's step-settings entries of ``setting`` (optimizer,
+    loader)."""
+    return {key: (entry.winner, bank.winner_as(entry, shape)) for key, entry in bank.entries("step").items()
+            if entry.winner is not None and setting in entry.signature}
+
+
 def optimizer_winners(bank: Bank) -> dict[str, str]:
-    """The bank's step-settings winners: key -> the optimizer implementation (``optimizers.IMPLEMENTATIONS``;
+    """The bank's optimizer winners (step settings): key -> the implementation (``optimizers.IMPLEMENTATIONS``;
     a TuneBankError names a winner whose params are not allowed)."""
-    return {key: bank.winner_as(entry, _Implementation).implementation
-            for key, entry in bank.entries("step").items() if entry.winner is not None}
+    return {key: params.implementation
+            for key, (_, params) in _step_winners(bank, "optimizer", _Implementation).items()}
+
+
+def loader_winners(bank: Bank) -> dict[str, tuple[str, dict]]:
+    """The bank's data-loader winners (step settings): key -> (winner, its settings: ``loaders.SETTINGS``; a
+    TuneBankError names a winner whose params are not allowed)."""
+    return {key: (name, msgspec.to_builtins(params))
+            for key, (name, params) in _step_winners(bank, "loader", _LoaderSettings).items()}
 
 
 def _fresh(bank: Bank) -> bool:
@@ -312,6 +336,64 @@ class AppliedOptimizers:
         if self._handle is not None:
             self._handle.remove()
             self._handle = None
+
+
+class AppliedLoaders:
+    """The bank's data-loader winners on every DataLoader of the process: while enabled, a loader whose
+    signature (``loaders.signature``) has a winner gets its settings (``loaders.put``) when an iterator - an
+    epoch - is made from it; ``disable()`` puts every such loader's own settings back for its next epoch,
+    ``enable()`` applies them again from the next, ``remove()`` undoes it all. ``installed`` is whether the
+    bank holds such winners, ``used`` counts the epochs begun under each."""
+
+    def __init__(self, bank: Bank):
+        self.used: Counter = Counter()
+        self.enabled = True
+        self._winners = loader_winners(bank) if _fresh(bank) else {}
+        self.installed = bool(self._winners)
+        self._bank = bank
+        self._own: dict[int, tuple[weakref.ref, dict]] = {}   # id(loader) -> (it, its own settings)
+        self._original = None
+        if self.installed:
+            self._original = original = DataLoader.__iter__
+
+            def iterate(loader):
+                self._before(loader)
+                return original(loader)
+            DataLoader.__iter__ = iterate
+
+    def _before(self, loader: DataLoader) -> None:
+        if not self.enabled or not loaders.tunable(loader):
+            return
+        winner = self._winners.get(self._bank.key("step", loaders.signature(loader)))
+        if winner is None:
+            return
+        name, chosen = winner
+        self._own.setdefault(id(loader), (weakref.ref(loader), loaders.settings(loader)))
+        loaders.put(loader, chosen)
+        self.used[name] += 1
+
+    def enable(self) -> None:
+        self.enabled = True
+
+    def disable(self) -> None:
+        self.enabled = False
+        for ref, own in self._own.values():
+            loader = ref()
+            if loader is not None:
+                loaders.put(loader, own)
+        self._own = {}
+
+    def remove(self) -> None:
+        self.disable()
+        if self._original is not None:
+            DataLoader.__iter__ = self._original
+            self._original = None
+
+
+def apply_loaders(bank: Bank | None = None) -> AppliedLoaders:
+    """Run every DataLoader of the process whose signature has a winner in the bank under its settings, from
+    its next epoch on (``AppliedLoaders``)."""
+    return AppliedLoaders(bank if bank is not None else default_bank())
 
 
 def apply_optimizers(bank: Bank | None = None) -> AppliedOptimizers:

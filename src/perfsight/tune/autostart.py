@@ -9,7 +9,9 @@ recorded step are kept. After ``steps`` steps the recording stops and the sessio
 signatures on synthetic inputs; the subgraph stage (mode subgraph or both) tunes the regions of the root,
 running ``replay_step``: the root's forward on a detached copy of those inputs, then - when the script's
 forward ran with grad - the backward of the sum of its floating outputs' means; the step stage (mode step
-or both) tunes the implementation of the optimizers that stepped in the recorded steps. The stages' winners
+or both) tunes the implementation of the optimizers that stepped in the recorded steps and, when those
+steps waited on their batches, the worker settings of the DataLoaders they drew from, timed with the replay
+(tune/loadat.py). The stages' winners
 are then proven on ``replay_step`` before the bank gets them (tune/prove.py, tune/proof.py): each is kept
 only if the replayed steps run faster with it; with the step stage, the replay steps those optimizers too.
 Buffers and gradients the stages and the proof touched are restored, the weights and optimizer state such a
@@ -56,8 +58,11 @@ class TuningDriver:
         self.inputs: tuple | None = None  # (args, kwargs, grad enabled) of the root's call in the last step
         self.in_step = False
         self.done = False
+        from perfsight.tune.capture import LoaderWatch
+
+        # from the start: the script makes its first epoch's iterator before its first step
         self.handles = [register_module_forward_pre_hook(self._forward),
-                        register_optimizer_step_post_hook(self._stepped)]
+                        register_optimizer_step_post_hook(self._stepped), LoaderWatch()]
 
     def _forward(self, module, _args) -> None:
         if self.done or self.in_step:
@@ -128,25 +133,34 @@ class TuningDriver:
         with torch.enable_grad(), torch.random.fork_rng(), preserved(self.root, optimizers):
             result = tune_recorded(captured, the_plan, tuning_name=self.tuning_name, model=self.root,
                                    step=step if "subgraph" in the_plan.stages else None, proof_step=proof_step,
-                                   **options)
+                                   loader_step=proof_step, **options)
         return {"report": str(result.report), "bank": str(result.bank),
                 "stages": {stage: {"repo_summary": r.repo_summary, "winners": r.winners, "failed": r.failed,
                                    "rows": r.rows, "verdict": r.verdict} for stage, r in result.stages.items()},
-                "proof": proof_status(result.proof, result.bank), "input": result.input_wait,
+                "proof": proof_status(result), "input": result.input_wait,
                 "preconditions": [str(c) for c in result.preconditions]}
 
 
-def proof_status(proof, bank) -> dict | None:
-    """The in-step proof (``prove.Ablation``) for the status file: its end-to-end figure (``Verdict.as_dict``
-    and its sentence; None when no winner was kept) and how many winners were kept and rejected."""
-    if proof is None:
+def proof_status(result) -> dict | None:
+    """The in-step proof of a ``session.TuneResult`` for the status file: the end-to-end figure of the winners
+    switched step by step (``prove.Ablation``; ``Verdict.as_dict`` and its sentence, None when none was kept),
+    and how many winners were kept and rejected, the data loaders' too (each proven on its own blocks of steps,
+    tune/loadat.py)."""
+    if result.proof is None:
         return None
     import torch
 
-    verdict = proof.verdict(threads=torch.get_num_threads(), bank=bank)
-    return {"kept": len(proof.kept), "rejected": len(proof.rejected()),
-            "end_to_end": None if verdict is None else verdict.as_dict(),
-            "text": "no winner was kept: none made the step faster" if verdict is None else str(verdict)}
+    from perfsight.tune.measure import KEPT
+
+    proof = result.proof
+    verdict = proof.verdict(threads=torch.get_num_threads(), bank=result.bank)
+    loaded = [o.in_step["decision"] for o in (result.optat.loaders if result.optat is not None else []) if o.in_step]
+    text = "no winner was kept: none made the step faster" if verdict is None else str(verdict)
+    if KEPT in loaded:
+        text = ("the data loader's winner was kept on its own steps (its row says by how much); "
+                + ("no other winner was kept" if verdict is None else str(verdict)))
+    return {"kept": len(proof.kept) + loaded.count(KEPT), "rejected": len(proof.rejected()) + len(loaded)
+            - loaded.count(KEPT), "end_to_end": None if verdict is None else verdict.as_dict(), "text": text}
 
 
 def replay_step(root, args: tuple, kwargs: dict, *, grad: bool, optimizers=()) -> Callable[[], None]:

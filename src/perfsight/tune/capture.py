@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import time
+import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
@@ -27,6 +28,7 @@ from typing import Callable
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.data import DataLoader
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 from perfsight.tune import intercept
@@ -58,6 +60,8 @@ class InputWait:
     span_ns: int = 0
     batches: int = 0
     loaders: dict[str, int] = field(default_factory=dict)
+    #: the DataLoaders behind those names, where their iterators were made while a ``LoaderWatch`` was on
+    sources: dict[str, DataLoader] = field(default_factory=dict, repr=False)
 
     @property
     def share(self) -> float:
@@ -69,6 +73,33 @@ class InputWait:
         return {"wait_ms": round(self.wait_ns / 1e6, 3), "span_ms": round(self.span_ns / 1e6, 3),
                 "share": round(self.share, 4), "input_bound": self.share >= INPUT_BOUND_SHARE,
                 "batches": self.batches, "loaders": dict(self.loaders)}
+
+
+_LOADER_OF: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # DataLoader iterator -> its loader
+_watchers: list[object] = []
+
+
+class LoaderWatch:
+    """While any is on (``remove()`` takes it off), every DataLoader iterator made is mapped to its loader, so
+    that the loader a step waited on can be tuned: a script makes its epoch's iterator before its first step."""
+
+    def __init__(self):
+        if not _watchers:
+            original = DataLoader.__iter__
+
+            def iterate(loader):
+                iterator = original(loader)
+                _LOADER_OF[iterator] = loader
+                return iterator
+            iterate.original = original
+            DataLoader.__iter__ = iterate
+        _watchers.append(self)
+
+    def remove(self) -> None:
+        if self in _watchers:
+            _watchers.remove(self)
+            if not _watchers:
+                DataLoader.__iter__ = DataLoader.__iter__.original
 
 
 class _TimedBatches:
@@ -87,6 +118,9 @@ class _TimedBatches:
             waits.batches += 1
             name = f"{type(iterator._dataset).__name__}, num_workers={iterator._num_workers}"
             waits.loaders[name] = waits.loaders.get(name, 0) + 1
+            loader = _LOADER_OF.get(iterator)
+            if loader is not None:
+                waits.sources.setdefault(name, loader)
             return batch
         _BaseDataLoaderIter.__next__ = timed
 
@@ -223,7 +257,7 @@ class Recording:
         self.optimizers: list[torch.optim.Optimizer] = []
         self.input_wait = InputWait()
         self._began: int | None = None   # perf_counter_ns at the first step's start
-        self._handles += [register_optimizer_step_pre_hook(self._stepping),
+        self._handles += [register_optimizer_step_pre_hook(self._stepping), LoaderWatch(),
                           _TimedBatches(self.input_wait, lambda: self._began is not None)]
 
     def _stepping(self, optimizer: torch.optim.Optimizer, _args, _kwargs) -> None:

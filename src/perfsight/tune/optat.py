@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, ClassVar
 
 import torch
 from torch.optim.optimizer import Optimizer
@@ -36,19 +36,37 @@ MODE = "Impl"
 
 
 @dataclass
-class OptimizerResult(OperatorResult):
-    """One tuned optimizer signature, kept as an operator's (``op_name`` names the optimizer)."""
+class SettingResult(OperatorResult):
+    """One tuned step setting, kept as an operator's (``op_name`` names the optimizer or loader); ``describe``
+    says in words what its signature is."""
+
+    describe: ClassVar[Callable[[dict], str]]
 
     def row(self) -> dict:
-        """This optimizer as a row of the tuning result (``measure.outcome``)."""
-        return outcome(self.op_name, impl.describe(self.signature), self.measurement, self.update_mode,
+        """This setting as a row of the tuning result (``measure.outcome``)."""
+        return outcome(self.op_name, self.describe(self.signature), self.measurement, self.update_mode,
                        kept=self.kept, error=self.error, in_step=self.in_step)
 
 
 @dataclass
+class OptimizerResult(SettingResult):
+    """One tuned optimizer signature."""
+
+    describe = staticmethod(impl.describe)
+
+
+@dataclass
 class OptatResult:
+    """The step-settings stage's outcome: each optimizer's, and each data loader's (tune/loadat.py)."""
+
     optimizers: list[OptimizerResult] = field(default_factory=list)
+    loaders: list[SettingResult] = field(default_factory=list)
     summary: RepoSummary = field(default_factory=RepoSummary)
+
+    @property
+    def settings(self) -> list[SettingResult]:
+        """Every step setting tuned: the optimizers, then the loaders."""
+        return [*self.optimizers, *self.loaders]
 
 
 def _tensors_bytes(tensors) -> int:

@@ -25,7 +25,7 @@ import torch
 
 from perfsight.tune.apply import TunedMode, apply_optimizers, apply_subgraphs
 from perfsight.tune.bank import StagedBank
-from perfsight.tune.measure import KEPT
+from perfsight.tune.measure import KEPT, REJECTED
 from perfsight.tune.prove import PROOF_ROUNDS, PROOF_WARMUP, Ablation, Proposal, prove
 from perfsight.tune.sgat import preserved
 
@@ -39,7 +39,7 @@ def _outcomes(result) -> list[tuple[str, object]]:
     """(kind, outcome) of every signature one stage's result holds."""
     return [("op", o) for o in (result.opat.operators if result.opat is not None else [])] + [
         ("subgraph", s) for s in (result.sgat.subgraphs if result.sgat is not None else [])] + [
-        ("step", o) for o in (result.optat.optimizers if result.optat is not None else [])]
+        ("step", o) for o in (result.optat.settings if result.optat is not None else [])]
 
 
 def _name(kind: str, outcome) -> str:
@@ -52,8 +52,8 @@ def proposals(staged: StagedBank, results: dict) -> list[Proposal]:
     found = []
     for kind, outcome in (found for result in results.values() for found in _outcomes(result)):
         m = outcome.measurement
-        if m is None or m.winner is None or outcome.update_mode not in NEW_STRATEGY:
-            continue
+        if m is None or m.winner is None or outcome.update_mode not in NEW_STRATEGY or outcome.in_step is not None:
+            continue   # no new winner, or one its stage proved in steps already (a data loader's)
         entry = staged.pending[kind][outcome.key]
         conditions = entry.candidates[0].get("params") or {} if entry.candidates else {}
         found.append(Proposal(kind, outcome.key, _name(kind, outcome), m.winner.name, m.default.median_us,
@@ -100,6 +100,8 @@ def proven(staged: StagedBank, results: dict, step: Callable[[], object], model:
                 applied.remove()
     rejected = {key: decision.as_dict() for key, decision in ablation.rejected().items()}
     rejected.update({key: {**figures, "decision": NOT_RETRIED} for key, figures in again.items()})
+    rejected.update({outcome.key: outcome.in_step for result in results.values() for _, outcome in _outcomes(result)
+                     if outcome.in_step is not None and outcome.in_step["decision"] == REJECTED})
     modes = staged.commit({key: {"in_step": figures} for key, figures in rejected.items()}, repeat=repeat)
     _update(results, ablation, rejected, modes, staged.directory)
     return ablation

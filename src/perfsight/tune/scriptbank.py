@@ -7,8 +7,11 @@ fingerprint. It opens the bank of this device read-only and refuses, with a ``Tu
 the directory, a bank that is missing, stale (tuned under other library versions) or that holds no
 winner usable here: no operator winners, no subgraph winner for a module of ``root`` and no step-settings
 winner. It holds the operator winners (``apply.TunedMode``, entered and left), the subgraph winners
-(``apply.apply_subgraphs(root)``) and the step-settings winners (``apply.apply_optimizers``: the script's
-optimizers whose signature has one), these two enabled and disabled, all off until ``switch(True)``; ``used``
+(``apply.apply_subgraphs(root)``) and the optimizer winners (``apply.apply_optimizers``: the script's
+optimizers whose signature has one), these two enabled and disabled, all off until ``switch(True)``. Its
+data-loader winners (``apply.apply_loaders``) are on for the whole run, from each loader's next epoch: a
+loader's workers are set when its epoch starts, so ``switch`` leaves them, and the checks that alternate
+step by step time the other winners only; ``used``
 counts the calls that ran under a winner. ``perfsight run`` with TUNE_BANK_PATH switches it on for good
 (tune/autostart.py); ``perfsight tune --verify`` switches it on and off step by step
 (tune/verify_script.py).
@@ -21,7 +24,7 @@ from pathlib import Path
 import torch
 
 from perfsight.core.errors import TuneBankError
-from perfsight.tune.apply import TunedMode, apply_optimizers, apply_subgraphs
+from perfsight.tune.apply import TunedMode, apply_loaders, apply_optimizers, apply_subgraphs
 from perfsight.tune.bank import Bank
 
 
@@ -37,7 +40,9 @@ class ScriptBank:
         self.subgraphs.disable()
         self.optimizers = apply_optimizers(self.bank)
         self.optimizers.disable()
-        if not self.operators.active and not self.subgraphs.installed and not self.optimizers.installed:
+        self.loaders = apply_loaders(self.bank)
+        if not (self.operators.active or self.subgraphs.installed or self.optimizers.installed
+                or self.loaders.installed):
             raise TuneBankError(f"the tuning bank {self.bank.directory} holds no operator winners, no subgraph "
                                 f"winners for the modules of {type(root).__name__} and no step-settings winners: "
                                 "nothing to apply")
@@ -61,12 +66,13 @@ class ScriptBank:
 
     @property
     def used(self) -> Counter:
-        """Calls (optimizer steps, for step settings) run under each winner so far."""
-        return self.operators.used + self.subgraphs.used + self.optimizers.used
+        """Calls (optimizer steps, epochs for data loaders) run under each winner so far."""
+        return self.operators.used + self.subgraphs.used + self.optimizers.used + self.loaders.used
 
     def describe(self) -> str:
         parts = ["operator winners" if self.operators.active else "",
                  f"subgraph winners on {', '.join(n or '(the model)' for n in self.subgraphs.installed)}"
                  if self.subgraphs.installed else "",
-                 "step-settings winners" if self.optimizers.installed else ""]
+                 "step-settings winners" if self.optimizers.installed else "",
+                 "data-loader winners (from each loader's next epoch)" if self.loaders.installed else ""]
         return f"the tuning bank {self.bank.directory} ({' and '.join(p for p in parts if p)})"

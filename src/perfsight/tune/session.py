@@ -91,12 +91,14 @@ class TuneResult:
     status: str = ""  # the result file's: tuning successful, failed or incomplete
     task: object = None   # the stage's result-file task (report.OpatReport or SgatReport)
     proof: object = None  # the in-step proof (prove.Ablation) the winners passed; None when none ran
-    input_wait: dict | None = None  # how long the recorded steps waited for batches (capture.InputWait.as_dict)
+    #: how long the recorded steps waited for batches (capture.InputWait.as_dict), and whether their loaders
+    #: were tuned ("tuned": the step stage ran on a script's steps)
+    input_wait: dict | None = None
 
     @property
     def rows(self) -> list[dict]:
         """Every signature tuned (``measure.outcome``): where, what, default and best times, winner, why."""
-        return ([o.row() for o in self.optat.optimizers] if self.optat is not None else []) + (
+        return ([o.row() for o in self.optat.settings] if self.optat is not None else []) + (
             [o.row() for o in self.opat.operators] if self.opat is not None else []) + (
             [s.row() for s in self.sgat.subgraphs] if self.sgat is not None else [])
 
@@ -281,7 +283,7 @@ def _stage(report, bank, run: Callable[[], object], kind: str, failed: str) -> T
         report.finish(failed)
         raise
     report.finish()
-    tuned = {"opat": "operators", "sgat": "subgraphs", "optat": "optimizers"}[kind]
+    tuned = {"opat": "operators", "sgat": "subgraphs", "optat": "settings"}[kind]
     done = getattr(outcome, tuned)
     winners = {o.where: o.measurement.winner.name for o in done
                if o.measurement is not None and o.measurement.winner is not None}
@@ -294,15 +296,27 @@ def _inside(module: str, paths: tuple[str, ...]) -> bool:
     return any(not p or module == p or module.startswith(p + ".") for p in paths)  # '': the root
 
 
-def tune_step_settings(captured, the_plan: Plan, bank, *, tuning_name: str, **measuring) -> TuneResult:
-    """The step stage: tune the implementation of the optimizers ``captured`` saw step into ``bank``; write
-    the result file (``report.StepReport``)."""
+def tune_step_settings(captured, the_plan: Plan, bank, *, tuning_name: str, step: Callable[[], object] | None,
+                       **measuring) -> TuneResult:
+    """The step stage: tune the implementation of the optimizers ``captured`` saw step and, with ``step()``
+    (a training step) when the steps waited on their batches, the settings of their data loaders into
+    ``bank``; write the result file (``report.StepReport``)."""
+    from perfsight.tune.loadat import tune_loaders
     from perfsight.tune.optat import tune_optimizers
     from perfsight.tune.report import INCOMPLETE, StepReport
 
     report = StepReport(the_plan.result_dir, tuning_name)
-    return _stage(report, bank, lambda: tune_optimizers(captured.optimizers, bank=bank, report=report,
-                                                         repeat=the_plan.repeat, **measuring), "optat", INCOMPLETE)
+    timing = {k: v for k, v in measuring.items() if k in ("timer", "expected_steps", "margin")}
+
+    def settings():
+        done = tune_optimizers(captured.optimizers, bank=bank, report=report, repeat=the_plan.repeat, **measuring)
+        if step is not None:
+            done.loaders = tune_loaders(captured.input_wait, step, bank=bank, report=report, repeat=the_plan.repeat,
+                                        **timing)
+            for loader in done.loaders:
+                done.summary.record(loader.update_mode)
+        return done
+    return _stage(report, bank, settings, "optat", INCOMPLETE)
 
 
 def tune_regions(model, step, the_plan: Plan, bank, *, tuning_name: str, **options) -> TuneResult:
@@ -349,11 +363,13 @@ def tune(model=None, batch=None, *, step: Callable[[], object] | None = None, mo
 
 
 def tune_recorded(captured, the_plan: Plan, *, tuning_name: str, model=None, step: Callable[[], object] | None = None,
-                  proof_step: Callable[[], object] | None = None, **measuring) -> TuneResult:
+                  proof_step: Callable[[], object] | None = None, loader_step: Callable[[], object] | None = None,
+                  **measuring) -> TuneResult:
     """Check the preconditions on the recorded steps ``captured``, then run the plan's stages into its bank
-    (one result-file task each): the op stage tunes ``captured``'s operators, the subgraph stage the
-    regions of ``model`` run by ``step()``; their winners are proven in ``proof_step()`` before any is
-    written (module docstring). ``measuring``: as for ``tune``."""
+    (one result-file task each): the step stage tunes ``captured``'s optimizers and, with ``loader_step()``
+    (a training step that draws no batch: a script's replayed one), its data loaders; the op stage tunes its
+    operators, the subgraph stage the regions of ``model`` run by ``step()``; their winners are proven in
+    ``proof_step()`` before any is written (module docstring). ``measuring``: as for ``tune``."""
     from perfsight.tune.bank import StagedBank
 
     checks = preconditions(captured, the_plan)
@@ -363,7 +379,8 @@ def tune_recorded(captured, the_plan: Plan, *, tuning_name: str, model=None, ste
     results: dict[str, TuneResult] = {}
     for stage in the_plan.stages:
         if stage == "step":
-            results[stage] = tune_step_settings(captured, the_plan, the_bank, tuning_name=tuning_name, **measuring)
+            results[stage] = tune_step_settings(captured, the_plan, the_bank, tuning_name=tuning_name,
+                                                step=loader_step, **measuring)
         elif stage == "op":
             not_op_tuned = tuple(path for s in (results["subgraph"].sgat.subgraphs if "subgraph" in results else ())
                                  if _runs_its_operators_its_way(the_bank, s.key) for path in s.names)
@@ -382,7 +399,8 @@ def tune_recorded(captured, the_plan: Plan, *, tuning_name: str, model=None, ste
     else:
         the_bank.commit({}, repeat=the_plan.repeat)
     result = replace(results.get("op") or results.get("subgraph") or results["step"], preconditions=checks,
-                     stages=results, proof=proof, input_wait=captured.input_wait.as_dict())
+                     stages=results, proof=proof, input_wait={**captured.input_wait.as_dict(),
+                                                              "tuned": "step" in results and loader_step is not None})
     for stage, outcome in (("subgraph", "sgat"), ("step", "optat")):
         if stage in results:
             setattr(result, outcome, getattr(results[stage], outcome))

@@ -119,8 +119,9 @@ def verify(step: Callable[[], object], *, bank: Bank | str | Path | None = None,
            timer: Callable[[], int] = time.perf_counter_ns) -> Verdict:
     """Time ``step`` with and without ``bank`` (a Bank, a bank root directory, or None for the default
     bank), interleaved for ``rounds`` rounds after ``warmup`` untimed ones; return the Verdict. The bank's
-    operator and step-settings winners apply to every step under it (the latter to the optimizers the step
-    runs); its subgraph winners too when ``model`` (the model the step runs) is given."""
+    operator and optimizer winners apply to every step under it (the latter to the optimizers the step runs);
+    its subgraph winners too when ``model`` (the model the step runs) is given. Data-loader winners are not:
+    they take effect at an epoch's start, not step by step."""
     schedule = Rounds(rounds, warmup)
     if not isinstance(bank, Bank):
         bank = default_bank() if bank is None else Bank(Path(bank).expanduser(), read_only=True)

@@ -541,8 +541,9 @@ def print_tuning(status: dict, console: Console | None = None) -> None:
     waited = status.get("input")
     if waited and waited["batches"]:
         loaders = ", ".join(f"{name}: {n} batches" for name, n in waited["loaders"].items())
-        bound = ("input-bound: the data loader's settings (workers, pinned memory) are not tuned yet"
-                 if waited["input_bound"] else "not input-bound")
+        bound = ("not input-bound" if not waited["input_bound"] else
+                 "input-bound: the step settings tuned its data loaders' workers (their rows)" if waited["tuned"] else
+                 "input-bound: tune the step settings (--mode step or both) to try its data loaders' workers")
         console.print(f"perfsight: the recorded steps waited {waited['wait_ms']:.1f} ms of {waited['span_ms']:.1f} ms "
                       f"({waited['share']:.0%}) for their batches ({escape(loaders)}); {bound}", soft_wrap=True)
 

@@ -1,0 +1,148 @@
+"""The data loader as a step setting: its signature and candidates, copies and settings put in place
+(tune/loaders.py), its tuning in blocks of steps on a planted input-bound loader (tune/loadat.py), and its winner
+applied from the next epoch (apply.AppliedLoaders)."""
+import os
+import time
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, IterableDataset, TensorDataset
+
+from perfsight.tune import loaders
+from perfsight.tune.apply import apply_loaders
+from perfsight.tune.bank import Bank, Entry
+from perfsight.tune.capture import InputWait
+from perfsight.tune.loadat import tune_loaders
+
+#: what loading one item takes (s), and what the compute of one step takes (s): planted with sleeps, which
+#: hold however busy the machine is
+ITEM_S, COMPUTE_S = 0.004, 0.008
+
+
+class SlowItems(torch.utils.data.Dataset):
+    def __len__(self):
+        return 48
+
+    def __getitem__(self, index):
+        time.sleep(ITEM_S)
+        return torch.full((3,), float(index))
+
+
+class Stream(IterableDataset):
+    def __iter__(self):
+        return iter(torch.arange(8.0))
+
+
+def compute() -> None:
+    time.sleep(COMPUTE_S)
+
+
+def test_a_loader_signature_is_its_data_and_batching_not_its_worker_settings():
+    data = TensorDataset(torch.randn(10, 3))
+    sig = loaders.signature(DataLoader(data, batch_size=4))
+    assert sig == {"loader": "torch.utils.data.dataloader.DataLoader",
+                   "dataset": "torch.utils.data.dataset.TensorDataset", "length": 10, "batch_size": 4,
+                   "drop_last": False, "sampler": "torch.utils.data.sampler.SequentialSampler",
+                   "collate_fn": "default_collate"}
+    assert loaders.signature(DataLoader(data, batch_size=4, num_workers=2, pin_memory=True)) == sig
+    assert loaders.signature(DataLoader(data, batch_size=4, shuffle=True))["sampler"].endswith("RandomSampler")
+    assert loaders.describe(sig) == "TensorDataset x10, batch 4, SequentialSampler"
+    assert loaders.tunable(DataLoader(data)) and not loaders.tunable(DataLoader(Stream()))
+
+
+def test_the_candidates_are_every_worker_count_but_the_loaders_own():
+    loader = DataLoader(TensorDataset(torch.randn(10, 3)), batch_size=4)
+    counts = range(1, min(os.cpu_count() or 1, loaders.MAX_WORKERS) + 1)
+    pin = torch.cuda.is_available()
+    assert loaders.candidates(loader) == [
+        (f"workers_{n}" + ("+pinned" if pin else ""),
+         {"num_workers": n, "persistent_workers": True, "prefetch_factor": 2, "pin_memory": pin}) for n in counts]
+    assert "workers_0" in [name for name, _ in loaders.candidates(DataLoader(loader.dataset, num_workers=1))]
+
+
+def test_settings_put_on_a_loader_take_effect_at_its_next_epoch_and_put_back_shut_its_workers_down():
+    loader = DataLoader(SlowItems(), batch_size=4)
+    own = loaders.settings(loader)
+    assert own == {"num_workers": 0, "persistent_workers": False, "prefetch_factor": None, "pin_memory": False}
+    loaders.put(loader, {"num_workers": 2, "persistent_workers": True, "prefetch_factor": 2, "pin_memory": False})
+    first = iter(loader)
+    assert type(first).__name__ == "_MultiProcessingDataLoaderIter" and next(first).shape == (4, 3)
+    assert iter(loader) is first                      # persistent: the same workers serve the next epoch
+    loaders.put(loader, own)
+    assert loader._iterator is None and not any(first._workers_status)        # its workers are gone
+    assert type(iter(loader)).__name__ == "_SingleProcessDataLoaderIter"
+    copy = loaders.copied(loader, {**own, "num_workers": 1, "persistent_workers": True, "prefetch_factor": 2})
+    assert copy is not loader and copy.dataset is loader.dataset and copy.batch_sampler is loader.batch_sampler
+    assert loaders.settings(loader) == own
+
+
+def waited_on(loader: DataLoader, share: float) -> InputWait:
+    """What a recording that waited ``share`` of its span on ``loader`` saw."""
+    name = f"{type(loader.dataset).__name__}, num_workers={loader.num_workers}"
+    return InputWait(wait_ns=int(share * 1e9), span_ns=int(1e9), batches=4, loaders={name: 4},
+                     sources={name: loader})
+
+
+def test_an_input_bound_loader_gets_workers_proven_in_blocks_of_steps(tmp_path):
+    loader = DataLoader(SlowItems(), batch_size=4)
+    # a step draws a batch (4 items: 16 ms at 0 workers) and computes 8 ms: workers load the next batch
+    # meanwhile, so with 2 of them a step takes about 8-10 ms against 24 ms
+    [done] = tune_loaders(waited_on(loader, 0.6), compute, bank=Bank(tmp_path), rounds=8, block=3)
+    m = done.measurement
+    assert done.op_name == "data loader 0 (SlowItems)" and m.winner is not None
+    assert m.winner.params["num_workers"] >= 1 and m.winner.params["persistent_workers"] is True
+    assert all(t.ok and t.compile_s is not None for t in m.candidates)    # each copy's first batch: start-up
+    assert done.in_step["decision"] == "kept" and done.in_step["speedup_low"] > 1.0
+    assert done.in_step["rounds"] == 8 and done.row()["what"] == "SlowItems x48, batch 4, SequentialSampler"
+    assert loaders.settings(loader)["num_workers"] == 0                     # the user's loader untouched
+    [entry] = Bank(tmp_path).entries("step").values()
+    assert entry.winner == m.winner.name and entry.signature == loaders.signature(loader)
+
+
+def test_loaders_are_left_alone_when_the_steps_did_not_wait_or_their_dataset_is_iterable(tmp_path):
+    loader = DataLoader(SlowItems(), batch_size=4)
+    assert tune_loaders(waited_on(loader, 0.05), compute, bank=Bank(tmp_path)) == []
+    assert tune_loaders(waited_on(DataLoader(Stream(), batch_size=2), 0.9), compute, bank=Bank(tmp_path)) == []
+
+
+def planted(tmp_path, loader: DataLoader, chosen: dict) -> Bank:
+    bank = Bank(tmp_path)
+    sig = loaders.signature(loader)
+    bank.put(Entry(key=bank.key("step", sig), kind="step", signature=sig, winner="workers_1", candidates=[
+        {"name": "default", "params": {}}, {"name": "workers_1", "mode": "Schedule", "params": chosen}]),
+        repeat=False)
+    return Bank(tmp_path, bank.fingerprint, read_only=True)
+
+
+def test_the_applied_winner_sets_the_loaders_workers_from_its_next_epoch_and_puts_them_back(tmp_path):
+    loader = DataLoader(SlowItems(), batch_size=4)
+    other = DataLoader(TensorDataset(torch.randn(8, 3)), batch_size=4)         # another signature
+    chosen = {"num_workers": 1, "persistent_workers": True, "prefetch_factor": 2, "pin_memory": False}
+    applied = apply_loaders(planted(tmp_path, loader, chosen))
+    try:
+        assert applied.installed
+        epoch = iter(loader)
+        assert loaders.settings(loader) == chosen and type(epoch).__name__ == "_MultiProcessingDataLoaderIter"
+        assert next(epoch).shape == (4, 3) and dict(applied.used) == {"workers_1": 1}
+        iter(other)
+        assert loaders.settings(other)["num_workers"] == 0
+        applied.disable()
+        assert loaders.settings(loader)["num_workers"] == 0 and loader._iterator is None
+        assert type(iter(loader)).__name__ == "_SingleProcessDataLoaderIter"
+    finally:
+        applied.remove()
+    assert DataLoader.__iter__.__qualname__ == "DataLoader.__iter__"
+
+
+@pytest.mark.parametrize("params, problem", [
+    ({"num_workers": -1, "persistent_workers": False, "prefetch_factor": None, "pin_memory": False},
+     "Expected `int` >= 0 - at `$.num_workers`"),
+    ({"num_workers": 1, "prefetch_factor": 2, "pin_memory": False}, "missing required field `persistent_workers`"),
+])
+def test_a_loader_winner_whose_settings_are_not_allowed_is_refused_naming_the_entry(tmp_path, params, problem):
+    from perfsight.core.errors import TuneBankError
+
+    loader = DataLoader(SlowItems(), batch_size=4)
+    with pytest.raises(TuneBankError, match=r"step\.json is damaged: entry '\d+': its winner 'workers_1' has params .*"
+                                            + problem.replace("$", r"\$").replace("[", r"\[")):
+        apply_loaders(planted(tmp_path, loader, params))
