@@ -69,8 +69,9 @@ def test_settings_put_on_a_loader_take_effect_at_its_next_epoch_and_put_back_shu
     assert type(first).__name__ == "_MultiProcessingDataLoaderIter" and next(first).shape == (4, 3)
     assert iter(loader) is first                      # persistent: the same workers serve the next epoch
     loaders.put(loader, own)
-    assert loader._iterator is None and not any(first._workers_status)        # its workers are gone
+    assert loader._iterator is None and next(first).shape == (4, 3)    # the epoch under way keeps its workers
     assert type(iter(loader)).__name__ == "_SingleProcessDataLoaderIter"
+    del first
     copy = loaders.copied(loader, {**own, "num_workers": 1, "persistent_workers": True, "prefetch_factor": 2})
     assert copy is not loader and copy.dataset is loader.dataset and copy.batch_sampler is loader.batch_sampler
     assert loaders.settings(loader) == own
@@ -146,3 +147,48 @@ def test_a_loader_winner_whose_settings_are_not_allowed_is_refused_naming_the_en
     with pytest.raises(TuneBankError, match=r"step\.json is damaged: entry '\d+': its winner 'workers_1' has params .*"
                                             + problem.replace("$", r"\$").replace("[", r"\[")):
         apply_loaders(planted(tmp_path, loader, params))
+
+
+class Augmented(SlowItems):
+    """Items drawn at random, as augmentation draws them: a worker's random numbers are its own."""
+
+    def __getitem__(self, index):
+        time.sleep(ITEM_S)
+        return torch.randn(3) + index
+
+
+class Reshaped(SlowItems):
+    """Items whose shape depends on the process loading them: a wrong candidate, planted."""
+
+    def __getitem__(self, index):
+        time.sleep(ITEM_S)
+        return torch.zeros(3 if torch.utils.data.get_worker_info() is None else 4)
+
+
+def test_the_check_compares_values_only_where_the_loader_gives_them_every_time(tmp_path):
+    # random items: values differ in a worker by design, so only their structure is checked
+    [done] = tune_loaders(waited_on(DataLoader(Augmented(), batch_size=4), 0.6), compute, bank=Bank(tmp_path),
+                          rounds=2, block=1)
+    assert all(t.ok for t in done.measurement.candidates)
+    # a structure that changes in a worker is refused, whatever the sampler
+    [done] = tune_loaders(waited_on(DataLoader(Reshaped(), batch_size=4, shuffle=True), 0.6), compute,
+                          bank=Bank(tmp_path / "other"), rounds=2, block=1)
+    assert [t.reason.startswith("its batches differ in structure") for t in done.measurement.candidates] == \
+        [True] * len(done.measurement.candidates) and done.measurement.winner is None
+
+
+def test_a_script_bank_keeps_the_loader_winner_on_through_its_switches_until_it_is_closed(tmp_path):
+    from perfsight.tune.scriptbank import ScriptBank
+
+    loader = DataLoader(SlowItems(), batch_size=4)
+    chosen = {"num_workers": 1, "persistent_workers": True, "prefetch_factor": 2, "pin_memory": False}
+    planted(tmp_path, loader, chosen)
+    applied = ScriptBank(torch.nn.Linear(3, 2), tmp_path)   # a loader winner alone is a bank to apply
+    assert "data-loader winners (from each loader's next epoch)" in applied.describe()
+    applied.switch(True)
+    applied.switch(False)              # a check's untuned step: a loader's epoch is not switched step by step
+    epoch = iter(loader)
+    assert loaders.settings(loader) == chosen and dict(applied.used) == {"workers_1": 1}
+    applied.close()                    # the guard gave up, or --verify ended: untuned from the next epoch
+    assert loaders.settings(loader)["num_workers"] == 0 and next(epoch).shape == (4, 3)
+    assert DataLoader.__iter__.__qualname__ == "DataLoader.__iter__"

@@ -77,16 +77,16 @@ class BankGuard:
         self.bank.switch(on)
 
     def stop(self, why: str) -> None:
-        """Switch the bank off and stop checking (``why`` is printed). The hook stays, idle: this may run
-        inside it, while the optimizer goes through its hooks."""
-        self.bank.switch(False)
+        """Switch the bank off for good and stop checking (``why`` is printed). The hook stays, idle: this may
+        run inside it, while the optimizer goes through its hooks."""
+        self.bank.close()
         self.on, self.check, self.failed = False, None, why
         self.say(f"{why}; the bank is switched off, the training goes on untuned")
 
     def remove(self) -> None:
         """Switch the bank off and remove the hook (not from inside an optimizer step)."""
         self.handle.remove()
-        self.bank.switch(False)
+        self.bank.close()
 
     def describe(self) -> str:
         """What the checks did, for the line printed at exit."""

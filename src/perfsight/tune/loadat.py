@@ -6,9 +6,10 @@ least ``capture.INPUT_BOUND_SHARE`` of their time (``waited``: ``capture.InputWa
 they drew from (``loaders.tunable``). The loader's own settings are the default, each of
 ``loaders.candidates`` a candidate (mode ``Schedule``), each run by a copy of the loader
 (``loaders.copied``: the user's is not touched). A copy's first batch is its check - the structure of the
-default's first batch (shapes and dtypes), and its values too when the sampler is sequential (else they are
-drawn at random by design) - and its time, worker start-up included, is its one-off cost, to be repaid over
-the expected steps (``measure.repays``).
+default's first batch (shapes and dtypes), and its values too when the loader is deterministic: a sequential
+sampler, and a dataset that gives the same first batch twice (one that draws random numbers - augmentation
+- gives other ones in a worker, by design) - and its time, worker start-up included, is its one-off cost, to
+be repaid over the expected steps (``measure.repays``).
 
 They are timed in steps as the training runs them: draw a batch, run ``step()`` (the replayed or given
 training step; a loader's workers load ahead while it runs, which is where they win). Workers also load
@@ -92,15 +93,22 @@ def _structure(batch) -> list:
             for t in torch.utils._pytree.tree_leaves(batch)]
 
 
-def _check(reference, batch, sequential: bool) -> str:
-    """Why ``batch`` is not the default's first batch ``reference`` ('' if it is)."""
+def _differs(reference, batch) -> str:
+    """Why ``batch`` is not ``reference`` ('' if it is): its structure, then its tensors' values."""
     if _structure(batch) != _structure(reference):
         return f"its batches differ in structure: {_structure(batch)} against {_structure(reference)}"
-    if not sequential:
-        return ""
     leaves = [t for t in torch.utils._pytree.tree_leaves(reference) if isinstance(t, torch.Tensor)]
-    got = [t for t in torch.utils._pytree.tree_leaves(batch) if isinstance(t, torch.Tensor)]
-    return mismatch(leaves, got)
+    return mismatch(leaves, [t for t in torch.utils._pytree.tree_leaves(batch) if isinstance(t, torch.Tensor)])
+
+
+def _deterministic(loader: torch.utils.data.DataLoader, reference) -> bool:
+    """Whether ``loader``'s first batch is ``reference`` every time: a sequential sampler, and a dataset that
+    draws no random numbers (its first batch loaded again is the same)."""
+    index = loader._index_sampler
+    if not isinstance(getattr(index, "sampler", index), torch.utils.data.SequentialSampler):
+        return False
+    return not _differs(reference, next(iter(loaders.copied(loader, loaders.settings(loader) | {
+        "num_workers": 0, "persistent_workers": False, "prefetch_factor": None}))))
 
 
 @dataclass
@@ -118,13 +126,12 @@ def tune_loader(loader: torch.utils.data.DataLoader, step: Callable[[], object],
     """Time ``loader``'s own settings against each candidate in blocks of ``step()`` runs (module docstring)."""
     timer = timer or time.perf_counter_ns
     load_before = load_average()
-    sequential = isinstance(getattr(loader._index_sampler, "sampler", loader._index_sampler),
-                            torch.utils.data.SequentialSampler)
     base = _Copy(Timing("default", {}, "default"), loaders.copied(loader, loaders.settings(loader)))
     copies = [_Copy(Timing(name, chosen, MODE), loaders.copied(loader, chosen))
               for name, chosen in loaders.candidates(loader)]
     try:
         reference = base.batch()
+        deterministic = _deterministic(loader, reference)
         for copy in copies:
             start = timer()
             try:
@@ -133,7 +140,8 @@ def tune_loader(loader: torch.utils.data.DataLoader, step: Callable[[], object],
                 copy.timing.reason = f"{type(exc).__name__}: {exc}"
             else:
                 copy.timing.compile_s = (timer() - start) / 1e9
-                copy.timing.reason = _check(reference, first, sequential)
+                problem = _differs(reference, first)
+                copy.timing.reason = problem if deterministic or problem.startswith("its batches differ") else ""
             copy.timing.ok = not copy.timing.reason
         valid = [base] + [c for c in copies if c.timing.ok]
         for index in range(rounds):

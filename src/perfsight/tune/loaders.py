@@ -6,8 +6,8 @@ indices and the collate function the batch, in the main process, whatever ``num_
 ``num_workers``, ``persistent_workers``, ``prefetch_factor`` and ``pin_memory`` (``SETTINGS``) may change
 and train the same; an iterable dataset's may not (each worker runs the whole iterable unless the dataset
 shards itself), so those loaders are not tuned. A loader's settings take effect when an iterator is made
-from it - an epoch's start - so ``put`` changes them for the next one; a persistent iterator made under
-the settings put back is shut down, its workers with it.
+from it - an epoch's start - so ``put`` changes them for the next one; an epoch under way keeps its workers
+to its end.
 
 ``signature(loader)`` is what a winner is keyed by: the dataset's class and length, the batch size, whether
 the last batch is dropped, the sampler's class and the collate function - not the settings tuned.
@@ -89,15 +89,11 @@ def copied(loader: DataLoader, chosen: dict) -> DataLoader:
 
 
 def put(loader: DataLoader, chosen: dict) -> None:
-    """Set ``chosen`` (``SETTINGS``) on ``loader`` for its next iterator; a persistent iterator made under
-    other settings is shut down first."""
+    """Set ``chosen`` (``SETTINGS``) on ``loader`` for its next iterator. The loader lets go of a persistent
+    iterator made under other settings: an epoch under way keeps its workers to its end, and they stop when
+    its iterator is dropped."""
     if settings(loader) == chosen:
         return
-    iterator = loader._iterator
-    if iterator is not None:
-        loader._iterator = None
-        shutdown = getattr(iterator, "_shutdown_workers", None)
-        if shutdown is not None:
-            shutdown()
+    loader._iterator = None
     for name, value in chosen.items():
         object.__setattr__(loader, name, value)   # DataLoader refuses persistent_workers after its __init__

@@ -11,7 +11,7 @@ winner. It holds the operator winners (``apply.TunedMode``, entered and left), t
 optimizers whose signature has one), these two enabled and disabled, all off until ``switch(True)``. Its
 data-loader winners (``apply.apply_loaders``) are on for the whole run, from each loader's next epoch: a
 loader's workers are set when its epoch starts, so ``switch`` leaves them, and the checks that alternate
-step by step time the other winners only; ``used``
+step by step time the other winners only; ``close()`` turns them off too; ``used``
 counts the calls that ran under a winner. ``perfsight run`` with TUNE_BANK_PATH switches it on for good
 (tune/autostart.py); ``perfsight tune --verify`` switches it on and off step by step
 (tune/verify_script.py).
@@ -63,6 +63,11 @@ class ScriptBank:
             self.optimizers.disable()
             if self.operators.active:
                 self.operators.__exit__(None, None, None)
+
+    def close(self) -> None:
+        """Every winner off for the rest of the run (the data loaders' from their next epoch), their hooks off."""
+        self.switch(False)
+        self.loaders.remove()
 
     @property
     def used(self) -> Counter:

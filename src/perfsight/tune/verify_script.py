@@ -97,7 +97,7 @@ class ScriptVerifier:
             handle.remove()
         check = self.check
         if check is not None:
-            check.bank.switch(False)
+            check.bank.close()
         steps = check.steps if check is not None else 0
         needed = ScriptRounds.steps_needed(self.config["rounds"], self.config["warmup"])
         if not error and steps < needed:
