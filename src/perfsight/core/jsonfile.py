@@ -1,7 +1,7 @@
-"""Whole-file JSON writes (the run manifest, the tuning bank, the tuning result files, an armed job's live
-files): a reader sees the old file or the new one, never a torn one (temp file, os.replace), and a finished
-write survives a crash (fsync of the file and of the directory) unless the caller says it need not: a file
-rewritten every second whose next copy is coming anyway (an armed rank's status)."""
+"""Whole-file JSON and text writes (the run manifest, the tuning bank and its TunableOp results, the tuning result
+files, an armed job's live files): a reader sees the old file or the new one, never a torn one (temp file,
+os.replace), and a finished write survives a crash (fsync of the file and of the directory) unless the caller says
+it need not: a file rewritten every second whose next copy is coming anyway (an armed rank's status)."""
 from __future__ import annotations
 
 import json
@@ -14,10 +14,16 @@ def write_json_atomic(path: Path, data: dict, *, indent: int = 1, sort_keys: boo
                       durable: bool = True) -> None:
     """Replace ``path`` with ``data`` as JSON (values JSON cannot hold are written as their str); ``durable``:
     synced to disk before and after the replacement (module docstring)."""
+    write_text_atomic(path, json.dumps(data, indent=indent, sort_keys=sort_keys, ensure_ascii=False, default=str),
+                      durable=durable)
+
+
+def write_text_atomic(path: Path, text: str, *, durable: bool = True) -> None:
+    """Replace ``path`` with ``text`` (UTF-8), as ``write_json_atomic`` does."""
     handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(data, out, indent=indent, sort_keys=sort_keys, ensure_ascii=False, default=str)
+            out.write(text)
             out.flush()
             if durable:
                 os.fsync(out.fileno())

@@ -1,5 +1,5 @@
 """perfsight tune: operator (OPAT) and subgraph (SGAT) auto-tuning with a tuning bank, after Ascend's AOE, and
-perfsight's own step settings (the optimizer's implementation, the data loader's workers).
+perfsight's own step settings (the optimizer's implementation, the data loader's workers, TunableOp on GPUs).
 
 Modules:
 
@@ -28,10 +28,12 @@ Modules:
 - loaders:    the DataLoader's worker settings as a step setting: signature, candidates, copies, put in place
 - loadat:     data-loader tuning, in the step stage when the steps waited on their batches: copies timed in
               blocks of training steps, judged by the rule of whole steps -> bank
+- tunableop:  TunableOp GEMM selection as a step setting on GPUs: its results file, tuned into the bank,
+              timed on and off, switched between steps
 - prove:      the stages' winners tried in whole training steps (greedy forward selection, interleaved)
 - proof:      that trial run between the stages and the bank: only winners that win in the step are written
 - apply:      the bank applied to a training run without rewriting the model (``tuned()``, ``apply_bank``,
-              ``apply_subgraphs``, ``apply_optimizers``, ``apply_loaders``)
+              ``apply_subgraphs``, ``apply_optimizers``, ``apply_loaders``, ``apply_tunableop``)
 - session:    one tuning task: settings, the seed's preconditions, bank, result file, the step settings, OPAT
               and/or SGAT (``tune``)
 - verify:     whole steps timed with and without the bank, interleaved; the end-to-end verdict

@@ -31,6 +31,8 @@ process whose signature has one runs that implementation (for_loop, foreach or f
 switched in place before its steps and put back as it was built when disabled; its state stays valid for
 either. ``apply_loaders(bank)`` applies the data-loader winners (``AppliedLoaders``): a loader whose
 signature has one runs under its worker settings from its next epoch on (tune/loaders.py).
+``apply_tunableop(bank)`` turns TunableOp on with the results the bank holds for this GPU
+(``AppliedTunableOp``, tune/tunableop.py).
 """
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils.data import DataLoader
 
-from perfsight.tune import intercept, loaders, optimizers
+from perfsight.tune import intercept, loaders, optimizers, tunableop
 from perfsight.tune.bank import Bank
 from perfsight.tune.candidates import Candidate, Params, call_key, signature
 from perfsight.tune.regions import region_signature
@@ -107,6 +109,17 @@ def optimizer_winners(bank: Bank) -> dict[str, str]:
     a TuneBankError names a winner whose params are not allowed)."""
     return {key: params.implementation
             for key, (_, params) in _step_winners(bank, "optimizer", _Implementation).items()}
+
+
+class _TunableResults(msgspec.Struct):
+    """A TunableOp winner's params: its results file, in the bank directory."""
+    results: Literal["tunableop_results.csv"]
+
+
+def tunableop_winners(bank: Bank) -> dict[str, str]:
+    """The bank's TunableOp winners (step settings, one per GPU and torch version): key -> the results file
+    (a TuneBankError names a winner whose params are not allowed)."""
+    return {key: params.results for key, (_, params) in _step_winners(bank, "tunableop", _TunableResults).items()}
 
 
 def loader_winners(bank: Bank) -> dict[str, tuple[str, dict]]:
@@ -394,6 +407,67 @@ def apply_loaders(bank: Bank | None = None) -> AppliedLoaders:
     """Run every DataLoader of the process whose signature has a winner in the bank under its settings, from
     its next epoch on (``AppliedLoaders``)."""
     return AppliedLoaders(bank if bank is not None else default_bank())
+
+
+class AppliedTunableOp:
+    """The bank's TunableOp winner for this GPU and torch (``tunableop.signature``): while enabled, TunableOp is on
+    with the results the bank holds and tuning off; while disabled, off. ``only`` (the bank keys whose winners
+    run; None: all) is applied at once, as the steps of an in-step trial need. ``installed`` is whether the bank
+    holds such a winner - one whose results were tuned under another torch version is not applied, a warning
+    says why (TunableOp itself would drop them without a word); ``used`` counts the times it was switched on
+    after it was made."""
+
+    def __init__(self, bank: Bank):
+        self.used: Counter = Counter()
+        self.enabled, self._only = True, None
+        winners = tunableop_winners(bank) if tunableop.available() and _fresh(bank) else {}
+        self._key = bank.key("step", tunableop.signature()) if winners else None
+        self._switch = None
+        if self._key in winners:
+            path = bank.directory / winners[self._key]
+            stale = tunableop.stale(tunableop.read_results(path)[0])
+            if stale:
+                warnings.warn(f"perfsight: the TunableOp results {path} are not applied: {'; '.join(stale)}",
+                              stacklevel=2)
+            else:
+                self._switch = tunableop.Switch(path)
+        self.installed = self._switch is not None
+        if self._switch is not None:
+            self._switch.on()    # on from now, as the other appliers are; ``used`` counts the switches that follow
+
+    @property
+    def only(self) -> frozenset[str] | None:
+        return self._only
+
+    @only.setter
+    def only(self, keys: frozenset[str] | None) -> None:
+        self._only = keys
+        self._apply()
+
+    def _apply(self) -> None:
+        if self._switch is None:
+            return
+        if self.enabled and (self._only is None or self._key in self._only):
+            self._switch.on()
+            self.used[tunableop.NAME] += 1
+        else:
+            self._switch.off()
+
+    def enable(self) -> None:
+        self.enabled = True
+        self._apply()
+
+    def disable(self) -> None:
+        self.enabled = False
+        self._apply()
+
+    def remove(self) -> None:
+        self.disable()
+
+
+def apply_tunableop(bank: Bank | None = None) -> AppliedTunableOp:
+    """Run the GEMMs under the bank's TunableOp results for this GPU (``AppliedTunableOp``)."""
+    return AppliedTunableOp(bank if bank is not None else default_bank())
 
 
 def apply_optimizers(bank: Bank | None = None) -> AppliedOptimizers:

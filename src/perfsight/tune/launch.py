@@ -87,12 +87,19 @@ def _checked_banks(root: Path) -> list:
 def _check_winners(banks: list, root: Path) -> None:
     """--verify needs a winner to apply: refuse, before the script runs, when none of this device's banks
     holds one (whether the script's model has modules the subgraph winners fit is seen once it runs)."""
-    from perfsight.tune.apply import operator_winners, optimizer_winners, subgraph_winners
+    from perfsight.tune.apply import (
+        loader_winners,
+        operator_winners,
+        optimizer_winners,
+        subgraph_winners,
+        tunableop_winners,
+    )
 
     if not banks:
         raise TuneBankError(f"there is no tuning bank for this device under {root} to verify: tune into it first "
                             f"(perfsight tune --bank {root} -- python train.py ...)")
-    if any(operator_winners(bank) or subgraph_winners(bank) or optimizer_winners(bank) for bank in banks):
+    if any(winners(bank) for bank in banks for winners in (operator_winners, subgraph_winners, optimizer_winners,
+                                                           loader_winners, tunableop_winners)):
         return
     tuned = [f"{bank.directory} ({len(bank.entries('op'))} operator, {len(bank.entries('subgraph'))} subgraph and "
              f"{len(bank.entries('step'))} step-settings signatures tuned)" for bank in banks]

@@ -57,16 +57,18 @@ class OptimizerResult(SettingResult):
 
 @dataclass
 class OptatResult:
-    """The step-settings stage's outcome: each optimizer's, and each data loader's (tune/loadat.py)."""
+    """The step-settings stage's outcome: each optimizer's, each data loader's (tune/loadat.py) and this GPU's
+    TunableOp setting (tune/tunableop.py)."""
 
     optimizers: list[OptimizerResult] = field(default_factory=list)
     loaders: list[SettingResult] = field(default_factory=list)
+    gemms: list[SettingResult] = field(default_factory=list)
     summary: RepoSummary = field(default_factory=RepoSummary)
 
     @property
     def settings(self) -> list[SettingResult]:
-        """Every step setting tuned: the optimizers, then the loaders."""
-        return [*self.optimizers, *self.loaders]
+        """Every step setting tuned: the optimizers, the loaders, then TunableOp."""
+        return [*self.optimizers, *self.loaders, *self.gemms]
 
 
 def _tensors_bytes(tensors) -> int:

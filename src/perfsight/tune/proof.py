@@ -3,16 +3,17 @@ stages and the bank.
 
 ``proven(staged, results, step, model)`` makes a ``prove.Proposal`` of every winner the stages found now (an
 added or updated strategy; ``staged``: the ``bank.StagedBank`` they tuned into), runs ``prove.prove`` over
-``step()`` - each step under the operator winners of its configuration (``apply.TunedMode`` over
-``staged.view(keys)``), on ``model`` its subgraph winners (one ``apply.AppliedSubgraphs`` whose ``only``
-follows the configuration) and on the optimizers ``step()`` runs its step-settings winners (one
-``apply.AppliedOptimizers``, likewise) - then commits the bank: the kept winners, and the rejected ones without
-their strategy, each with its in-step figures (``Entry.rejected``). It brings the stages' outcomes in line: each
-signature's update mode and ``in_step`` figures, the winners, repo_summary, and the result-file tasks
-(``report.proven``, ``proven_end_to_end``). A winner the bank records as rejected in the step before (the
-same candidate, found again under REPEAT_TUNE) is not tried again: it stays rejected with its earlier
-figures (``NOT_RETRIED``). The model's buffers (BatchNorm statistics) and gradients are
-restored after the proof and its random-number state too; weights an optimizer in the step moved stay moved.
+``step()``. Each step runs under the winners of its configuration: the operator winners (``apply.TunedMode``
+over ``staged.view(keys)``), on ``model`` its subgraph winners (one ``apply.AppliedSubgraphs`` whose ``only``
+follows the configuration), and the step-settings winners likewise (``apply.AppliedOptimizers`` on the
+optimizers ``step()`` runs, ``apply.AppliedTunableOp`` on a GPU). A data loader's winner is proven in its own
+stage's steps (tune/loadat.py) and not tried again here. Then it commits the bank: the kept winners, and the
+rejected ones without their strategy, each with its in-step figures (``Entry.rejected``). It brings the
+stages' outcomes in line: each signature's update mode and ``in_step`` figures, the winners, repo_summary, and
+the result-file tasks (``report.proven``, ``proven_end_to_end``). A winner the bank records as rejected in the
+step before (the same candidate, found again under REPEAT_TUNE) is not tried again: it stays rejected with its
+earlier figures (``NOT_RETRIED``). The model's buffers (BatchNorm statistics) and gradients are restored after
+the proof and its random-number state too; weights an optimizer in the step moved stay moved.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from typing import Callable
 
 import torch
 
-from perfsight.tune.apply import TunedMode, apply_optimizers, apply_subgraphs
+from perfsight.tune.apply import TunedMode, apply_optimizers, apply_subgraphs, apply_tunableop
 from perfsight.tune.bank import StagedBank
 from perfsight.tune.measure import KEPT, REJECTED
 from perfsight.tune.prove import PROOF_ROUNDS, PROOF_WARMUP, Ablation, Proposal, prove
@@ -78,6 +79,7 @@ def proven(staged: StagedBank, results: dict, step: Callable[[], object], model:
     regions = (apply_subgraphs(model, staged.view(subgraph_keys), compiler=compiler)
                if model is not None and subgraph_keys else None)
     settings = apply_optimizers(staged.view(step_keys)) if step_keys else None
+    gemms = apply_tunableop(staged.view(step_keys)) if step_keys else None
     kept_before = {kind: frozenset(k for k, e in staged.base.entries(kind).items() if e.winner is not None)
                    for kind in ("subgraph", "step")}
 
@@ -85,8 +87,9 @@ def proven(staged: StagedBank, results: dict, step: Callable[[], object], model:
     def under(keys: frozenset[str]):
         if regions is not None:
             regions.only = kept_before["subgraph"] | (keys & subgraph_keys)
-        if settings is not None:
-            settings.only = kept_before["step"] | (keys & step_keys)
+        for applied in (settings, gemms):
+            if applied is not None:
+                applied.only = kept_before["step"] | (keys & step_keys)
         with TunedMode(staged.view(keys)):
             yield
 
@@ -95,7 +98,7 @@ def proven(staged: StagedBank, results: dict, step: Callable[[], object], model:
             ablation = prove(step, proposed, under, rounds=rounds, warmup=warmup, margin=margin,
                              timer=timer or time.perf_counter_ns)
     finally:
-        for applied in (regions, settings):
+        for applied in (regions, settings, gemms):
             if applied is not None:
                 applied.remove()
     rejected = {key: decision.as_dict() for key, decision in ablation.rejected().items()}

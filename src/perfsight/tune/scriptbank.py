@@ -7,8 +7,9 @@ fingerprint. It opens the bank of this device read-only and refuses, with a ``Tu
 the directory, a bank that is missing, stale (tuned under other library versions) or that holds no
 winner usable here: no operator winners, no subgraph winner for a module of ``root`` and no step-settings
 winner. It holds the operator winners (``apply.TunedMode``, entered and left), the subgraph winners
-(``apply.apply_subgraphs(root)``) and the optimizer winners (``apply.apply_optimizers``: the script's
-optimizers whose signature has one), these two enabled and disabled, all off until ``switch(True)``. Its
+(``apply.apply_subgraphs(root)``), the optimizer winners (``apply.apply_optimizers``: the script's
+optimizers whose signature has one) and a GPU's TunableOp winner (``apply.apply_tunableop``), these three
+enabled and disabled, all off until ``switch(True)``. Its
 data-loader winners (``apply.apply_loaders``) are on for the whole run, from each loader's next epoch: a
 loader's workers are set when its epoch starts, so ``switch`` leaves them, and the checks that alternate
 step by step time the other winners only; ``close()`` turns them off too; ``used``
@@ -24,7 +25,7 @@ from pathlib import Path
 import torch
 
 from perfsight.core.errors import TuneBankError
-from perfsight.tune.apply import TunedMode, apply_loaders, apply_optimizers, apply_subgraphs
+from perfsight.tune.apply import TunedMode, apply_loaders, apply_optimizers, apply_subgraphs, apply_tunableop
 from perfsight.tune.bank import Bank
 
 
@@ -40,9 +41,11 @@ class ScriptBank:
         self.subgraphs.disable()
         self.optimizers = apply_optimizers(self.bank)
         self.optimizers.disable()
+        self.gemms = apply_tunableop(self.bank)
+        self.gemms.disable()
         self.loaders = apply_loaders(self.bank)
         if not (self.operators.active or self.subgraphs.installed or self.optimizers.installed
-                or self.loaders.installed):
+                or self.gemms.installed or self.loaders.installed):
             raise TuneBankError(f"the tuning bank {self.bank.directory} holds no operator winners, no subgraph "
                                 f"winners for the modules of {type(root).__name__} and no step-settings winners: "
                                 "nothing to apply")
@@ -56,11 +59,13 @@ class ScriptBank:
         if on:
             self.subgraphs.enable()
             self.optimizers.enable()
+            self.gemms.enable()
             if self.operators.active:
                 self.operators.__enter__()
         else:
             self.subgraphs.disable()
             self.optimizers.disable()
+            self.gemms.disable()
             if self.operators.active:
                 self.operators.__exit__(None, None, None)
 
@@ -72,12 +77,13 @@ class ScriptBank:
     @property
     def used(self) -> Counter:
         """Calls (optimizer steps, epochs for data loaders) run under each winner so far."""
-        return self.operators.used + self.subgraphs.used + self.optimizers.used + self.loaders.used
+        return self.operators.used + self.subgraphs.used + self.optimizers.used + self.gemms.used + self.loaders.used
 
     def describe(self) -> str:
         parts = ["operator winners" if self.operators.active else "",
                  f"subgraph winners on {', '.join(n or '(the model)' for n in self.subgraphs.installed)}"
                  if self.subgraphs.installed else "",
                  "step-settings winners" if self.optimizers.installed else "",
+                 "TunableOp's GEMM results" if self.gemms.installed else "",
                  "data-loader winners (from each loader's next epoch)" if self.loaders.installed else ""]
         return f"the tuning bank {self.bank.directory} ({' and '.join(p for p in parts if p)})"

@@ -296,11 +296,13 @@ def _inside(module: str, paths: tuple[str, ...]) -> bool:
     return any(not p or module == p or module.startswith(p + ".") for p in paths)  # '': the root
 
 
-def tune_step_settings(captured, the_plan: Plan, bank, *, tuning_name: str, step: Callable[[], object] | None,
-                       **measuring) -> TuneResult:
-    """The step stage: tune the implementation of the optimizers ``captured`` saw step and, with ``step()``
-    (a training step) when the steps waited on their batches, the settings of their data loaders into
-    ``bank``; write the result file (``report.StepReport``)."""
+def tune_step_settings(captured, the_plan: Plan, bank, *, tuning_name: str, loader_step: Callable[[], object] | None,
+                       proof_step: Callable[[], object] | None, model=None, **measuring) -> TuneResult:
+    """The step stage: tune the implementation of the optimizers ``captured`` saw step; with ``loader_step()``
+    (a training step that draws no batch) when the steps waited on their batches, the settings of their data
+    loaders; on a GPU, with ``proof_step()`` and ``model``, TunableOp; into ``bank``. Write the result file
+    (``report.StepReport``)."""
+    from perfsight.tune import tunableop
     from perfsight.tune.loadat import tune_loaders
     from perfsight.tune.optat import tune_optimizers
     from perfsight.tune.report import INCOMPLETE, StepReport
@@ -310,11 +312,14 @@ def tune_step_settings(captured, the_plan: Plan, bank, *, tuning_name: str, step
 
     def settings():
         done = tune_optimizers(captured.optimizers, bank=bank, report=report, repeat=the_plan.repeat, **measuring)
-        if step is not None:
-            done.loaders = tune_loaders(captured.input_wait, step, bank=bank, report=report, repeat=the_plan.repeat,
-                                        **timing)
-            for loader in done.loaders:
-                done.summary.record(loader.update_mode)
+        if loader_step is not None:
+            done.loaders = tune_loaders(captured.input_wait, loader_step, bank=bank, report=report,
+                                        repeat=the_plan.repeat, **timing)
+        if proof_step is not None and model is not None:
+            done.gemms = tunableop.tune_setting(proof_step, model, bank=bank, report=report, repeat=the_plan.repeat,
+                                                **measuring)
+        for setting in done.loaders + done.gemms:
+            done.summary.record(setting.update_mode)
         return done
     return _stage(report, bank, settings, "optat", INCOMPLETE)
 
@@ -380,7 +385,8 @@ def tune_recorded(captured, the_plan: Plan, *, tuning_name: str, model=None, ste
     for stage in the_plan.stages:
         if stage == "step":
             results[stage] = tune_step_settings(captured, the_plan, the_bank, tuning_name=tuning_name,
-                                                step=loader_step, **measuring)
+                                                loader_step=loader_step, proof_step=proof_step, model=model,
+                                                **measuring)
         elif stage == "op":
             not_op_tuned = tuple(path for s in (results["subgraph"].sgat.subgraphs if "subgraph" in results else ())
                                  if _runs_its_operators_its_way(the_bank, s.key) for path in s.names)

@@ -26,7 +26,7 @@ from typing import Callable
 import torch
 
 from perfsight.tune import rule
-from perfsight.tune.apply import TunedMode, apply_optimizers, apply_subgraphs, default_bank
+from perfsight.tune.apply import TunedMode, apply_optimizers, apply_subgraphs, apply_tunableop, default_bank
 from perfsight.tune.bank import Bank
 from perfsight.tune.measure import Timing, load_average, quantile
 
@@ -119,7 +119,7 @@ def verify(step: Callable[[], object], *, bank: Bank | str | Path | None = None,
            timer: Callable[[], int] = time.perf_counter_ns) -> Verdict:
     """Time ``step`` with and without ``bank`` (a Bank, a bank root directory, or None for the default
     bank), interleaved for ``rounds`` rounds after ``warmup`` untimed ones; return the Verdict. The bank's
-    operator and optimizer winners apply to every step under it (the latter to the optimizers the step runs);
+    operator, optimizer and TunableOp winners apply to every step under it (optimizers: those the step runs);
     its subgraph winners too when ``model`` (the model the step runs) is given. Data-loader winners are not:
     they take effect at an epoch's start, not step by step."""
     schedule = Rounds(rounds, warmup)
@@ -127,13 +127,13 @@ def verify(step: Callable[[], object], *, bank: Bank | str | Path | None = None,
         bank = default_bank() if bank is None else Bank(Path(bank).expanduser(), read_only=True)
     operators = TunedMode(bank)
     subgraphs = apply_subgraphs(model, bank) if model is not None else None
-    settings = apply_optimizers(bank)
+    settings, gemms = apply_optimizers(bank), apply_tunableop(bank)
     before_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
 
     def run(under_bank: bool) -> int:
-        for applied in (subgraphs, settings):
+        for applied in (subgraphs, settings, gemms):
             if applied is not None:
                 (applied.enable if under_bank else applied.disable)()
         start = timer()
@@ -150,8 +150,8 @@ def verify(step: Callable[[], object], *, bank: Bank | str | Path | None = None,
         used_threads = torch.get_num_threads()
     finally:
         torch.set_num_threads(before_threads)
-        for applied in (subgraphs, settings):
+        for applied in (subgraphs, settings, gemms):
             if applied is not None:
                 applied.remove()
-    applied = operators.used + settings.used + (subgraphs.used if subgraphs is not None else Counter())
+    applied = operators.used + settings.used + gemms.used + (subgraphs.used if subgraphs is not None else Counter())
     return schedule.verdict(threads=used_threads, applied=applied, bank=bank.directory, margin=margin)
