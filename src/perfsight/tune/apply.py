@@ -11,9 +11,9 @@ Parameters are never replaced or re-registered: a pre-transposed or channels_las
 tensor (cached per weight and version when no gradient is needed), so optimizers, checkpoints and DDP
 stay valid. A bank tuned under other library versions is not applied (a warning names the differences);
 a damaged one - a file not of its shape (tune/bank.py), stores without bank.json, a winner whose params
-are not allowed (``candidates.Params``, ``variants.Variant``, an optimizer implementation) - raises
-TuneBankError naming the file and the entry before anything runs under it (``operator_winners``,
-``subgraph_winners``, ``optimizer_winners``).
+are not allowed (``candidates.Params``, ``variants.Variant``, an optimizer implementation, a loader's settings,
+a TunableOp results file) - raises TuneBankError naming the file and the entry before anything runs under it
+(``operator_winners``, ``subgraph_winners``, ``optimizer_winners``, ``loader_winners``, ``tunableop_winners``).
 
 ``apply_subgraphs`` installs, on each module whose class and structure have a subgraph winner, what
 ``Module.compile`` installs (``_compiled_call_impl``), here a dispatcher: a call whose region signature
@@ -47,6 +47,7 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils.data import DataLoader
 
+from perfsight.core.patched import Patched
 from perfsight.tune import intercept, loaders, optimizers, tunableop
 from perfsight.tune.bank import Bank
 from perfsight.tune.candidates import Candidate, Params, call_key, signature
@@ -85,7 +86,7 @@ def subgraph_winners(bank: Bank) -> dict[tuple[str, str], dict[str, Variant]]:
 
 
 class _Implementation(msgspec.Struct):
-    """A step-settings winner's params: the optimizer implementation it runs."""
+    """An optimizer winner's params: the implementation it runs."""
     implementation: Literal["for_loop", "foreach", "fused"]
 
 
@@ -97,9 +98,14 @@ class _LoaderSettings(msgspec.Struct):
     pin_memory: bool
 
 
+class _TunableResults(msgspec.Struct):
+    """A TunableOp winner's params: its results file, in the bank directory."""
+    results: Literal["tunableop_results.csv"]
+
+
 def _step_winners(bank: Bank, setting: str, shape: type) -> dict[str, tuple[str, msgspec.Struct]]:
     """key -> (winner, its params as ``shape``) of the bank's step-settings entries of ``setting`` (optimizer,
-    loader)."""
+    loader, tunableop: the key their signatures have)."""
     return {key: (entry.winner, bank.winner_as(entry, shape)) for key, entry in bank.entries("step").items()
             if entry.winner is not None and setting in entry.signature}
 
@@ -109,11 +115,6 @@ def optimizer_winners(bank: Bank) -> dict[str, str]:
     a TuneBankError names a winner whose params are not allowed)."""
     return {key: params.implementation
             for key, (_, params) in _step_winners(bank, "optimizer", _Implementation).items()}
-
-
-class _TunableResults(msgspec.Struct):
-    """A TunableOp winner's params: its results file, in the bank directory."""
-    results: Literal["tunableop_results.csv"]
 
 
 def tunableop_winners(bank: Bank) -> dict[str, str]:
@@ -285,7 +286,7 @@ def _call_key(module: torch.nn.Module, args: tuple, kwargs: dict) -> tuple:
 
 
 class AppliedOptimizers:
-    """The bank's step-settings winners on every optimizer of the process: before each optimizer step (a
+    """The bank's optimizer winners on every optimizer of the process: before each optimizer step (a
     global step pre-hook), an optimizer whose signature (``optimizers.signature``, worked out at its first
     step and again when its parameter count changes) has a winner runs that implementation
     (``optimizers.switch``); any other runs as it was built. ``installed`` is whether the bank holds such
@@ -365,14 +366,13 @@ class AppliedLoaders:
         self.installed = bool(self._winners)
         self._bank = bank
         self._own: dict[int, tuple[weakref.ref, dict]] = {}   # id(loader) -> (it, its own settings)
-        self._original = None
-        if self.installed:
-            self._original = original = DataLoader.__iter__
+        self._patch = Patched(DataLoader, "__iter__", self._iterating) if self.installed else None
 
-            def iterate(loader):
-                self._before(loader)
-                return original(loader)
-            DataLoader.__iter__ = iterate
+    def _iterating(self, original: Callable) -> Callable:
+        def iterate(loader):
+            self._before(loader)
+            return original(loader)
+        return iterate
 
     def _before(self, loader: DataLoader) -> None:
         if not self.enabled or not loaders.tunable(loader):
@@ -398,9 +398,8 @@ class AppliedLoaders:
 
     def remove(self) -> None:
         self.disable()
-        if self._original is not None:
-            DataLoader.__iter__ = self._original
-            self._original = None
+        if self._patch is not None:
+            self._patch.remove()
 
 
 def apply_loaders(bank: Bank | None = None) -> AppliedLoaders:

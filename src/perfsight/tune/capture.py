@@ -31,6 +31,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.data import DataLoader
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
+from perfsight.core.patched import Patched
 from perfsight.tune import intercept
 from perfsight.tune.candidates import CALLED_THROUGH, signature
 
@@ -76,41 +77,32 @@ class InputWait:
 
 
 _LOADER_OF: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # DataLoader iterator -> its loader
-_watchers: list[object] = []
 
 
-class LoaderWatch:
-    """While any is on (``remove()`` takes it off), every DataLoader iterator made is mapped to its loader, so
-    that the loader a step waited on can be tuned: a script makes its epoch's iterator before its first step."""
+class LoaderWatch(Patched):
+    """Until ``remove()``, every DataLoader iterator made is mapped to its loader, so that the loader a step
+    waited on can be tuned: a script makes its epoch's iterator before its first step."""
 
     def __init__(self):
-        if not _watchers:
-            original = DataLoader.__iter__
-
+        def wrap(original):
             def iterate(loader):
                 iterator = original(loader)
-                _LOADER_OF[iterator] = loader
+                if self.active:
+                    _LOADER_OF[iterator] = loader
                 return iterator
-            iterate.original = original
-            DataLoader.__iter__ = iterate
-        _watchers.append(self)
-
-    def remove(self) -> None:
-        if self in _watchers:
-            _watchers.remove(self)
-            if not _watchers:
-                DataLoader.__iter__ = DataLoader.__iter__.original
+            return iterate
+        super().__init__(DataLoader, "__iter__", wrap)
 
 
-class _TimedBatches:
-    """Every DataLoader iterator's ``__next__`` timed into ``waits`` while ``counting()``; ``remove()`` puts
-    torch's back."""
+class _TimedBatches(Patched):
+    """Every DataLoader iterator's ``__next__`` timed into ``waits`` while ``counting()``, until ``remove()``."""
 
     def __init__(self, waits: InputWait, counting: Callable[[], bool]):
-        self.original = original = _BaseDataLoaderIter.__next__
+        super().__init__(_BaseDataLoaderIter, "__next__", lambda original: self._timed(original, waits, counting))
 
+    def _timed(self, original: Callable, waits: InputWait, counting: Callable[[], bool]) -> Callable:
         def timed(iterator):
-            if not counting():
+            if not (self.active and counting()):
                 return original(iterator)
             start = time.perf_counter_ns()
             batch = original(iterator)     # the end of an epoch (StopIteration) is not a batch
@@ -122,10 +114,7 @@ class _TimedBatches:
             if loader is not None:
                 waits.sources.setdefault(name, loader)
             return batch
-        _BaseDataLoaderIter.__next__ = timed
-
-    def remove(self) -> None:
-        _BaseDataLoaderIter.__next__ = self.original
+        return timed
 
 
 @dataclass
