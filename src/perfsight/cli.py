@@ -237,7 +237,7 @@ def _add_tune(sub) -> None:
     tune.add_argument("--mode", choices=("op", "subgraph", "step", "both"),
                       help="op: operator tuning (default; AOE_MODE=2); subgraph: subgraph tuning (AOE_MODE=1); "
                            "step: the step settings (each optimizer's for-loop, foreach or fused implementation; "
-                           "the DataLoader's workers when the steps wait on their batches); "
+                           "the DataLoader's workers when the steps wait on their batches; TunableOp on a GPU); "
                            "both: all three, the step settings first, then subgraph and op as the seed advises "
                            "(see --order)")
     tune.add_argument("--order", choices=ORDERS, metavar="|".join(ORDERS),

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -93,12 +93,15 @@ def _structure(batch) -> list:
             for t in torch.utils._pytree.tree_leaves(batch)]
 
 
-def _differs(reference, batch) -> str:
-    """Why ``batch`` is not ``reference`` ('' if it is): its structure, then its tensors' values."""
+def _tensors(batch) -> list[torch.Tensor]:
+    return [t for t in torch.utils._pytree.tree_leaves(batch) if isinstance(t, torch.Tensor)]
+
+
+def _differs(reference, batch, *, values: bool) -> str:
+    """Why ``batch`` is not ``reference`` ('' if it is): its structure, then, with ``values``, its tensors'."""
     if _structure(batch) != _structure(reference):
         return f"its batches differ in structure: {_structure(batch)} against {_structure(reference)}"
-    leaves = [t for t in torch.utils._pytree.tree_leaves(reference) if isinstance(t, torch.Tensor)]
-    return mismatch(leaves, [t for t in torch.utils._pytree.tree_leaves(batch) if isinstance(t, torch.Tensor)])
+    return mismatch(_tensors(reference), _tensors(batch)) if values else ""
 
 
 def _deterministic(loader: torch.utils.data.DataLoader, reference) -> bool:
@@ -107,8 +110,9 @@ def _deterministic(loader: torch.utils.data.DataLoader, reference) -> bool:
     index = loader._index_sampler
     if not isinstance(getattr(index, "sampler", index), torch.utils.data.SequentialSampler):
         return False
-    return not _differs(reference, next(iter(loaders.copied(loader, loaders.settings(loader) | {
-        "num_workers": 0, "persistent_workers": False, "prefetch_factor": None}))))
+    again = next(iter(loaders.copied(loader, {**loaders.settings(loader), "num_workers": 0,
+                                              "persistent_workers": False, "prefetch_factor": None})))
+    return not _differs(reference, again, values=True)
 
 
 @dataclass
@@ -117,7 +121,7 @@ class LoaderTrial:
     alone)."""
 
     measurement: Measurement
-    in_step: dict | None = field(default=None)
+    in_step: dict | None = None
 
 
 def tune_loader(loader: torch.utils.data.DataLoader, step: Callable[[], object], *, expected_steps: int,
@@ -140,8 +144,7 @@ def tune_loader(loader: torch.utils.data.DataLoader, step: Callable[[], object],
                 copy.timing.reason = f"{type(exc).__name__}: {exc}"
             else:
                 copy.timing.compile_s = (timer() - start) / 1e9
-                problem = _differs(reference, first)
-                copy.timing.reason = problem if deterministic or problem.startswith("its batches differ") else ""
+                copy.timing.reason = _differs(reference, first, values=deterministic)
             copy.timing.ok = not copy.timing.reason
         valid = [base] + [c for c in copies if c.timing.ok]
         for index in range(rounds):

@@ -4,7 +4,8 @@
 steps of ``model`` on ``batch`` (or of ``step()``), checks the preconditions, then runs its stages in
 order: ``op`` tunes every tunable operator signature (tune/opat.py), ``subgraph`` every region
 (tune/sgat.py), ``step`` the settings of the whole step - the implementation of each optimizer the steps ran
-(tune/optat.py) - into the bank and ``aoe_result_opat_*.json`` (one task per stage). ``mode="both"`` runs
+(tune/optat.py), the workers of the data loaders they waited on (tune/loadat.py), TunableOp on a GPU
+(tune/tunableop.py) - into the bank and ``aoe_result_opat_*.json`` (one task per stage). ``mode="both"`` runs
 them all: the step settings first, then the regions and the operators, by default in the seed's advised
 order ``order="subgraph,op"``: the operators inside regions that
 got a compiled winner are then not operator-tuned (compiled code does not run them), nor those inside a
@@ -70,10 +71,10 @@ class Precondition:
 
 @dataclass
 class TuneResult:
-    """``report``: the result file; ``bank``: the bank directory; ``winners``: op_name (or region paths, or
-    optimizer) -> winning candidate of what was tuned now; ``failed``: op_name (or region paths, or optimizer)
-    -> why its tuning failed (counted in repo_summary as unsatisfied, or reserved); ``opat`` / ``sgat`` /
-    ``optat``: every operator's / region's / optimizer's outcome and measurement; ``repo_summary``: the op
+    """``report``: the result file; ``bank``: the bank directory; ``winners``: op_name (or region paths, or step
+    setting) -> winning candidate of what was tuned now; ``failed``: the same -> why its tuning failed (counted
+    in repo_summary as unsatisfied, or reserved); ``opat`` / ``sgat`` / ``optat``: every operator's / region's /
+    step setting's outcome and measurement; ``repo_summary``: the op
     stage's when it ran, else the subgraph stage's, else the step stage's; ``stages``: each stage's own
     result, in the order they ran; ``status``: the result file's (the seed's word); ``rows`` and ``verdict``:
     every signature's outcome and why, and what came out."""
@@ -149,7 +150,8 @@ def plan(mode: str | None = None, bank: str | Path | None = None, repeat: bool |
         mode = "subgraph" if settings.mode == SUBGRAPH else "op"
     if mode not in MODES:
         raise OptionError(f"tuning mode {mode!r} is not allowed; allowed: op (operator tuning, OPAT), "
-                          "subgraph (subgraph tuning, SGAT), step (the optimizer's implementation), both")
+                          "subgraph (subgraph tuning, SGAT), step (the step settings: optimizers, data loaders, "
+                          "TunableOp), both")
     if order is not None and order not in ORDERS:
         raise OptionError(f"tuning order {order!r} is not allowed; allowed: {', '.join(ORDERS)}")
     stages = ("step", *(order or ORDERS[0]).split(",")) if mode == "both" else (mode,)
