@@ -216,7 +216,7 @@ def _add_tune(sub) -> None:
             "After Ascend's AOE; the script runs unmodified:",
             "  perfsight tune --mode op -- python train.py args...        operator tuning (OPAT)",
             "  perfsight tune --mode subgraph -- python train.py args...  subgraph tuning (SGAT)",
-            "  perfsight tune --mode step -- python train.py args...      the optimizer's implementation",
+            "  perfsight tune --mode step -- python train.py args...      step settings (optimizers, loaders)",
             "  perfsight tune --verify -- python train.py args...         the bank's end-to-end speed-up", "",
             textwrap.fill(
                 "Tuning records the script's first --steps optimizer steps, then times every tunable operator "

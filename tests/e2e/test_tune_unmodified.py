@@ -238,7 +238,7 @@ def test_step_settings_tuning_leaves_the_training_as_it_was_and_perfsight_run_ap
     # the batch of the second recorded step was drawn from the script's DataLoader between the two steps
     assert re.search(r"the recorded steps waited [\d.]+ ms of [\d.]+ ms \(\d+%\) for their batches \(TensorDataset, "
                      r"num_workers=0: 1 batches\); (not )?input-bound", result.stderr), result.stderr
-    assert re.search(r"step-settings tuning \(the optimizer's implementation\): repo_add_num=\d, .*total_num=1",
+    assert re.search(r"step-settings tuning \(optimizers, data loaders, TunableOp\): repo_add_num=\d, .*total_num=1",
                      result.stderr), result.stderr
     [bank] = (tmp_path / "bank").iterdir()
     store = json.loads((bank / "step.json").read_text())

@@ -264,7 +264,7 @@ def test_the_step_stage_is_proven_in_the_training_step_then_verify_applies_it(tm
     console = Console(record=True, width=100)
     print_tuning(status, console)
     shown = console.export_text()
-    assert "step-settings tuning (the optimizer's implementation): 1 signatures" in shown
+    assert "step-settings tuning (optimizers, data loaders, TunableOp): 1 signatures" in shown
     assert "│ optimizer 0 (Adam) " in shown and "│ Adam over…nts, float32 on cpu) " in shown
     assert "perfsight: in the step: 1 winner(s) kept, 0 rejected" in shown
 

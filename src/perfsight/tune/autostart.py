@@ -11,9 +11,9 @@ running ``replay_step``: the root's forward on a detached copy of those inputs, 
 forward ran with grad - the backward of the sum of its floating outputs' means; the step stage (mode step
 or both) tunes the implementation of the optimizers that stepped in the recorded steps and, when those
 steps waited on their batches, the worker settings of the DataLoaders they drew from, timed with the replay
-(tune/loadat.py). The stages' winners
-are then proven on ``replay_step`` before the bank gets them (tune/prove.py, tune/proof.py): each is kept
-only if the replayed steps run faster with it; with the step stage, the replay steps those optimizers too.
+(tune/loadat.py). The stages' winners are then proven on ``replay_step`` before the bank gets them
+(tune/prove.py, tune/proof.py): each is kept only if the replayed steps run faster with it; with the step
+stage, the replay steps those optimizers too.
 Buffers and gradients the stages and the proof touched are restored, the weights and optimizer state such a
 replay moved too, and the random-number state, so the script goes on as it would have. The script continues
 untuned with every hook removed. The outcome goes to the ``status`` file the launcher reads: ``{"report",

@@ -6,7 +6,7 @@ Layout, one directory per device (``device.device_fingerprint``)::
       bank.json     the device facts and the library versions the bank was tuned under
       opat.json     operator (OPAT) entries   {"kind": "op", "entries": {key: entry}}
       sgat.json     subgraph (SGAT) entries   {"kind": "subgraph", "entries": {key: entry}}
-      step.json     step settings (perfsight's: the optimizer's implementation)
+      step.json     step settings (perfsight's: optimizer implementations, data-loader workers, TunableOp)
                                               {"kind": "step", "entries": {key: entry}}
       .lock         every write holds fcntl.flock on it, re-reads, then replaces the file atomically
 

@@ -37,7 +37,7 @@ STATUSES = (SUCCESSFUL, FAILED, INCOMPLETE)
 MODIFIED = ("add", "update")
 #: perfsight's addition to a task: its winners' in-step trials and the end-to-end one (tune/prove.py)
 IN_STEP = "perfsight_in_step"
-#: perfsight's task of the step-settings stage (the optimizer's implementation), beside OPAT's and SGAT's
+#: perfsight's task of the step-settings stage (optimizers, data loaders, TunableOp), beside OPAT's and SGAT's
 STEP_SETTINGS = "perfsight_step_settings"
 
 _files: dict[tuple[Path, int], _ResultFile] = {}  # (result directory, pid): a forked child gets its own

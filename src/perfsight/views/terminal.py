@@ -494,8 +494,8 @@ def print_options(options: list[dict], console: Console | None = None) -> None:
                               f"default: {escape(default)}", (0, 0, 0, 4)))
 
 
-TUNE_STAGES = {"step": "step-settings tuning (the optimizer's implementation)", "subgraph": "subgraph tuning (SGAT)",
-               "op": "operator tuning (OPAT)"}
+TUNE_STAGES = {"step": "step-settings tuning (optimizers, data loaders, TunableOp)",
+               "subgraph": "subgraph tuning (SGAT)", "op": "operator tuning (OPAT)"}
 TUNE_WIDTH = 100  # the tuning table's width when the output is not a terminal
 
 
