@@ -60,7 +60,7 @@ def test_the_candidates_are_every_worker_count_but_the_loaders_own():
     assert "workers_0" in [name for name, _ in loaders.candidates(DataLoader(loader.dataset, num_workers=1))]
 
 
-def test_settings_put_on_a_loader_take_effect_at_its_next_epoch_and_put_back_shut_its_workers_down():
+def test_settings_put_on_a_loader_take_effect_at_its_next_epoch_and_an_epoch_under_way_keeps_its_workers():
     loader = DataLoader(SlowItems(), batch_size=4)
     own = loaders.settings(loader)
     assert own == {"num_workers": 0, "persistent_workers": False, "prefetch_factor": None, "pin_memory": False}
