@@ -284,3 +284,28 @@ def test_the_docs_list_each_arming_option_with_its_default():
         default = described[name]
         said = "unset" if default is None else str(default)
         assert rows[name] == said, f"docs/on-demand.md says {name}'s default is {rows[name]!r}, the code {said!r}"
+
+
+def test_an_answer_the_full_disk_kept_from_being_written_is_written_at_a_later_heartbeat(armed, monkeypatch,
+                                                                                          caplog):
+    written = livefiles.write_response
+    refusals = iter([OSError(28, "No space left on device")])
+
+    def full_once(*args, **kwargs):
+        error = next(refusals, None)
+        if error is not None:
+            raise error
+        return written(*args, **kwargs)
+    monkeypatch.setattr(livefiles, "write_response", full_once)
+    ask(armed.live, "r5", start=50, options={"trigger": "slow_step:2"})     # refused: an answer to write
+    refused = wait_until(lambda: livefiles.read_response(armed.live, "r5", 0), "the answer, at a later heartbeat")
+    assert refused["state"] == livefiles.REFUSED and not armed._unsent
+    assert "answering request r5 failed: [Errno 28] No space left on device" in caplog.text
+
+
+def test_an_unwritten_answer_to_a_request_withdrawn_meanwhile_is_dropped(armed, monkeypatch):
+    monkeypatch.setattr(livefiles, "write_response", lambda *args, **kwargs: (_ for _ in ()).throw(OSError(28, "full")))
+    ask(armed.live, "r6", start=50, options={"trigger": "slow_step:2"})
+    wait_until(lambda: "r6" in armed._unsent, "the unwritten answer")
+    (armed.live / livefiles.REQUEST).unlink()                              # the requester gave up
+    wait_until(lambda: not armed._unsent, "the answer dropped")

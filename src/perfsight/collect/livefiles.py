@@ -155,6 +155,14 @@ def parse_request_id(text: str | bytes) -> str:
     return _request_id(_request_object(text))
 
 
+def current_request_id(live: Path) -> str | None:
+    """The id of the request asked now (``REQUEST``); None when there is none or it has no usable id."""
+    try:
+        return parse_request_id(read_regular(live / REQUEST))
+    except (OSError, BadRequest):
+        return None
+
+
 def parse_request(text: str | bytes) -> Request:
     """A request file's text as a Request; BadRequest saying what is wrong."""
     data = _request_object(text)

@@ -132,6 +132,9 @@ class Armed:
         self._capture: Capture | None = None
         self._captures: list[dict] = []
         self._answered: set[str] = set()
+        #: answers that could not be written (a full disk), by request id: tried again at each heartbeat while
+        #: their request is the one asked, so that the requester is not left waiting on a rank that answered
+        self._unsent: dict[str, tuple[str, str, dict]] = {}
         self._lock = threading.Lock()             # the capture planned, between the watcher and the steps
         self._status_lock = threading.Lock()      # one writer of the status at a time, each from the state now
         self._wake = threading.Event()            # the status changed: rewrite it now
@@ -312,6 +315,8 @@ class Armed:
         if self._wake.is_set() or time.monotonic() >= state["next_beat"]:
             self._wake.clear()
             self._write_status()
+            if self._unsent:
+                self._send_unsent(livefiles.current_request_id(self.live))
             state["next_beat"] = time.monotonic() + livefiles.HEARTBEAT_S
 
     def _look_for_request(self, seen: tuple | None) -> tuple | None:
@@ -384,10 +389,26 @@ class Armed:
             self._answer(request_id, livefiles.REFUSED, f"rank {self.rank} cannot read the request: {why}")
 
     def _answer(self, request_id: str, state: str, message: str, **facts) -> None:
+        self._unsent[request_id] = (state, message, facts)
+        self._send(request_id)
+
+    def _send(self, request_id: str) -> None:
+        """Write the answer to ``request_id`` kept unsent; a failure is noted and it stays to be tried again."""
+        state, message, facts = self._unsent[request_id]
         try:
             livefiles.write_response(self.live, request_id, self.rank, state, message, **facts)
         except OSError as error:
             self.failsafe.note(f"answering request {request_id} failed: {error}")
+        else:
+            self._unsent.pop(request_id, None)
+
+    def _send_unsent(self, current: str | None) -> None:
+        """Try again the answers not written yet to the request asked now; drop those to any other."""
+        for request_id in list(self._unsent):
+            if request_id == current:
+                self._send(request_id)
+            else:
+                self._unsent.pop(request_id, None)
 
     def _write_status(self) -> None:
         with self._status_lock:
