@@ -248,14 +248,14 @@ def test_the_driver_tunes_the_workers_of_the_loader_the_recorded_steps_waited_on
     assert status["input"]["input_bound"], status["input"]
     rows = {row["where"]: row for row in status["stages"]["step"]["rows"]}
     loaded = rows["data loader 0 (SlowItems)"]
-    # the replay computes in well under a millisecond: the loader holds every step up, and workers load its
-    # items side by side; the rule judged the winner on the replayed steps it timed
-    assert loaded["best"].startswith("workers_") and loaded["in_step"]["decision"] in ("kept", "rejected")
+    # every worker count was timed on the replayed steps (whether one won, and whether the rule then kept it, is
+    # the machine's to say: tests/tune/test_loadat.py plants a loader whose answer is known); the bank and the
+    # proof's account agree with what the stage decided
+    assert loaded["best"].startswith("workers_") and loaded["default_us"] > 0
+    kept = loaded["in_step"] is not None and loaded["in_step"]["decision"] == "kept"
     [entry] = [e for e in json.loads(next((tmp_path / "bank").glob("*/step.json")).read_text())["entries"].values()
                if "loader" in e["signature"]]
-    assert (entry["winner"] is not None) == (loaded["in_step"]["decision"] == "kept")
-    proof = status["proof"]                                # the loader's judgement counts with the others'
-    assert proof["kept"] + proof["rejected"] >= 1
-    assert (loaded["in_step"]["decision"] == "kept") == proof["text"].startswith("the data loader's winner was kept")
+    assert (entry["winner"] is not None) == kept
+    assert kept == status["proof"]["text"].startswith("the data loader's winner was kept")
     assert loaders.settings(loader)["num_workers"] == 0 and torch.utils.data.DataLoader.__iter__.__qualname__ == \
         "DataLoader.__iter__"                             # the script's loader untouched, torch's __iter__ back
