@@ -174,7 +174,7 @@ def test_tunableop_results_tuned_under_another_torch_are_not_applied_and_a_warni
     model, x = torch.nn.Linear(16, 4), torch.randn(8, 16)
     clock = Clock(gpu)
     staged = Bank(tmp_path)
-    tune_step_settings(Capture(), plan("step", tmp_path), staged, tuning_name="t", loader_step=None,
+    tune_step_settings(Capture(), plan("step", result_dir=tmp_path / "out"), staged, tuning_name="t", loader_step=None,
                        proof_step=lambda: clock.step(model, x), model=model, timer=clock, warmup=1, repeats=5)
     (staged.directory / tunableop.RESULTS).write_text(RECORDED)               # tuned under torch 2.2.0
     with pytest.warns(UserWarning, match=r"TunableOp results .* are not applied: PT_VERSION: results 2\.2\.0, "
