@@ -1,6 +1,6 @@
 """The data loader as a step setting: its signature and candidates, copies and settings put in place
-(tune/loaders.py), its tuning in blocks of steps on a planted input-bound loader (tune/loadat.py), and its winner
-applied from the next epoch (apply.AppliedLoaders)."""
+(tune/loaders.py), its tuning in blocks of steps on a loader whose workers' savings are planted on a fake clock
+(tune/loadat.py), and its winner applied from the next epoch (apply.AppliedLoaders)."""
 import os
 import time
 
@@ -84,17 +84,53 @@ def waited_on(loader: DataLoader, share: float) -> InputWait:
                      sources={name: loader})
 
 
-def test_an_input_bound_loader_gets_workers_proven_in_blocks_of_steps(tmp_path):
-    loader = DataLoader(SlowItems(), batch_size=4)
-    # a step draws a batch (4 items: 16 ms at 0 workers) and computes 8 ms: workers load the next batch
-    # meanwhile, so with 2 of them a step takes about 8-10 ms against 24 ms
-    [done] = tune_loaders(waited_on(loader, 0.6), compute, bank=Bank(tmp_path), rounds=8, block=3)
+#: what a batch costs on the fake clock (us) with no worker or one (one process loads it either way), and
+#: shared out among more; what a step's compute costs; the jitter added to the batches in turn
+BATCH_US, STEP_US, JITTER_US = 16_000, 8_000, (0, 300, -200, 100)
+
+
+class Clock:
+    def __init__(self):
+        self.now, self.batches = 0, 0
+
+    def __call__(self) -> int:
+        return self.now
+
+    def compute(self) -> None:
+        self.now += STEP_US * 1000
+
+
+class ClockedCopy:
+    """A copy of a loader (what ``loaders.copied`` makes) whose batches cost the fake clock what its worker count
+    makes them cost: the time a loader's workers save, planted."""
+
+    def __init__(self, loader: DataLoader, chosen: dict, clock: Clock):
+        self.loader, self.clock = loader, clock
+        self.num_workers, self.prefetch_factor = chosen["num_workers"], chosen["prefetch_factor"]
+
+    def __iter__(self):
+        for batch in iter(DataLoader(self.loader.dataset, batch_size=self.loader.batch_size)):
+            self.clock.now += (BATCH_US // max(self.num_workers, 1) + JITTER_US[self.clock.batches % 4]) * 1000
+            self.clock.batches += 1
+            yield batch
+
+
+def test_an_input_bound_loader_gets_the_most_workers_when_they_save_the_most_proven_in_blocks_of_steps(
+        tmp_path, monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(loaders, "copied", lambda loader, chosen: ClockedCopy(loader, chosen, clock))
+    loader = DataLoader(TensorDataset(torch.arange(48.0).reshape(16, 3)), batch_size=4)
+    [done] = tune_loaders(waited_on(loader, 0.6), clock.compute, bank=Bank(tmp_path), timer=clock, rounds=8,
+                          block=3)
     m = done.measurement
-    assert done.op_name == "data loader 0 (SlowItems)" and m.winner is not None
-    assert m.winner.params["num_workers"] >= 1 and m.winner.params["persistent_workers"] is True
-    assert all(t.ok and t.compile_s is not None for t in m.candidates)    # each copy's first batch: start-up
-    assert done.in_step["decision"] == "kept" and done.in_step["speedup_low"] > 1.0
-    assert done.in_step["rounds"] == 8 and done.row()["what"] == "SlowItems x48, batch 4, SequentialSampler"
+    most = min(os.cpu_count() or 1, loaders.MAX_WORKERS)
+    assert done.op_name == "data loader 0 (TensorDataset)" and m.winner is not None
+    assert (m.winner.params["num_workers"], m.winner.params["persistent_workers"]) == (most, True)
+    # each copy's first batch is checked (a sequential sampler: values too) and timed as its start-up
+    assert all(t.ok and t.compile_s is not None for t in m.candidates)
+    assert m.default.median_us == pytest.approx(BATCH_US + STEP_US, abs=300)
+    assert done.in_step["decision"] == "kept" and done.in_step["speedup_low"] > 1.0 and done.in_step["rounds"] == 8
+    assert done.row()["what"] == "TensorDataset x16, batch 4, SequentialSampler"
     assert loaders.settings(loader)["num_workers"] == 0                     # the user's loader untouched
     [entry] = Bank(tmp_path).entries("step").values()
     assert entry.winner == m.winner.name and entry.signature == loaders.signature(loader)
