@@ -226,15 +226,20 @@ def test_a_damaged_bank_at_run_time_is_reported_and_the_training_goes_on_untuned
     assert "Traceback" not in logged and TunedMode.current() is None
 
 
-def test_the_driver_tunes_the_workers_of_the_loader_the_recorded_steps_waited_on(tmp_path):
+def test_the_driver_tunes_the_workers_of_the_loader_the_recorded_steps_waited_on(tmp_path, monkeypatch):
+    from perfsight.tune import capture
     from tests.tune.test_loadat import SlowItems
+
+    # whether a run is input-bound is the machine's speed to say (tests/tune/test_capture.py checks the line that
+    # says it): here every wait counts, so that the loader is tuned whatever the machine's load
+    monkeypatch.setattr(capture, "INPUT_BOUND_SHARE", 0.0)
 
     model = torch.nn.Linear(3, 2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     config = {"mode": "step", "bank": str(tmp_path / "bank"), "repeat": False, "steps": 2,
               "result_dir": str(tmp_path / "out"), "status": str(tmp_path / "status.json")}
     driver = TuningDriver(config, "script.py")           # at torch's import: before the script makes its loader
-    loader = torch.utils.data.DataLoader(SlowItems(), batch_size=8)   # 32 ms a batch at least: input-bound
+    loader = torch.utils.data.DataLoader(SlowItems(), batch_size=8)   # 32 ms a batch at least
     for _, x in zip(range(3), loader):                     # its iterator is made before the first step
         optimizer.zero_grad()
         model(x).sum().backward()
@@ -242,10 +247,9 @@ def test_the_driver_tunes_the_workers_of_the_loader_the_recorded_steps_waited_on
     assert driver.done
     status = json.loads((tmp_path / "status.json").read_text())
     assert "error" not in status, status
-    # the batch of the second step, 8 items of at least 4 ms each, was waited for between the steps; against a
-    # linear layer's recorded steps that is input-bound unless the machine slows each past 140 ms
+    # the batch of the second step, 8 items of at least 4 ms each, was waited for between the steps
     assert status["input"]["loaders"] == {"SlowItems, num_workers=0": 1} and status["input"]["wait_ms"] >= 32
-    assert status["input"]["input_bound"], status["input"]
+    assert status["input"]["wait_ms"] <= status["input"]["span_ms"] and status["input"]["input_bound"]
     rows = {row["where"]: row for row in status["stages"]["step"]["rows"]}
     loaded = rows["data loader 0 (SlowItems)"]
     # every worker count was timed on the replayed steps (whether one won, and whether the rule then kept it, is
