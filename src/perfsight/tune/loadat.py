@@ -42,6 +42,7 @@ from perfsight.tune.measure import (
     load_average,
     mismatch,
     repays,
+    tensors_in,
 )
 from perfsight.tune.opat import tune_one
 from perfsight.tune.optat import SettingResult
@@ -93,15 +94,11 @@ def _structure(batch) -> list:
             for t in torch.utils._pytree.tree_leaves(batch)]
 
 
-def _tensors(batch) -> list[torch.Tensor]:
-    return [t for t in torch.utils._pytree.tree_leaves(batch) if isinstance(t, torch.Tensor)]
-
-
 def _differs(reference, batch, *, values: bool) -> str:
     """Why ``batch`` is not ``reference`` ('' if it is): its structure, then, with ``values``, its tensors'."""
     if _structure(batch) != _structure(reference):
         return f"its batches differ in structure: {_structure(batch)} against {_structure(reference)}"
-    return mismatch(_tensors(reference), _tensors(batch)) if values else ""
+    return mismatch(tensors_in(reference), tensors_in(batch)) if values else ""
 
 
 def _deterministic(loader: torch.utils.data.DataLoader, reference) -> bool:

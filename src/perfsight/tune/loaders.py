@@ -27,10 +27,9 @@ SETTINGS = ("num_workers", "persistent_workers", "prefetch_factor", "pin_memory"
 MAX_WORKERS = 8
 
 
-def _name(value) -> str:
-    kind = value if isinstance(value, type) else type(value)
-    name = getattr(value, "__qualname__", None) if callable(value) and not isinstance(value, type) else None
-    return name or f"{kind.__module__}.{kind.__qualname__}"
+def _class(value) -> str:
+    """``value``'s class, named in full."""
+    return f"{type(value).__module__}.{type(value).__qualname__}"
 
 
 def tunable(loader: DataLoader) -> bool:
@@ -46,10 +45,11 @@ def signature(loader: DataLoader) -> dict:
         length = len(loader.dataset)
     except TypeError:
         length = None
-    return {"loader": _name(type(loader)), "dataset": _name(type(loader.dataset)), "length": length,
+    return {"loader": _class(loader), "dataset": _class(loader.dataset), "length": length,
             "batch_size": index.batch_size if batches else loader.batch_size,
             "drop_last": index.drop_last if batches else loader.drop_last,
-            "sampler": _name(type(index.sampler if batches else index)), "collate_fn": _name(loader.collate_fn)}
+            "sampler": _class(index.sampler if batches else index),
+            "collate_fn": getattr(loader.collate_fn, "__qualname__", None) or _class(loader.collate_fn)}
 
 
 def describe(sig: dict) -> str:

@@ -204,6 +204,11 @@ def _largest(tensor) -> float:
         tensor.is_floating_point() else 0.0
 
 
+def tensors_in(value) -> list[torch.Tensor]:
+    """The tensors among the leaves of ``value`` (nested tuples, lists and dicts), in order: a run's results."""
+    return [t for t in torch.utils._pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+
+
 def mismatch(reference, got, gradients: int = 0) -> str:
     """Why ``got`` does not reproduce ``reference`` within dtype tolerances ('' if it does). The absolute
     tolerance is the relative one times the reference's largest magnitude; the last ``gradients`` results are

@@ -52,21 +52,27 @@ import torch
 from perfsight.tune.apply import apply_subgraphs
 from perfsight.tune.bank import Bank, Entry, RepoSummary, kept_mode, settled
 from perfsight.tune.capture import train_step
-from perfsight.tune.measure import EXPECTED_STEPS, Measurement, entry, first_call, measure, outcome, reported_us, sample
+from perfsight.tune.measure import (
+    EXPECTED_STEPS,
+    Measurement,
+    entry,
+    first_call,
+    measure,
+    outcome,
+    reported_us,
+    sample,
+    tensors_in,
+)
 from perfsight.tune.optimizers import parameters
 from perfsight.tune.regions import Region, find_regions
 from perfsight.tune.settings import schedule_threads
 from perfsight.tune.variants import region_runner, tensor_specs, variant_call, variants
 
 
-def _outputs(value) -> list[torch.Tensor]:
-    return [t for t in torch.utils._pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
-
-
 def _differentiated(region: Region) -> list[torch.Tensor]:
     """What a training call of the region is differentiated with respect to: its inputs needing a gradient,
     then its parameters."""
-    return [t for t in _outputs((region.args, region.kwargs)) if t.requires_grad] + [
+    return [t for t in tensors_in((region.args, region.kwargs)) if t.requires_grad] + [
         p for p in region.module.parameters() if p.requires_grad]
 
 
@@ -78,8 +84,8 @@ def _runner(call: Callable, region: Region, grad_outs: list | None) -> Callable[
     def go():
         if grad_outs is None:
             with torch.no_grad():
-                return tuple(_outputs(call(*args, **kwargs)))
-        outs = _outputs(call(*args, **kwargs))
+                return tuple(tensors_in(call(*args, **kwargs)))
+        outs = tensors_in(call(*args, **kwargs))
         pairs = [(o, g) for o, g in zip(outs, grad_outs) if o.requires_grad]
         grads = torch.autograd.grad([o for o, _ in pairs], wrt, grad_outputs=[g for _, g in pairs],
                                     allow_unused=True)
